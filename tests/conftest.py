@@ -1,0 +1,59 @@
+"""Shared fixtures: data sets, vocabularies, seeded RNG."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _data_dir() -> Path | None:
+    env = os.environ.get("CONSTRAIN_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "data")
+    for cand in candidates:
+        if cand.is_dir():
+            return cand
+    return None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared data folder ($CONSTRAIN_DATA, else ../shared/data); a failure under CI=true."""
+    found = _data_dir()
+    if found is None:
+        msg = "shared data not found: set CONSTRAIN_DATA or provide ../shared/data"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return found
+
+
+@pytest.fixture(scope="session")
+def byte_vocab():  # type: ignore[no-untyped-def]
+    from constrain.testing import byte_vocabulary
+
+    return byte_vocabulary()
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab():  # type: ignore[no-untyped-def]
+    from constrain.testing import tiny_vocabulary
+
+    return tiny_vocabulary()
+
+
+@pytest.fixture(scope="session")
+def llama_vocab():  # type: ignore[no-untyped-def]
+    from constrain.testing import llama3_vocabulary
+
+    return llama3_vocabulary()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
