@@ -14,6 +14,8 @@ rule names with a lowercase one.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,10 +157,12 @@ def _escape_char(cp: int, in_class: bool) -> str:
         return "\\t"
     if ch == "\r":
         return "\\r"
-    if cp < 0x20 or cp == 0x7F or 0xD800 <= cp <= 0xDFFF or cp in (0x2028, 0x2029):
-        return f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}"
-    if cp > 0xFFFF and not ch.isprintable():
-        return f"\\U{cp:08x}"
+    if not ch.isprintable() or 0xD800 <= cp <= 0xDFFF:
+        # Control, format, separator (U+2028...) and unassigned code points are escaped so the
+        # printed pattern stays on one line and survives a round trip through a text file.
+        if cp <= 0xFF:
+            return f"\\x{cp:02x}"
+        return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
     if in_class:
         return "\\" + ch if ch in "\\]^-[" else ch
     return "\\" + ch if ch in _META else ch
@@ -182,6 +186,11 @@ def _charset_pattern(cs: CharSet) -> str:
     return "[" + ("^" if use_neg else "") + "".join(body) + "]"
 
 
+# The empty language, written without lookaround so that Lark's Earley parser (which rejects
+# zero-width patterns) and our own regex front end both read it back.
+_NO_CHAR = "[^\\s\\S]"
+
+
 def _prec(node: Regex) -> int:
     """Binding strength: 0 alternation, 1 concatenation, 2 atom."""
     if isinstance(node, Alt):
@@ -191,6 +200,13 @@ def _prec(node: Regex) -> int:
     if isinstance(node, Literal):
         return 2 if len(node.text) == 1 else 1
     return 2
+
+
+def _is_repeat(node: Regex) -> bool:
+    """Return whether ``node`` prints as a quantified atom (a Repeat, maybe in a 1-item group)."""
+    while isinstance(node, (Concat, Alt)) and len(node.items) == 1:
+        node = node.items[0]
+    return isinstance(node, Repeat)
 
 
 def regex_to_pattern(node: Regex) -> str:
@@ -209,7 +225,7 @@ def regex_to_pattern(node: Regex) -> str:
         A pattern string, without delimiters.
     """
     if isinstance(node, CharSet):
-        return "(?!)" if node.is_empty() else _charset_pattern(node)
+        return _NO_CHAR if node.is_empty() else _charset_pattern(node)
     if isinstance(node, Literal):
         return "".join(_escape_char(ord(c), False) for c in node.text)
     if isinstance(node, Concat):
@@ -220,11 +236,12 @@ def regex_to_pattern(node: Regex) -> str:
         return "".join(parts)
     if isinstance(node, Alt):
         if not node.items:
-            return "(?!)"
+            return _NO_CHAR
         return "|".join(regex_to_pattern(item) for item in node.items)
     if isinstance(node, Repeat):
         inner = regex_to_pattern(node.item)
-        if _prec(node.item) < 2:
+        if _prec(node.item) < 2 or _is_repeat(node.item):
+            # A quantifier right after another one would read as lazy (``+?``) or possessive.
             inner = f"(?:{inner})"
         lo, hi = node.min, node.max
         if hi is None:
@@ -237,6 +254,83 @@ def regex_to_pattern(node: Regex) -> str:
             q = f"{{{lo},{hi}}}"
         return inner + q
     raise TypeError(f"not a regex IR node: {node!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Case-insensitive literals (Lark ``"select"i``), matched as Python's ``re.IGNORECASE`` does
+# --------------------------------------------------------------------------------------------
+
+
+def _str_tolower(cp: int) -> int:
+    low = chr(cp).lower()
+    return ord(low) if len(low) == 1 else cp
+
+
+try:
+    from _sre import unicode_tolower as _tolower  # the simple lowercase ``re`` itself uses
+except ImportError:  # pragma: no cover - other Python implementations
+    _tolower = _str_tolower
+
+
+@functools.cache
+def _lower_preimages() -> dict[int, tuple[int, ...]]:
+    """Map each code point to the others whose simple lowercase it is (built once, ~0.1 s)."""
+    table: dict[int, list[int]] = {}
+    for cp in range(MAX_CODEPOINT + 1):
+        low = _tolower(cp)
+        if low != cp:
+            table.setdefault(low, []).append(cp)
+    return {k: tuple(v) for k, v in table.items()}
+
+
+def _extra_cases() -> Mapping[int, tuple[int, ...]]:
+    """Python's extra case equivalences (``i``/``ı``, ``s``/``ſ``, ...), when available."""
+    try:
+        from re._casefix import _EXTRA_CASES  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - Python 3.10 keeps them in sre_compile
+        import sre_compile
+
+        return dict(getattr(sre_compile, "_ignorecase_fixes", {}))
+    return dict(_EXTRA_CASES)
+
+
+@functools.cache
+def ignorecase_charset(ch: str) -> CharSet:
+    """Return the characters that ``re.fullmatch(re.escape(ch), c, re.IGNORECASE)`` accepts.
+
+    This is how Lark matches a case-insensitive string (``"select"i``), so ``"k"i`` also
+    accepts the Kelvin sign U+212A and ``"s"i`` the long s U+017F.
+
+    Parameters
+    ----------
+    ch : str
+        A single character.
+
+    Returns
+    -------
+    CharSet
+        ``ch`` and its case variants.
+    """
+    preimages, extra = _lower_preimages(), _extra_cases()
+    seen = {ord(ch)}
+    todo = [ord(ch)]
+    while todo:  # closure over lowercase, its preimages and the extra equivalences
+        cp = todo.pop()
+        low = _tolower(cp)
+        for other in (low, *preimages.get(cp, ()), *preimages.get(low, ()), *extra.get(low, ())):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    pattern = re.compile(re.escape(ch), re.IGNORECASE)
+    return CharSet.of((cp, cp) for cp in seen if pattern.fullmatch(chr(cp)))
+
+
+def ignorecase_literal(text: str) -> Concat:
+    """Return the regex IR of ``text`` matched case-insensitively: one CharSet per character.
+
+    ``Grammar.to_lark`` prints such a node back as ``"text"i``.
+    """
+    return Concat(tuple(ignorecase_charset(c) for c in text))
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,7 +376,7 @@ class Grammar:
     """A context-free grammar over regular terminals: the IR every front end compiles to.
 
     Build one with :meth:`from_regex`, :meth:`from_lark`, :meth:`from_lark_file`,
-    :meth:`builtin`, :meth:`from_json_schema` or :meth:`from_pydantic`, then compile it with
+    or :meth:`builtin`, then compile it with
     ``constrain.Compiler(vocab).compile(grammar)``.
 
     Parameters
@@ -307,9 +401,9 @@ class Grammar:
 
     @classmethod
     def from_regex(cls, pattern: str) -> Grammar:
-        """Return the grammar of the strings that fully match a Python ``re`` pattern.
+        r"""Return the grammar of the strings that fully match a Python ``re`` pattern.
 
-        Supports classes, ``\\d \\w \\s`` (Unicode, as Python), ``.``, quantifiers (lazy ones are
+        Supports classes, ``\d \w \s`` (Unicode, as Python), ``.``, quantifiers (lazy ones are
         treated as greedy), alternation, groups and ``^``/``$`` at the ends. Lookaround and
         backreferences raise :class:`~constrain.RegexError` naming the construct and offset.
 
@@ -335,7 +429,9 @@ class Grammar:
     @classmethod
     def from_terminal_regex(cls, regex: Regex, name: str = "REGEX") -> Grammar:
         """Return a single-terminal grammar ``start: NAME`` for a regex IR node."""
-        return cls(rules=(Rule("start", ((name,),)),), terminals=(Terminal(name, regex),), start="start")
+        return cls(
+            rules=(Rule("start", ((name,),)),), terminals=(Terminal(name, regex),), start="start"
+        )
 
     @classmethod
     def from_lark(cls, text: str, *, start: str = "start") -> Grammar:
@@ -359,7 +455,7 @@ class Grammar:
 
     @classmethod
     def from_lark_file(cls, path: str | Path, *, start: str = "start") -> Grammar:
-        """Return the grammar of a ``.lark`` file (relative ``%import`` resolved from its folder)."""
+        """Return the grammar of a ``.lark`` file (relative ``%import`` from its folder)."""
         from constrain.frontends.lark import parse_lark_file
 
         return parse_lark_file(Path(path), start=start)
@@ -376,25 +472,6 @@ class Grammar:
         from constrain.frontends.lark import builtin_grammar
 
         return builtin_grammar(name)
-
-    @classmethod
-    def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
-        """Return the grammar of the JSON documents valid under a JSON Schema (dict or text)."""
-        from constrain.frontends.json_schema import json_schema_to_grammar
-
-        return json_schema_to_grammar(schema, **options)
-
-    @classmethod
-    def from_json_schema_file(cls, path: str | Path, **options: Any) -> Grammar:
-        """Return the grammar of a JSON Schema stored in a file."""
-        return cls.from_json_schema(Path(path).read_text(encoding="utf-8"), **options)
-
-    @classmethod
-    def from_pydantic(cls, model: Any, **options: Any) -> Grammar:
-        """Return the grammar of the JSON serialisations of a pydantic model or type."""
-        from constrain.frontends.pydantic import pydantic_to_grammar
-
-        return pydantic_to_grammar(model, **options)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -504,30 +581,179 @@ class Grammar:
     def to_lark(self) -> str:
         """Print the grammar as Lark text that ``Grammar.from_lark`` reads back.
 
+        The text has the same language under Lark's Earley parser and under
+        ``Grammar.from_lark``. Names that Lark cannot read (``__start_star_0``, template
+        instances such as ``_sep{item,COMMA}``, names with other characters) are renamed to
+        close legal names, so the start rule keeps its name whenever it is legal. Duplicate
+        alternatives are dropped, a terminal that matches the empty string is printed as its
+        non-empty part and made optional where it is used (Lark rejects zero-width terminals),
+        and a rule without alternatives is printed as ``r: r`` (it derives nothing).
+
         Returns
         -------
         str
             Rules first (start rule first), then terminals, then ``%ignore`` lines.
         """
+        names = _lark_names(self)
+        terms = self.terminal_map()
+        # Nullable terminal -> its non-empty part (None when it matches only the empty string).
+        nullable = {t.name: _non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
         lines: list[str] = []
-        ordered = sorted(self.rules, key=lambda r: (r.name != self.start,))
-        for rule in ordered:
-            alts = [" ".join(alt) if alt else "" for alt in rule.alternatives]
-            lines.append(f"{rule.name}: " + "\n    | ".join(alts))
-        if self.terminals:
+        for rule in sorted(self.rules, key=lambda r: r.name != self.start):
+            alts: dict[str, None] = {}
+            for alt in rule.alternatives:
+                for expanded in _expand_nullable(alt, nullable):
+                    alts.setdefault(" ".join(names.get(s, s) for s in expanded))
+            body = "\n    | ".join(alts) if alts else names[rule.name]
+            lines.append(f"{names[rule.name]}: {body}".replace(" \n", "\n").rstrip())
+        printed = [t for t in self.terminals if nullable.get(t.name, t.regex) is not None]
+        if printed:
             lines.append("")
-        for term in self.terminals:
-            lines.append(f"{term.name}: {_terminal_to_lark(term.regex)}")
-        for name in self.ignore:
-            lines.append(f"%ignore {name}")
+        for term in printed:
+            regex = nullable.get(term.name, term.regex)
+            assert regex is not None
+            lines.append(f"{names[term.name]}: {_terminal_to_lark(regex)}")
+        lines.extend(
+            f"%ignore {names[name]}"
+            for name in dict.fromkeys(self.ignore)
+            if name in terms and nullable.get(name, terms[name].regex) is not None
+        )
         return "\n".join(lines) + "\n"
 
     def __str__(self) -> str:
         return self.to_lark()
 
 
+# --------------------------------------------------------------------------------------------
+# Lark printing helpers
+# --------------------------------------------------------------------------------------------
+
+_LARK_RULE_NAME = re.compile(r"_?[a-z][_a-z0-9]*")
+_LARK_TERMINAL_NAME = re.compile(r"_?[A-Z][_A-Z0-9]*")
+
+
+def _lark_names(grammar: Grammar) -> dict[str, str]:
+    """Map every rule and terminal name to a distinct name that Lark's grammar syntax accepts."""
+    symbols = [(r.name, False) for r in grammar.rules] + [(t.name, True) for t in grammar.terminals]
+    names: dict[str, str] = {}
+    for name, is_term in symbols:
+        legal = _LARK_TERMINAL_NAME if is_term else _LARK_RULE_NAME
+        if legal.fullmatch(name):
+            names[name] = name
+    used = set(names.values())
+    for name, is_term in symbols:
+        if name in names:
+            continue
+        body = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_")
+        body = body.upper() if is_term else body.lower()
+        if not body[:1].isalpha():
+            body = ("T_" if is_term else "r_") + body
+        base = ("_" if name.startswith("_") else "") + body.rstrip("_")
+        candidate, n = base, 1
+        while candidate in used:
+            n += 1
+            candidate = f"{base}_{n}"
+        names[name] = candidate
+        used.add(candidate)
+    return names
+
+
+def _expand_nullable(
+    alt: tuple[str, ...], nullable: Mapping[str, Regex | None]
+) -> list[tuple[str, ...]]:
+    """Spell out each nullable terminal of ``alt`` as present or absent (absent only if empty)."""
+    out: list[tuple[str, ...]] = [()]
+    for sym in alt:
+        if sym not in nullable:
+            out = [prefix + (sym,) for prefix in out]
+        elif nullable[sym] is None:
+            continue
+        else:
+            out = [p for prefix in out for p in (prefix + (sym,), prefix)]
+    return out
+
+
+def matches_empty(node: Regex) -> bool:
+    """Return whether a regex IR node matches the empty string."""
+    if isinstance(node, CharSet):
+        return False
+    if isinstance(node, Literal):
+        return not node.text
+    if isinstance(node, Concat):
+        return all(matches_empty(i) for i in node.items)
+    if isinstance(node, Alt):
+        return any(matches_empty(i) for i in node.items)
+    return node.min == 0 or matches_empty(node.item)
+
+
+def _non_empty(node: Regex) -> Regex | None:
+    """Return a regex for the non-empty strings of ``node`` (None if there are none)."""
+    if not matches_empty(node):
+        return node
+    if isinstance(node, Concat):
+        if not node.items:
+            return None
+        # Every item is nullable: L - {""} = (head - {""}) tail  |  (tail - {""}).
+        head, tail = _non_empty(node.items[0]), Concat(node.items[1:])
+        parts: list[Regex] = [] if head is None else [Concat((head, *tail.items))]
+        rest = _non_empty(tail)
+        parts += [] if rest is None else [rest]
+        return None if not parts else parts[0] if len(parts) == 1 else Alt(tuple(parts))
+    if isinstance(node, Alt):
+        items = [r for r in (_non_empty(i) for i in node.items) if r is not None]
+        return None if not items else items[0] if len(items) == 1 else Alt(tuple(items))
+    if isinstance(node, Repeat):
+        # item{m,n} - {""} = (item - {""}){1,n} when item{m,n} is nullable.
+        inner = _non_empty(node.item)
+        if inner is None or node.max == 0:
+            return None
+        return Repeat(inner, 1, node.max)
+    return None  # the empty Literal
+
+
+def _lark_string(text: str, flags: str = "") -> str:
+    """Quote ``text`` as a Lark string literal, escaping quotes, backslashes and controls."""
+    out = []
+    for ch in text:
+        cp = ord(ch)
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch in "\n\t\r\f":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r", "\f": "\\f"}[ch])
+        elif not ch.isprintable() or 0xD800 <= cp <= 0xDFFF:
+            out.append(
+                f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+            )
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"' + flags
+
+
+def _ignorecase_text(regex: Regex) -> str | None:
+    """Return ``text`` if ``regex`` is exactly :func:`ignorecase_literal` of it, else None."""
+    if not isinstance(regex, Concat) or not regex.items:
+        return None
+    chars = []
+    is_cased = False
+    for item in regex.items:
+        if not isinstance(item, CharSet) or not item.ranges:
+            return None
+        first = chr(item.ranges[0][0])
+        candidates = [c for c in (first.lower(), first) if len(c) == 1]
+        rep = next((c for c in candidates if ignorecase_charset(c) == item), None)
+        if rep is None:
+            return None
+        chars.append(rep)
+        is_cased = is_cased or item.ranges != ((ord(rep), ord(rep)),)
+    # With no cased character a plain string (a Concat of single characters) prints better.
+    return "".join(chars) if is_cased else None
+
+
 def _terminal_to_lark(regex: Regex) -> str:
     if isinstance(regex, Literal) and regex.text:
-        return '"' + regex.text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        return _lark_string(regex.text)
+    text = _ignorecase_text(regex)
+    if text is not None:
+        return _lark_string(text, "i")
     pattern = regex_to_pattern(regex)
     return "/" + pattern.replace("/", "\\/") + "/"

@@ -1,0 +1,219 @@
+"""Stage 3 (CFG part): flat Earley parser tables built from the Grammar IR.
+
+The parser runs over *terminals* (lexemes); the lexer (``constrain.automata.lexer``) turns bytes
+into terminals. Rules are flattened into dotted items, one integer per (rule, dot position), so
+the Earley kernels in ``constrain.kernels.numba_earley`` work over plain int32 arrays:
+
+- ``item_rule[i]``, ``item_next_nt[i]`` (nonterminal after the dot, or -1), ``item_next_t[i]``
+  (terminal after the dot, or -1); an item with both -1 is complete; item ``i + 1`` is item ``i``
+  with the dot advanced.
+- ``rule_lhs[r]``, ``rule_first_item[r]``; ``nt_rules_indptr``/``nt_rules`` list each
+  nonterminal's rules (CSR); ``nullable[n]``.
+- Rule 0 is the augmented rule ``S' -> start``; ``final_item`` is ``S' -> start .``.
+
+``follow_bits[t]`` is the set of terminals that can come right after terminal ``t`` (plus the
+ignored terminals; every terminal may follow an ignored one); it over-approximates what the
+parser allows and is only used to prune the precomputed token tables. ``scannable_bits`` marks
+the terminals that occur in rules (an ignored terminal may occur in rules too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from constrain._types import BoolArray, Int32Array, UInt64Array
+from constrain.errors import CompileLimitError
+from constrain.ir import Grammar
+
+__all__ = ["ParserTables", "build_parser_tables", "terminal_bits"]
+
+
+def terminal_bits(term_ids: list[int] | set[int], num_words: int) -> UInt64Array:
+    """Return a ``uint64[num_words]`` bitset with the given terminal ids set."""
+    out = np.zeros(num_words, dtype=np.uint64)
+    for t in term_ids:
+        out[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ParserTables:
+    """Flat Earley tables of a grammar (see the module docstring for the layout)."""
+
+    num_terminals: int
+    num_nonterminals: int
+    num_words: int
+    item_rule: Int32Array
+    item_next_nt: Int32Array
+    item_next_t: Int32Array
+    rule_lhs: Int32Array
+    rule_first_item: Int32Array
+    nt_rules_indptr: Int32Array
+    nt_rules: Int32Array
+    nullable: BoolArray
+    final_item: int
+    follow_bits: UInt64Array
+    ignore_bits: UInt64Array
+    scannable_bits: UInt64Array
+    nonterminal_names: tuple[str, ...]
+
+    @property
+    def num_items(self) -> int:
+        """Number of dotted items."""
+        return int(self.item_rule.shape[0])
+
+    def nbytes(self) -> int:
+        """Return the memory held by the arrays, in bytes."""
+        return sum(
+            int(a.nbytes)
+            for a in (
+                self.item_rule,
+                self.item_next_nt,
+                self.item_next_t,
+                self.rule_lhs,
+                self.rule_first_item,
+                self.nt_rules_indptr,
+                self.nt_rules,
+                self.nullable,
+                self.follow_bits,
+                self.ignore_bits,
+                self.scannable_bits,
+            )
+        )
+
+
+def build_parser_tables(
+    grammar: Grammar, terminal_names: list[str], *, max_items: int = 2_000_000
+) -> ParserTables:
+    """Flatten a normalised grammar into Earley tables.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        A grammar returned by :meth:`Grammar.normalise`.
+    terminal_names : list of str
+        Terminal names in lexer order; terminal ``t`` of the lexer is ``terminal_names[t]``.
+    max_items : int, optional
+        Limit on the number of dotted items.
+
+    Returns
+    -------
+    ParserTables
+
+    Raises
+    ------
+    CompileLimitError
+        If the grammar has more than ``max_items`` dotted items.
+    """
+    term_id = {name: i for i, name in enumerate(terminal_names)}
+    nt_names = ["$start"] + [r.name for r in grammar.rules]
+    nt_id = {name: i for i, name in enumerate(nt_names)}
+    # rules as (lhs, rhs) with rhs symbols encoded: >= 0 nonterminal, < 0 terminal (-1 - t)
+    rules: list[tuple[int, list[int]]] = [(0, [nt_id[grammar.start]])]
+    rules.extend(
+        (nt_id[rule.name], [nt_id[s] if s in nt_id else -1 - term_id[s] for s in alt])
+        for rule in grammar.rules
+        for alt in rule.alternatives
+    )
+    num_items = sum(len(rhs) + 1 for _, rhs in rules)
+    if num_items > max_items:
+        raise CompileLimitError(
+            "max_grammar_items",
+            max_items,
+            num_items,
+            hint="simplify the grammar or raise the limit",
+        )
+    n_nt = len(nt_names)
+    n_t = len(terminal_names)
+    item_rule = np.empty(num_items, dtype=np.int32)
+    item_next_nt = np.full(num_items, -1, dtype=np.int32)
+    item_next_t = np.full(num_items, -1, dtype=np.int32)
+    rule_lhs = np.empty(len(rules), dtype=np.int32)
+    rule_first_item = np.empty(len(rules), dtype=np.int32)
+    pos = 0
+    for r, (lhs, rhs) in enumerate(rules):
+        rule_lhs[r] = lhs
+        rule_first_item[r] = pos
+        for k, sym in enumerate(rhs):
+            item_rule[pos + k] = r
+            if sym >= 0:
+                item_next_nt[pos + k] = sym
+            else:
+                item_next_t[pos + k] = -1 - sym
+        item_rule[pos + len(rhs)] = r
+        pos += len(rhs) + 1
+    by_nt: list[list[int]] = [[] for _ in range(n_nt)]
+    for r, (lhs, _) in enumerate(rules):
+        by_nt[lhs].append(r)
+    nt_rules_indptr = np.zeros(n_nt + 1, dtype=np.int32)
+    nt_rules_indptr[1:] = np.cumsum([len(x) for x in by_nt])
+    nt_rules = np.array([r for x in by_nt for r in x], dtype=np.int32)
+
+    nullable = np.zeros(n_nt, dtype=np.bool_)
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if not nullable[lhs] and all(s >= 0 and nullable[s] for s in rhs):
+                nullable[lhs] = True
+                changed = True
+
+    # FIRST sets over terminals, then FOLLOW sets of terminals.
+    first: list[set[int]] = [set() for _ in range(n_nt)]
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            for s in rhs:
+                add = {-1 - s} if s < 0 else first[s]
+                if not add <= first[lhs]:
+                    first[lhs] |= add
+                    changed = True
+                if s < 0 or not nullable[s]:
+                    break
+    follow_nt: list[set[int]] = [set() for _ in range(n_nt)]
+    follow_t: list[set[int]] = [set() for _ in range(n_t)]
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            trailer = set(follow_nt[lhs])
+            for s in reversed(rhs):
+                target = follow_t[-1 - s] if s < 0 else follow_nt[s]
+                if not trailer <= target:
+                    target |= trailer
+                    changed = True
+                if s < 0:
+                    trailer = {-1 - s}
+                elif nullable[s]:
+                    trailer = trailer | first[s]
+                else:
+                    trailer = set(first[s])
+    num_words = max(1, (n_t + 63) // 64)
+    ignore_ids = {term_id[name] for name in grammar.ignore}
+    follow_bits = np.zeros((max(n_t, 1), num_words), dtype=np.uint64)
+    all_terms = set(range(n_t))
+    for t in range(n_t):
+        follow_bits[t] = terminal_bits(
+            all_terms if t in ignore_ids else follow_t[t] | ignore_ids, num_words
+        )
+    return ParserTables(
+        num_terminals=n_t,
+        num_nonterminals=n_nt,
+        num_words=num_words,
+        item_rule=item_rule,
+        item_next_nt=item_next_nt,
+        item_next_t=item_next_t,
+        rule_lhs=rule_lhs,
+        rule_first_item=rule_first_item,
+        nt_rules_indptr=nt_rules_indptr,
+        nt_rules=nt_rules,
+        nullable=nullable,
+        final_item=int(rule_first_item[0] + 1),
+        follow_bits=follow_bits,
+        ignore_bits=terminal_bits(ignore_ids, num_words),
+        scannable_bits=terminal_bits({-1 - s for _, rhs in rules for s in rhs if s < 0}, num_words),
+        nonterminal_names=tuple(nt_names),
+    )

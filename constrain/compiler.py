@@ -1,0 +1,315 @@
+"""Compile a Grammar for a Vocabulary: stages 1-4 plus a bounded LRU cache.
+
+``Compiler(vocab).compile(grammar)`` normalises the grammar, builds the combined byte-level lexer
+of its terminals and the Earley tables of its rules, and returns an immutable
+:class:`CompiledGrammar` that any number of :class:`~constrain.Matcher` objects (in any threads)
+share. Token tables are computed lazily, per (lexer state, allowed terminals) pair met at run time,
+inside the compiled grammar (see ``constrain.tables``).
+
+Compiled grammars are cached by (grammar text, vocabulary fingerprint) in an LRU bounded in bytes,
+and can be saved to and loaded from disk in a versioned ``.npz`` format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from constrain._version import __version__
+from constrain.automata.lexer import LexerDfa, build_lexer
+from constrain.automata.pda import ParserTables, build_parser_tables
+from constrain.errors import ConstrainError
+from constrain.ir import Grammar
+from constrain.tables import MaskTables
+from constrain.vocab import Vocabulary
+
+__all__ = ["CompileLimits", "CompiledGrammar", "Compiler"]
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CompileLimits:
+    """Resource limits; exceeding one raises :class:`~constrain.CompileLimitError` naming it.
+
+    Parameters
+    ----------
+    max_lexer_states : int
+        States of the combined lexer DFA (and of any single terminal's DFA).
+    max_grammar_items : int
+        Dotted Earley items (grammar size).
+    max_set_items : int
+        Items in one Earley set at run time (guards against pathological ambiguity).
+    max_hypotheses : int
+        Simultaneous lexing/parsing hypotheses of one matcher.
+    mask_cache_bytes : int
+        Memory budget of each compiled grammar's lazily filled token tables.
+    """
+
+    max_lexer_states: int = 200_000
+    max_grammar_items: int = 2_000_000
+    max_set_items: int = 200_000
+    max_hypotheses: int = 1024
+    mask_cache_bytes: int = 256 * 2**20
+
+
+def _dataclass_arrays(obj: Any, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    arrays: dict[str, np.ndarray] = {}
+    meta: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, np.ndarray):
+            arrays[f"{prefix}.{f.name}"] = value
+        else:
+            meta[f.name] = list(value) if isinstance(value, tuple) else value
+    return arrays, meta
+
+
+def _dataclass_from(cls: Any, data: Any, prefix: str, meta: dict[str, Any]) -> Any:
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}.{f.name}"
+        if key in data:
+            kwargs[f.name] = data[key]
+        else:
+            value = meta[f.name]
+            kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**kwargs)
+
+
+def continuation_bits(lexer: LexerDfa) -> np.ndarray:
+    """Return ``uint64[S, W]``: terminals whose lexeme can still grow by a byte from each state."""
+    trans = lexer.trans
+    out = np.zeros_like(lexer.alive_bits)
+    for c in range(trans.shape[1]):
+        nxt = trans[:, c]
+        ok = nxt >= 0
+        out[ok] |= lexer.alive_bits[nxt[ok]]
+    out.setflags(write=False)
+    return out
+
+
+class CompiledGrammar:
+    """A grammar compiled for one vocabulary: lexer, parser tables and lazy token tables.
+
+    Immutable apart from its internal, thread-safe token-table cache, so it can be shared by any
+    number of matchers and threads. Build it with :meth:`Compiler.compile`.
+
+    Attributes
+    ----------
+    grammar : Grammar
+        The normalised grammar.
+    vocab : Vocabulary
+        The vocabulary it was compiled for.
+    lexer : LexerDfa
+        The combined byte-level lexer.
+    parser : ParserTables
+        The Earley tables.
+    limits : CompileLimits
+        The limits it was compiled under (run-time limits apply to its matchers).
+    """
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        vocab: Vocabulary,
+        lexer: LexerDfa,
+        parser: ParserTables,
+        limits: CompileLimits,
+    ) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        self.lexer = lexer
+        self.parser = parser
+        self.limits = limits
+        self.tables = MaskTables(vocab, lexer, parser, max_bytes=limits.mask_cache_bytes)
+        self.terminal_names = tuple(lexer.names)
+        self.cont_bits = continuation_bits(lexer)
+
+    def nbytes(self) -> int:
+        """Return the memory held by the static tables (lexer + parser), in bytes."""
+        lex = sum(
+            int(getattr(self.lexer, f.name).nbytes)
+            for f in dataclasses.fields(self.lexer)
+            if isinstance(getattr(self.lexer, f.name), np.ndarray)
+        )
+        return lex + self.parser.nbytes()
+
+    def __repr__(self) -> str:
+        return (
+            f"CompiledGrammar(terminals={self.parser.num_terminals}, "
+            f"rules={len(self.grammar.rules)}, lexer_states={self.lexer.trans.shape[0]}, "
+            f"vocab_size={self.vocab.size})"
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Save to a versioned ``.npz`` file (token tables are rebuilt lazily after loading).
+
+        Parameters
+        ----------
+        path : str or Path
+            Destination file.
+        """
+        lex_arrays, lex_meta = _dataclass_arrays(self.lexer, "lexer")
+        par_arrays, par_meta = _dataclass_arrays(self.parser, "parser")
+        header = {
+            "format_version": FORMAT_VERSION,
+            "constrain_version": __version__,
+            "vocab_fingerprint": self.vocab.fingerprint,
+            "grammar": self.grammar.to_lark(),
+            "start": self.grammar.start,
+            "lexer": lex_meta,
+            "parser": par_meta,
+            "limits": dataclasses.asdict(self.limits),
+        }
+        with open(path, "wb") as fh:
+            arrays: dict[str, Any] = {"header": np.array(json.dumps(header)), **lex_arrays}
+            arrays.update(par_arrays)
+            np.savez(fh, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path, vocab: Vocabulary) -> CompiledGrammar:
+        """Load a grammar saved by :meth:`save` for the same vocabulary.
+
+        Raises
+        ------
+        ConstrainError
+            If the file has another format version or was compiled for another vocabulary.
+        """
+        with np.load(path, allow_pickle=False) as data:
+            try:
+                header = json.loads(str(data["header"]))
+            except KeyError as err:
+                raise ConstrainError(f"{path} is not a constrain compiled grammar") from err
+            version = header.get("format_version")
+            if version != FORMAT_VERSION:
+                raise ConstrainError(
+                    f"{path} has compiled-grammar format {version}, this constrain "
+                    f"({__version__}) reads format {FORMAT_VERSION}; recompile the grammar"
+                )
+            if header["vocab_fingerprint"] != vocab.fingerprint:
+                raise ConstrainError(
+                    f"{path} was compiled for another vocabulary; compile it for this tokenizer"
+                )
+            lexer = _dataclass_from(LexerDfa, data, "lexer", header["lexer"])
+            parser = _dataclass_from(ParserTables, data, "parser", header["parser"])
+        grammar = Grammar.from_lark(header["grammar"], start=header["start"])
+        return cls(grammar, vocab, lexer, parser, CompileLimits(**header["limits"]))
+
+
+class Compiler:
+    r"""Compile grammars for one vocabulary, with a thread-safe LRU cache bounded in bytes.
+
+    Parameters
+    ----------
+    vocab : Vocabulary
+        The tokenizer's vocabulary.
+    limits : CompileLimits, optional
+        Resource limits applied to every compilation.
+    cache_bytes : int, optional
+        Byte budget of the cache of compiled grammars (0 disables caching).
+
+    Examples
+    --------
+    >>> compiled = Compiler(vocab).compile(Grammar.from_regex(r"\\d{3}-\\d{4}"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        limits: CompileLimits | None = None,
+        cache_bytes: int = 512 * 2**20,
+    ) -> None:
+        self.vocab = vocab
+        self.limits = limits or CompileLimits()
+        self.cache_bytes = cache_bytes
+        self._cache: OrderedDict[str, CompiledGrammar] = OrderedDict()
+        self._cache_used = 0
+        self._lock = threading.Lock()
+
+    def compile(self, grammar: Grammar) -> CompiledGrammar:
+        """Compile a grammar (or return the cached result for an identical grammar).
+
+        Parameters
+        ----------
+        grammar : Grammar
+            Any grammar IR (from a regex or a Lark grammar).
+
+        Returns
+        -------
+        CompiledGrammar
+
+        Raises
+        ------
+        GrammarError
+            If the grammar is invalid or accepts no string.
+        CompileLimitError
+            If an automaton or table grows past a limit.
+        """
+        if not isinstance(grammar, Grammar):
+            raise TypeError(
+                f"compile() takes a constrain.Grammar, got {type(grammar).__name__}; build one "
+                "with Grammar.from_regex / from_lark / builtin"
+            )
+        text = grammar.to_lark()
+        key = hashlib.sha256(f"{grammar.start}\n{text}".encode()).hexdigest()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        compiled = self._compile(grammar)
+        size = compiled.nbytes()
+        with self._lock:
+            if key not in self._cache and size <= self.cache_bytes:
+                self._cache[key] = compiled
+                self._cache_used += size
+                while self._cache_used > self.cache_bytes and self._cache:
+                    _, old = self._cache.popitem(last=False)
+                    self._cache_used -= old.nbytes()
+        return compiled
+
+    def _compile(self, grammar: Grammar) -> CompiledGrammar:
+        g = grammar.normalise()
+        names = [t.name for t in g.terminals]
+        lexer = build_lexer(
+            [(t.name, t.regex) for t in g.terminals], max_states=self.limits.max_lexer_states
+        )
+        parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
+        return CompiledGrammar(g, self.vocab, lexer, parser, self.limits)
+
+    def compile_regex(self, pattern: str) -> CompiledGrammar:
+        """Compile a Python ``re`` pattern (full match)."""
+        return self.compile(Grammar.from_regex(pattern))
+
+    def compile_lark(self, text: str, *, start: str = "start") -> CompiledGrammar:
+        """Compile a Lark grammar text."""
+        return self.compile(Grammar.from_lark(text, start=start))
+
+    def compile_builtin(self, name: str) -> CompiledGrammar:
+        """Compile a grammar shipped in ``constrain.grammars`` (e.g. ``"json"``, ``"sql"``)."""
+        return self.compile(Grammar.builtin(name))
+
+    def cache_info(self) -> dict[str, int]:
+        """Return ``{"entries": n, "bytes": used, "capacity": cache_bytes}``."""
+        with self._lock:
+            return {
+                "entries": len(self._cache),
+                "bytes": self._cache_used,
+                "capacity": self.cache_bytes,
+            }
+
+    def clear_cache(self) -> None:
+        """Drop every cached compiled grammar."""
+        with self._lock:
+            self._cache.clear()
+            self._cache_used = 0

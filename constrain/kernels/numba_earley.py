@@ -1,0 +1,282 @@
+"""Earley parser kernels over flat arrays (a tree-structured, persistent chart).
+
+The chart is a growing list of Earley *sets*. Set ``q`` holds the items
+``items[0, sets[START, q]:sets[END, q]]`` with their origins in ``items[1, ...]`` (indices of
+earlier sets). A set is created by scanning one terminal from a parent set, so sets form a tree
+rooted at set 0: several lexing hypotheses share their common history, rolling back is a
+truncation, and a scan result is memoised by ``(parent, terminal)``.
+
+Array bundles (all created by ``constrain.matcher``):
+
+- ``par``: tuple ``(item_rule, item_next_nt, item_next_t, rule_lhs, rule_first_item,
+  nt_rules_indptr, nt_rules, nullable, final_item)`` from ``ParserTables``;
+- ``items``: int32 ``[3, cap]``, rows ``ITEM``, ``ORIGIN``, ``CHAIN`` (dedup chains);
+- ``sets``: int64 ``[6, cap]``, rows ``START``, ``END``, ``PARENT``, ``TERM``, ``ACC``, ``UID``;
+  ``UID`` is unique for the life of a matcher (never reused after a truncation);
+- ``set_bits``: uint64 ``[cap, W]``, the terminals each set expects;
+- ``counts``: int64 ``[num_sets, num_items, next_uid, memo_entries]``;
+- ``scratch``: int64 ``[2, num_items_in_grammar]`` (dedup stamps and chain heads);
+- ``memo``: int64 ``[3, M]`` (M a power of two), rows key ``uid(parent) * T + term``, result set,
+  result uid.
+
+Kernels never grow arrays: they return ``STATUS_CAPACITY`` and the Python wrapper grows them and
+retries. The algorithm is Earley's with Aycock and Horspool's nullable fix (predicting a nullable
+nonterminal also advances over it), so empty rules and left recursion need no special casing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "MEMO_MISS",
+    "NO_SET",
+    "STATUS_CAPACITY",
+    "STATUS_LIMIT",
+    "earley_init_kernel",
+    "earley_scan_kernel",
+    "memo_get",
+    "memo_scan",
+]
+
+NO_SET = -1
+STATUS_CAPACITY = -2
+STATUS_LIMIT = -3
+MEMO_MISS = -9
+
+ITEM, ORIGIN, CHAIN = 0, 1, 2
+START, END, PARENT, TERM, ACC, UID = 0, 1, 2, 3, 4, 5
+
+
+@njit(cache=True, nogil=True)
+def _add_item(
+    it: int, origin: int, items: np.ndarray, counts: np.ndarray, scratch: np.ndarray, stamp: int
+) -> int:
+    """Append (it, origin) to the open set unless present; return 1, 0 (dup) or a status."""
+    if scratch[0, it] != stamp:
+        scratch[0, it] = stamp
+        scratch[1, it] = -1
+    k = scratch[1, it]
+    while k >= 0:
+        if items[ORIGIN, k] == origin:
+            return 0
+        k = items[CHAIN, k]
+    n = counts[1]
+    if n >= items.shape[1]:
+        return STATUS_CAPACITY
+    items[ITEM, n] = it
+    items[ORIGIN, n] = origin
+    items[CHAIN, n] = scratch[1, it]
+    scratch[1, it] = n
+    counts[1] = n + 1
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def _closure(
+    q: int,
+    qs: int,
+    par: tuple[Any, ...],
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+    stamp: int,
+    max_set_items: int,
+) -> int:
+    """Complete and predict the open set ``q`` whose items start at ``qs``; return a status."""
+    item_rule, item_next_nt, item_next_t, rule_lhs = par[0], par[1], par[2], par[3]
+    rule_first_item, nt_rules_indptr, nt_rules, nullable, final_item = (
+        par[4],
+        par[5],
+        par[6],
+        par[7],
+        par[8],
+    )
+    k = qs
+    while k < counts[1]:
+        if counts[1] - qs > max_set_items:
+            return STATUS_LIMIT
+        it = items[ITEM, k]
+        o = items[ORIGIN, k]
+        nt = item_next_nt[it]
+        t = item_next_t[it]
+        if nt >= 0:
+            for j in range(nt_rules_indptr[nt], nt_rules_indptr[nt + 1]):
+                st = _add_item(rule_first_item[nt_rules[j]], q, items, counts, scratch, stamp)
+                if st < 0:
+                    return st
+            if nullable[nt]:
+                st = _add_item(it + 1, o, items, counts, scratch, stamp)
+                if st < 0:
+                    return st
+        elif t >= 0:
+            set_bits[q, t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+        else:
+            if it == final_item and o == 0:
+                sets[ACC, q] = 1
+            lhs = rule_lhs[item_rule[it]]
+            lo = qs if o == q else sets[START, o]
+            hi = counts[1] if o == q else sets[END, o]
+            for j in range(lo, hi):
+                it2 = items[ITEM, j]
+                if item_next_nt[it2] == lhs:
+                    st = _add_item(it2 + 1, items[ORIGIN, j], items, counts, scratch, stamp)
+                    if st < 0:
+                        return st
+        k += 1
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _open_set(
+    parent: int, term: int, sets: np.ndarray, set_bits: np.ndarray, counts: np.ndarray
+) -> int:
+    q = counts[0]
+    if q >= sets.shape[1]:
+        return STATUS_CAPACITY
+    counts[0] = q + 1
+    counts[2] += 1
+    sets[START, q] = counts[1]
+    sets[END, q] = counts[1]
+    sets[PARENT, q] = parent
+    sets[TERM, q] = term
+    sets[ACC, q] = 0
+    sets[UID, q] = counts[2]
+    for w in range(set_bits.shape[1]):
+        set_bits[q, w] = 0
+    return int(q)
+
+
+@njit(cache=True, nogil=True)
+def earley_init_kernel(
+    par: tuple[Any, ...],
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+    max_set_items: int,
+) -> int:
+    """Create the root set 0 (``S' -> . start`` and its closure); return 0 or a status."""
+    counts[0] = 0
+    counts[1] = 0
+    q = _open_set(-1, -1, sets, set_bits, counts)
+    if q < 0:
+        return q
+    stamp = counts[2]
+    st = _add_item(par[4][0], 0, items, counts, scratch, stamp)
+    if st < 0:
+        return st
+    st = _closure(0, 0, par, items, sets, set_bits, counts, scratch, stamp, max_set_items)
+    sets[END, 0] = counts[1]
+    return st
+
+
+@njit(cache=True, nogil=True)
+def earley_scan_kernel(
+    parent: int,
+    term: int,
+    par: tuple[Any, ...],
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+    max_set_items: int,
+) -> int:
+    """Scan terminal ``term`` from set ``parent``; return the new set, ``NO_SET`` or a status.
+
+    On ``NO_SET`` or a negative status the chart counters are restored.
+    """
+    saved_sets = counts[0]
+    saved_items = counts[1]
+    q = _open_set(parent, term, sets, set_bits, counts)
+    if q < 0:
+        return q
+    stamp = counts[2]
+    item_next_t = par[2]
+    for j in range(sets[START, parent], sets[END, parent]):
+        it = items[ITEM, j]
+        if item_next_t[it] == term:
+            st = _add_item(it + 1, items[ORIGIN, j], items, counts, scratch, stamp)
+            if st < 0:
+                counts[0] = saved_sets
+                counts[1] = saved_items
+                return st
+    if counts[1] == saved_items:
+        counts[0] = saved_sets
+        return NO_SET
+    st = _closure(q, saved_items, par, items, sets, set_bits, counts, scratch, stamp, max_set_items)
+    if st < 0:
+        counts[0] = saved_sets
+        counts[1] = saved_items
+        return st
+    sets[END, q] = counts[1]
+    return q
+
+
+@njit(cache=True, nogil=True)
+def memo_get(
+    parent: int,
+    term: int,
+    num_terminals: int,
+    memo: np.ndarray,
+    sets: np.ndarray,
+    counts: np.ndarray,
+) -> int:
+    """Return the memoised scan of ``(parent, term)``: a set, ``NO_SET``, or ``MEMO_MISS``."""
+    key = sets[UID, parent] * num_terminals + term
+    mask = memo.shape[1] - 1
+    h = (key * 0x9E3779B1) & mask
+    for _ in range(memo.shape[1]):
+        k = memo[0, h]
+        if k == key:
+            q = memo[1, h]
+            if q == NO_SET:
+                return NO_SET
+            if q < counts[0] and sets[UID, q] == memo[2, h]:
+                return int(q)
+            return MEMO_MISS
+        if k == -1:
+            return MEMO_MISS
+        h = (h + 1) & mask
+    return MEMO_MISS
+
+
+@njit(cache=True, nogil=True)
+def memo_scan(
+    parent: int,
+    term: int,
+    num_terminals: int,
+    memo: np.ndarray,
+    par: tuple[Any, ...],
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+    max_set_items: int,
+) -> int:
+    """Scan ``(parent, term)`` and record the result in the memo table (the slow path)."""
+    q = earley_scan_kernel(parent, term, par, items, sets, set_bits, counts, scratch, max_set_items)
+    if q < NO_SET:
+        return q
+    key = sets[UID, parent] * num_terminals + term
+    mask = memo.shape[1] - 1
+    h = (key * 0x9E3779B1) & mask
+    for _ in range(memo.shape[1]):
+        k = memo[0, h]
+        if k == key or k == -1:
+            break
+        h = (h + 1) & mask
+    if memo[0, h] == -1:
+        counts[3] += 1
+    memo[0, h] = key
+    memo[1, h] = q
+    memo[2, h] = sets[UID, q] if q >= 0 else -1
+    return q

@@ -1,0 +1,490 @@
+"""Stage 5: the Matcher, one per sequence: accept tokens, fill bitmasks, roll back, fork.
+
+The names and contracts follow XGrammar's ``GrammarMatcher`` (the interface vLLM and SGLang
+integrate with): ``accept_token`` returns ``False`` for a token the grammar does not allow and
+leaves the state unchanged (it never raises for that), ``fill_next_token_bitmask`` writes one row
+of the de-facto int32 bitmask (bit ``j`` of word ``w`` is token ``32 * w + j``; 1 = allowed).
+
+State: a set of lexing/parsing hypotheses over a persistent Earley chart (see
+``constrain.kernels.numba_match``). Rolling back restores the hypotheses of an earlier step and
+truncates the chart, so it costs O(1) per token rolled back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from constrain._types import Int32Array
+from constrain.compiler import CompiledGrammar
+from constrain.errors import CompileLimitError, MatcherStateError
+from constrain.kernels.numba_earley import STATUS_CAPACITY, STATUS_LIMIT, earley_init_kernel
+from constrain.kernels.numba_match import (
+    STATUS_HYPOTHESES,
+    end_accepting_kernel,
+    fill_mask_kernel,
+    simulate_kernel,
+)
+
+__all__ = ["Matcher", "fill_next_token_bitmasks"]
+
+_Snapshot = tuple[Int32Array, int, int, bool]
+
+_MEMO_SIZE = 1 << 12
+_MAX_FORCED = 4096
+
+
+def _bitmask_rows(bitmask: Any) -> np.ndarray:
+    """Return a writable uint32 numpy view of a CPU int32 bitmask (torch or numpy)."""
+    if isinstance(bitmask, np.ndarray):
+        arr = bitmask
+    else:
+        device = getattr(bitmask, "device", None)
+        if device is not None and getattr(device, "type", "cpu") != "cpu":
+            raise ValueError(
+                f"the bitmask must live on the CPU (got device {device}); fill a CPU bitmask "
+                "(allocate_token_bitmask) and copy it with .to(device, non_blocking=True)"
+            )
+        arr = bitmask.numpy()
+    if arr.dtype != np.int32:
+        raise TypeError(f"bitmask must be int32, got {arr.dtype}; use allocate_token_bitmask()")
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2 or not arr.flags.c_contiguous:
+        raise ValueError(f"bitmask must be a contiguous (batch, words) array, got {arr.shape}")
+    return arr.view(np.uint32)
+
+
+class Matcher:
+    """Track one sequence against a compiled grammar.
+
+    Parameters
+    ----------
+    compiled : CompiledGrammar
+        The grammar, compiled for the tokenizer's vocabulary.
+
+    Examples
+    --------
+    >>> m = Matcher(compiled)  # doctest: +SKIP
+    >>> bitmask = allocate_token_bitmask(1, vocab.size)  # doctest: +SKIP
+    >>> m.fill_next_token_bitmask(bitmask)  # doctest: +SKIP
+    >>> m.accept_token(token_id)  # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, compiled: CompiledGrammar) -> None:
+        if not isinstance(compiled, CompiledGrammar):
+            raise TypeError(
+                f"Matcher takes a CompiledGrammar, got {type(compiled).__name__}; "
+                "use Compiler(vocab).compile(grammar)"
+            )
+        self.compiled = compiled
+        self.vocab = compiled.vocab
+        lexer, parser = compiled.lexer, compiled.parser
+        self._lex = (
+            lexer.byte_class,
+            lexer.trans,
+            lexer.accept_bits,
+            lexer.alive_bits,
+            parser.ignore_bits,
+            compiled.cont_bits,
+        )
+        self._par = (
+            parser.item_rule,
+            parser.item_next_nt,
+            parser.item_next_t,
+            parser.rule_lhs,
+            parser.rule_first_item,
+            parser.nt_rules_indptr,
+            parser.nt_rules,
+            parser.nullable,
+            parser.final_item,
+        )
+        cap = compiled.limits.max_hypotheses
+        self._hyp = np.zeros((2, cap), dtype=np.int32)
+        self._cur = np.zeros((2, cap), dtype=np.int32)
+        self._nxt = np.zeros((2, cap), dtype=np.int32)
+        self._eos = np.asarray(self.vocab.eos_ids, dtype=np.int64)
+        self._items = np.zeros((3, 4096), dtype=np.int32)
+        self._sets = np.zeros((6, 256), dtype=np.int64)
+        self._set_bits = np.zeros((256, parser.num_words), dtype=np.uint64)
+        self._counts = np.zeros(4, dtype=np.int64)
+        self._scratch = np.full((2, parser.num_items), -1, dtype=np.int64)
+        self._memo = np.full((3, _MEMO_SIZE), -1, dtype=np.int64)
+        # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
+        self._job = np.zeros((4, 1), dtype=np.int64)
+        self._result = np.zeros(1, dtype=np.int32)
+        self._rebuild_args()
+        self.reset()
+
+    # -- chart storage ----------------------------------------------------------------------
+
+    def _rebuild_args(self) -> None:
+        self._chart = (self._items, self._sets, self._set_bits, self._counts, self._scratch)
+        self._args = (
+            self._lex,
+            self.compiled.parser.num_terminals,
+            self._memo,
+            self._par,
+            *self._chart,
+            self.compiled.limits.max_set_items,
+        )
+
+    def _grow(self) -> None:
+        """Double the chart capacity, keeping its content."""
+        n_sets, n_items = int(self._counts[0]), int(self._counts[1])
+        items = np.zeros((3, 2 * self._items.shape[1]), dtype=np.int32)
+        items[:, :n_items] = self._items[:, :n_items]
+        sets = np.zeros((6, 2 * self._sets.shape[1]), dtype=np.int64)
+        sets[:, :n_sets] = self._sets[:, :n_sets]
+        set_bits = np.zeros((2 * self._set_bits.shape[0], self._set_bits.shape[1]), np.uint64)
+        set_bits[:n_sets] = self._set_bits[:n_sets]
+        self._items, self._sets, self._set_bits = items, sets, set_bits
+        self._rebuild_args()
+
+    def _check(self, status: int) -> bool:
+        """Handle a kernel status; return True when the call must be retried after growing."""
+        if status == STATUS_CAPACITY:
+            self._grow()
+            return True
+        if status == STATUS_LIMIT:
+            limit = self.compiled.limits.max_set_items
+            raise CompileLimitError(
+                "max_set_items", limit, limit + 1, hint="the grammar is too ambiguous here"
+            )
+        if status == STATUS_HYPOTHESES:
+            limit = self.compiled.limits.max_hypotheses
+            raise CompileLimitError(
+                "max_hypotheses", limit, limit + 1, hint="too many ways to lex the input"
+            )
+        if self._counts[3] > self._memo.shape[1] // 2:
+            self._memo[0].fill(-1)
+            self._counts[3] = 0
+        return False
+
+    def _truncate(self, n_sets: int, n_items: int) -> None:
+        self._counts[0] = n_sets
+        self._counts[1] = n_items
+
+    # -- state ------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Return to the initial state (nothing accepted)."""
+        while True:
+            status = earley_init_kernel(self._par, *self._chart, self.compiled.limits.max_set_items)
+            if not self._check(status):
+                break
+        self._n = 1
+        self._hyp[:, 0] = 0
+        self._terminated = False
+        self._history: list[_Snapshot] = []
+
+    def _snapshot(self) -> _Snapshot:
+        return (
+            self._hyp[:, : self._n].copy(),
+            int(self._counts[0]),
+            int(self._counts[1]),
+            self._terminated,
+        )
+
+    def _restore(self, snap: _Snapshot) -> None:
+        hyp, n_sets, n_items, terminated = snap
+        self._n = hyp.shape[1]
+        self._hyp[:, : self._n] = hyp
+        self._truncate(n_sets, n_items)
+        self._terminated = terminated
+
+    @property
+    def num_accepted_tokens(self) -> int:
+        """Number of tokens accepted since the last reset (what ``rollback`` can undo)."""
+        return len(self._history)
+
+    def fork(self) -> Matcher:
+        """Return an independent copy of this matcher (same position, own state)."""
+        other = Matcher.__new__(Matcher)
+        other.__dict__.update(self.__dict__)
+        for name in ("_hyp", "_cur", "_nxt", "_items", "_sets", "_set_bits", "_counts",
+                     "_scratch", "_memo", "_job", "_result"):  # fmt: skip
+            setattr(other, name, getattr(self, name).copy())
+        other._history = list(self._history)
+        other._rebuild_args()
+        return other
+
+    def is_terminated(self) -> bool:
+        """Return whether an end-of-sequence token was accepted."""
+        return self._terminated
+
+    def is_accepting(self) -> bool:
+        """Return whether the text so far is a complete sentence of the grammar."""
+        if self._terminated:
+            return True
+        while True:
+            res = end_accepting_kernel(self._hyp, self._n, *self._args)
+            if not self._check(res):
+                break
+        return bool(res == 1)
+
+    # -- accepting ----------------------------------------------------------------------------
+
+    def _run(self, data: np.ndarray, lo: np.ndarray, hi: np.ndarray, result: np.ndarray) -> None:
+        """Run simulation jobs over ``data[lo[j]:hi[j]]``, all from the current hypotheses."""
+        zeros = np.zeros(lo.shape[0], dtype=np.int64)
+        ends = np.full(lo.shape[0], self._n, dtype=np.int64)
+        while True:
+            res = simulate_kernel(
+                zeros, ends, self._hyp, lo, hi, data, result, self._cur, self._nxt, *self._args
+            )
+            if not self._check(res):
+                break
+
+    def _advance(self, data: np.ndarray, start: int, end: int) -> int:
+        """Advance over ``data[start:end]``; survivors are left in ``self._cur``."""
+        job = self._job
+        job[1, 0] = self._n
+        job[2, 0] = start
+        job[3, 0] = end
+        while True:
+            res = simulate_kernel(
+                job[0], job[1], self._hyp, job[2], job[3], data, self._result, self._cur,
+                self._nxt, *self._args, True,
+            )  # fmt: skip
+            if not self._check(res):
+                break
+        return int(self._result[0])
+
+    def _commit(self, n: int) -> None:
+        self._history.append(self._snapshot())
+        self._hyp[:, :n] = self._cur[:, :n]
+        self._n = n
+
+    def accept_token(self, token_id: int) -> bool:
+        """Advance by one token if the grammar allows it.
+
+        Parameters
+        ----------
+        token_id : int
+            A token id in ``[0, vocab.size)`` (or a padded id, which is never allowed).
+
+        Returns
+        -------
+        bool
+            ``True`` if accepted. ``False`` if the grammar does not allow it here, after
+            termination, or for special tokens other than EOS; the state is then unchanged.
+
+        Raises
+        ------
+        ValueError
+            If ``token_id`` is negative or not an integer.
+        """
+        tok = int(token_id)
+        if tok < 0 or tok != token_id:
+            raise ValueError(f"token id must be a non-negative integer, got {token_id!r}")
+        if self._terminated:
+            return False
+        vocab = self.vocab
+        if tok >= vocab.size:
+            return False
+        if tok in self._eos:
+            if not self.is_accepting():
+                return False
+            self._history.append(self._snapshot())
+            self._terminated = True
+            return True
+        start, end = int(vocab.token_indptr[tok]), int(vocab.token_indptr[tok + 1])
+        if start == end:
+            return False
+        n = self._advance(vocab.token_bytes, start, end)
+        if n <= 0:
+            return False
+        self._commit(n)
+        return True
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Accept tokens in order until one is rejected; return how many were accepted."""
+        for k, tok in enumerate(token_ids):
+            if not self.accept_token(tok):
+                return k
+        return len(token_ids)
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Return how many leading tokens would be accepted, without changing the state."""
+        k = self.accept_tokens(token_ids)
+        if k:
+            self.rollback(k)
+        return k
+
+    def accept_bytes(self, data: bytes | str) -> bool:
+        """Advance by raw text (counted as one step for :meth:`rollback`), if allowed."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        if self._terminated:
+            return False
+        if not raw:
+            self._history.append(self._snapshot())
+            return True
+        n = self._advance(np.frombuffer(raw, dtype=np.uint8), 0, len(raw))
+        if n <= 0:
+            return False
+        self._commit(n)
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens.
+
+        Raises
+        ------
+        MatcherStateError
+            If more tokens are rolled back than were accepted since the last reset.
+        """
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+        if num_tokens > len(self._history):
+            raise MatcherStateError(
+                f"cannot roll back {num_tokens} tokens: only {len(self._history)} were accepted "
+                "since the last reset"
+            )
+        if num_tokens == 0:
+            return
+        snap = self._history[-num_tokens]
+        del self._history[-num_tokens:]
+        self._restore(snap)
+
+    # -- masks ------------------------------------------------------------------------------
+
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> bool:
+        """Write the allowed next tokens into row ``index`` of ``bitmask``.
+
+        Parameters
+        ----------
+        bitmask : (batch, ceil(V/32)) int32 torch.Tensor or numpy.ndarray, on the CPU
+            As returned by :func:`constrain.allocate_token_bitmask`; it may be wider than the
+            vocabulary (padded model vocabularies), the extra bits are cleared.
+        index : int, optional
+            Row to fill.
+
+        Returns
+        -------
+        bool
+            Whether the row must be applied to the logits (``False`` only when every token is
+            allowed, which a grammar-constrained matcher never reports).
+
+        Notes
+        -----
+        Semantics, as a loop::
+
+            for t in range(bitmask.shape[1] * 32):
+                allowed = t < vocab.size and matcher.validate_tokens([t]) == 1
+                set_bit(bitmask[index], t, allowed)
+        """
+        rows = _bitmask_rows(bitmask)
+        if not 0 <= index < rows.shape[0]:
+            raise IndexError(f"index {index} out of range for a bitmask of {rows.shape[0]} rows")
+        words = (self.vocab.size + 31) // 32
+        if rows.shape[1] < words:
+            raise ValueError(
+                f"bitmask has {rows.shape[1]} words per row, the vocabulary needs {words} "
+                f"(vocab.size={self.vocab.size})"
+            )
+        row = rows[index]
+        row[:] = 0
+        self._fill_row(row[:words])
+        return True
+
+    def _fill_row(self, row: np.ndarray) -> None:
+        if self._terminated:
+            self._set_eos(row)
+            return
+        n = self._n
+        expected = [self._set_bits[p] for p in self._hyp[0, :n]]
+        entry_ids, snap = self.compiled.tables.lookup(self._hyp[1, :n], expected)
+        vocab = self.vocab
+        while True:
+            res = fill_mask_kernel(
+                self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens,
+                vocab.token_indptr, vocab.token_bytes, row, self._cur, self._nxt, *self._args,
+            )  # fmt: skip
+            if not self._check(res):
+                break
+            row[:] = 0
+        if self.is_accepting():
+            self._set_eos(row)
+
+    def _set_eos(self, row: np.ndarray) -> None:
+        for e in self._eos:
+            row[e >> 5] |= np.uint32(1 << (int(e) & 31))
+
+    def allowed_token_ids(self) -> Int32Array:
+        """Return the sorted ids of the tokens allowed next (EOS included when accepting)."""
+        words = (self.vocab.size + 31) // 32
+        row = np.zeros(words, dtype=np.uint32)
+        self._fill_row(row)
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: self.vocab.size]
+        return np.flatnonzero(bits).astype(np.int32)
+
+    def forced_bytes(self) -> bytes:
+        """Return the bytes the grammar alone decides next (jump-forward), possibly empty.
+
+        Stops where more than one byte is possible or the text could end here. The state is
+        unchanged.
+        """
+        if self._terminated:
+            return b""
+        saved = self._snapshot()
+        out = bytearray()
+        every_byte = np.arange(256, dtype=np.uint8)
+        lo = np.arange(256, dtype=np.int64)
+        hi = lo + 1
+        result = np.zeros(256, dtype=np.int32)
+        try:
+            while len(out) < _MAX_FORCED and not self.is_accepting():
+                self._run(every_byte, lo, hi, result)
+                choices = np.flatnonzero(result > 0)
+                if choices.shape[0] != 1:
+                    break
+                b = int(choices[0])
+                n = self._advance(every_byte, b, b + 1)
+                self._hyp[:, :n] = self._cur[:, :n]
+                self._n = n
+                out.append(b)
+        finally:
+            self._restore(saved)
+        return bytes(out)
+
+
+def fill_next_token_bitmasks(
+    matchers: Sequence[Matcher],
+    bitmask: Any,
+    *,
+    indices: Sequence[int] | None = None,
+    num_threads: int | None = None,
+) -> None:
+    """Fill one bitmask row per matcher, in parallel threads (the kernels release the GIL).
+
+    Parameters
+    ----------
+    matchers : sequence of Matcher
+        One matcher per batch row.
+    bitmask : (batch, ceil(V/32)) int32
+        CPU bitmask, e.g. from :func:`constrain.allocate_token_bitmask`.
+    indices : sequence of int, optional
+        Row of ``bitmask`` for each matcher (default: ``range(len(matchers))``).
+    num_threads : int, optional
+        Worker threads (default: the number of CPUs, at most ``len(matchers)``).
+    """
+    rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
+    if len(rows) != len(matchers):
+        raise ValueError(f"got {len(matchers)} matchers but {len(rows)} indices")
+    workers = min(num_threads or os.cpu_count() or 1, max(1, len(matchers)))
+    if workers <= 1 or len(matchers) <= 1:
+        for m, i in zip(matchers, rows, strict=True):
+            m.fill_next_token_bitmask(bitmask, i)
+        return
+
+    def fill(pair: tuple[Matcher, int]) -> None:
+        pair[0].fill_next_token_bitmask(bitmask, pair[1])
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(fill, zip(matchers, rows, strict=True)))

@@ -1,0 +1,194 @@
+"""Stage 4b: token-mask tables, computed lazily per (lexer state, allowed terminals).
+
+For every pair met at run time, :class:`MaskTables` stores
+
+- a packed bitset (``uint32[ceil(V/32)]``) of the tokens that stay inside the current lexeme:
+  context-independent, so copied into the mask as is (XGrammar's "accepted" cache);
+- a list of candidate tokens that cross a lexeme boundary: context-dependent, checked against the
+  parser by the matcher (XGrammar's "uncertain" tokens).
+
+Entries are appended to pooled arrays (``w_pool[E, words]``; ``c_indptr``/``c_tokens`` as CSR) so
+the fill kernel receives a few flat arrays. Pools grow by copying, and existing rows are never
+modified, so a reader holding a snapshot is never disturbed by a writer; the index is guarded by a
+lock, which makes one ``MaskTables`` safe to share between threads and matchers. When the pools
+outgrow ``max_bytes`` the cache starts over (bounded memory, never a leak).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from constrain._types import Int32Array, Int64Array, UInt64Array
+from constrain.automata.lexer import LexerDfa
+from constrain.automata.pda import ParserTables
+from constrain.kernels.numba_tables import build_entry_kernel
+from constrain.vocab import Vocabulary
+
+__all__ = ["MaskTables", "TableSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class TableSnapshot:
+    """An immutable view of the pools: entries ``0 .. num_entries - 1`` are valid in it.
+
+    A new snapshot is published (one attribute store) after every insertion, so a reader that
+    took a snapshot keeps a consistent view whatever writers do meanwhile.
+    """
+
+    index: dict[tuple[int, bytes], int]
+    w_pool: np.ndarray
+    c_indptr: Int64Array
+    c_tokens: Int32Array
+    num_entries: int
+
+
+class MaskTables:
+    """Lazily filled, thread-safe token tables of one compiled grammar.
+
+    Parameters
+    ----------
+    vocab : Vocabulary
+        The vocabulary (its flat trie is walked).
+    lexer : LexerDfa
+        The combined lexer of the grammar's terminals.
+    parser : ParserTables
+        Parser tables (FOLLOW sets, ignored and scannable terminals).
+    max_bytes : int
+        Memory budget of the pools; past it the cache starts over.
+    """
+
+    def __init__(
+        self, vocab: Vocabulary, lexer: LexerDfa, parser: ParserTables, *, max_bytes: int
+    ) -> None:
+        self.vocab = vocab
+        self.lexer = lexer
+        self.parser = parser
+        self.max_bytes = max_bytes
+        self.num_words = (vocab.size + 31) // 32
+        self._lock = threading.Lock()
+        self.num_builds = 0
+        self.num_resets = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._snap = TableSnapshot(
+            index={},
+            w_pool=np.zeros((8, self.num_words), dtype=np.uint32),
+            c_indptr=np.zeros(9, dtype=np.int64),
+            c_tokens=np.zeros(1024, dtype=np.int32),
+            num_entries=0,
+        )
+
+    def nbytes(self) -> int:
+        """Return the memory held by the pools, in bytes."""
+        snap = self._snap
+        return int(snap.w_pool.nbytes + snap.c_indptr.nbytes + snap.c_tokens.nbytes)
+
+    def __len__(self) -> int:
+        return self._snap.num_entries
+
+    def build(self, state: int, expected: UInt64Array) -> tuple[np.ndarray, Int32Array]:
+        """Compute one entry without caching it.
+
+        Parameters
+        ----------
+        state : int
+            Lexer state.
+        expected : (W,) uint64
+            Terminals the parser expects (``set_bits`` of the hypothesis' Earley set).
+
+        Returns
+        -------
+        within : (ceil(V/32),) uint32
+            Bitset of the context-independent tokens.
+        candidates : (n,) int32
+            Token ids to check against the parser.
+        """
+        vocab = self.vocab
+        out_w = np.zeros(self.num_words, dtype=np.uint32)
+        out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
+        nc = build_entry_kernel(
+            state,
+            np.ascontiguousarray(expected, dtype=np.uint64),
+            self.parser.ignore_bits,
+            self.parser.scannable_bits,
+            self.lexer.byte_class,
+            self.lexer.trans,
+            self.lexer.accept_bits,
+            self.lexer.alive_bits,
+            self.parser.follow_bits,
+            vocab.node_byte,
+            vocab.node_token,
+            vocab.node_end,
+            vocab.node_depth,
+            vocab.token_next_dup,
+            out_w,
+            out_c,
+        )
+        self.num_builds += 1
+        return out_w, out_c[:nc].copy()
+
+    def lookup(
+        self, states: Int32Array, expected_rows: list[UInt64Array]
+    ) -> tuple[Int32Array, TableSnapshot]:
+        """Return entry ids for ``(states[h], expected_rows[h])`` and a snapshot holding them.
+
+        The common case (every entry present) takes no lock. Missing entries are computed
+        outside the lock, so threads do not serialise on the kernel, then inserted.
+        """
+        snap = self._snap
+        ids = np.empty(len(expected_rows), dtype=np.int32)
+        keys = []
+        complete = True
+        for h, row in enumerate(expected_rows):
+            key = (int(states[h]), row.tobytes())
+            keys.append(key)
+            e = snap.index.get(key, -1)
+            if e < 0 or e >= snap.num_entries:
+                complete = False
+            ids[h] = e
+        if complete:
+            return ids, snap
+        built: dict[tuple[int, bytes], tuple[np.ndarray, Int32Array]] = {}
+        for h, key in enumerate(keys):
+            if key not in built and key not in snap.index:
+                built[key] = self.build(key[0], expected_rows[h])
+        with self._lock:
+            extra = sum(w.nbytes + c.nbytes for w, c in built.values())
+            if self.nbytes() + extra > self.max_bytes and self._snap.num_entries:
+                self._reset()
+                self.num_resets += 1
+            for h, key in enumerate(keys):
+                e = self._snap.index.get(key, -1)
+                if e < 0:
+                    w, c = built[key] if key in built else self.build(key[0], expected_rows[h])
+                    e = self._insert(key, w, c)
+                ids[h] = e
+            return ids, self._snap
+
+    def _insert(self, key: tuple[int, bytes], within: np.ndarray, cands: Int32Array) -> int:
+        snap = self._snap
+        e = snap.num_entries
+        w_pool, c_indptr, c_tokens = snap.w_pool, snap.c_indptr, snap.c_tokens
+        if e >= w_pool.shape[0]:
+            pool = np.zeros((2 * w_pool.shape[0], self.num_words), dtype=np.uint32)
+            pool[:e] = w_pool[:e]
+            indptr = np.zeros(pool.shape[0] + 1, dtype=np.int64)
+            indptr[: e + 1] = c_indptr[: e + 1]
+            w_pool, c_indptr = pool, indptr
+        start = int(c_indptr[e])
+        end = start + cands.shape[0]
+        if end > c_tokens.shape[0]:
+            tokens = np.zeros(max(2 * c_tokens.shape[0], end), dtype=np.int32)
+            tokens[:start] = c_tokens[:start]
+            c_tokens = tokens
+        # Rows beyond num_entries are invisible to readers until the new snapshot is published.
+        w_pool[e] = within
+        c_tokens[start:end] = cands
+        c_indptr[e + 1] = end
+        snap.index[key] = e
+        self._snap = TableSnapshot(snap.index, w_pool, c_indptr, c_tokens, e + 1)
+        return e

@@ -1,0 +1,284 @@
+"""Matcher: acceptance, masks, EOS, rollback, fork, forced bytes, errors."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import constrain
+from constrain import Compiler, Grammar, Matcher, MatcherStateError
+from constrain.testing import byte_vocabulary, tiny_vocabulary
+
+
+def _compile(vocab, grammar):  # type: ignore[no-untyped-def]
+    return Compiler(vocab).compile(grammar)
+
+
+def _mask(m: Matcher) -> set[int]:
+    return set(m.allowed_token_ids().tolist())
+
+
+def _accepts_text(compiled, text: str) -> bool:  # type: ignore[no-untyped-def]
+    m = Matcher(compiled)
+    for b in text.encode():
+        if not m.accept_token(b):
+            return False
+    return m.is_accepting()
+
+
+REGEXES = [
+    r"\d{3}-\d{4}",
+    r"[a-c]+x?",
+    r"(ab|cd)*e",
+    r"a{2,4}b{0,2}",
+    r"(foo|foobar|fo)baz",
+    r"[^a]*a",
+    r"é+€?",
+    r"(\w+\s)*\w+",
+]
+
+
+@pytest.mark.parametrize("pattern", REGEXES)
+def test_regex_byte_acceptance_equals_fullmatch(pattern: str) -> None:
+    compiled = _compile(byte_vocabulary(), Grammar.from_regex(pattern))
+    samples = [
+        "123-4567",
+        "12-4567",
+        "abcx",
+        "ababe",
+        "e",
+        "aaab",
+        "aaaaab",
+        "foobarbaz",
+        "fobaz",
+        "foobaz",
+        "bbba",
+        "a",
+        "ééé€",
+        "é€€",
+        "hello world",
+        "hello  world",
+        "",
+    ]
+    for s in samples:
+        assert _accepts_text(compiled, s) == (re.fullmatch(pattern, s) is not None), (pattern, s)
+
+
+def test_mask_equals_accept_token_set() -> None:
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.from_lark(LISTED))
+    m = Matcher(compiled)
+    for b in b"listed":
+        mask = _mask(m)
+        brute = {t for t in range(vocab.size) if m.validate_tokens([t]) == 1}
+        assert mask == brute
+        assert m.accept_token(b)
+    assert m.is_accepting()
+
+
+LISTED = """
+start: STEM "ed"
+STEM: "list" | "listen"
+"""
+
+
+def test_no_greedy_lexer_rejection() -> None:
+    compiled = _compile(byte_vocabulary(), Grammar.from_lark(LISTED))
+    assert _accepts_text(compiled, "listed")
+    assert _accepts_text(compiled, "listened")
+    assert not _accepts_text(compiled, "listen")
+
+
+def test_left_recursive_and_ambiguous_grammar() -> None:
+    text = """
+    start: e
+    e: e "+" e | e "*" e | "(" e ")" | NUM
+    NUM: /[0-9]+/
+    """
+    compiled = _compile(byte_vocabulary(), Grammar.from_lark(text))
+    for s, ok in [
+        ("1+2*3", True),
+        ("(1+2)*3", True),
+        ("1++2", False),
+        ("12", True),
+        ("(1", False),
+        ("", False),
+        ("((7))*(8+9)", True),
+    ]:
+        assert _accepts_text(compiled, s) == ok, s
+
+
+def test_nullable_rules_and_ignore() -> None:
+    text = """
+    start: "[" items "]"
+    items: (item ("," item)*)?
+    item: WORD | start
+    WORD: /[a-z]+/
+    %ignore " "
+    """
+    compiled = _compile(byte_vocabulary(), Grammar.from_lark(text))
+    for s, ok in [
+        ("[]", True),
+        ("[ a , b ]", True),
+        ("[[a],[]]", True),
+        ("[a,]", False),
+        ("[ ]", True),
+        ("[a b]", False),
+    ]:
+        assert _accepts_text(compiled, s) == ok, s
+
+
+def test_eos_only_when_accepting() -> None:
+    vocab = byte_vocabulary()
+    compiled = _compile(vocab, Grammar.from_regex(r"ab?"))
+    eos = int(vocab.eos_ids[0])
+    m = Matcher(compiled)
+    assert eos not in _mask(m)
+    assert not m.accept_token(eos)
+    assert m.accept_token(ord("a"))
+    assert eos in _mask(m)
+    assert m.accept_token(ord("b"))
+    assert _mask(m) == {eos}
+    assert m.accept_token(eos)
+    assert m.is_terminated()
+    assert not m.accept_token(ord("b"))
+    assert _mask(m) == {eos}
+    m.rollback(1)
+    assert not m.is_terminated()
+
+
+def test_rollback_restores_state_and_masks() -> None:
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.builtin("json"))
+    m = Matcher(compiled)
+    text = b'{"a": [1, 2.5, "x\\u00e9"], "b": null}'
+    masks = [_mask(m)]
+    for b in text:
+        assert m.accept_token(b), chr(b)
+        masks.append(_mask(m))
+    assert m.is_accepting()
+    for k in range(len(text), 0, -1):
+        m.rollback(1)
+        assert _mask(m) == masks[k - 1]
+    with pytest.raises(MatcherStateError):
+        m.rollback(1)
+
+
+def test_rejected_token_leaves_state_unchanged() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(_compile(vocab, Grammar.from_regex(r"abc")))
+    assert m.accept_token(ord("a"))
+    before = _mask(m)
+    assert not m.accept_token(ord("x"))
+    assert _mask(m) == before
+    assert m.num_accepted_tokens == 1
+
+
+def test_multibyte_characters_split_across_tokens() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(_compile(vocab, Grammar.from_regex(r"[é€]+")))
+    data = "é€é".encode()
+    for k, b in enumerate(data):
+        assert b in _mask(m)
+        assert m.accept_token(b)
+        assert m.is_accepting() == (k + 1 in (2, 5, 7))
+    assert not m.accept_token(0xC3) or not m.is_accepting()
+
+
+def test_fork_is_independent() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(_compile(vocab, Grammar.from_regex(r"(ab)+")))
+    assert m.accept_token(ord("a"))
+    f = m.fork()
+    assert f.accept_token(ord("b"))
+    assert f.is_accepting()
+    assert not m.is_accepting()
+    assert m.accept_token(ord("b"))
+    assert m.accept_token(ord("a"))
+    assert not f.accept_token(ord("b"))
+
+
+def test_forced_bytes() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(
+        _compile(vocab, Grammar.from_lark('start: "{\\"name\\": " WORD "}"\nWORD: /[a-z]+/'))
+    )
+    assert m.forced_bytes() == b'{"name": '
+    assert m.accept_bytes(b'{"name": ab')
+    assert m.forced_bytes() == b""
+    assert m.num_accepted_tokens == 1
+
+
+def test_validate_tokens_does_not_change_state() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(_compile(vocab, Grammar.from_regex(r"abcd")))
+    assert m.validate_tokens([ord(c) for c in "abx"]) == 2
+    assert m.num_accepted_tokens == 0
+    assert m.accept_tokens([ord(c) for c in "abc"]) == 3
+
+
+def test_token_id_errors() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(_compile(vocab, Grammar.from_regex(r"a")))
+    with pytest.raises(ValueError):
+        m.accept_token(-1)
+    assert not m.accept_token(vocab.size + 5)
+
+
+def test_padded_bitmask_clears_extra_bits() -> None:
+    vocab = byte_vocabulary()
+    m = Matcher(_compile(vocab, Grammar.from_regex(r"[ab]")))
+    bitmask = np.full((2, (vocab.size + 31) // 32 + 3), -1, dtype=np.int32)
+    m.fill_next_token_bitmask(bitmask, 1)
+    bits = np.unpackbits(bitmask[1].view(np.uint8), bitorder="little")
+    assert set(np.flatnonzero(bits).tolist()) == {ord("a"), ord("b")}
+    assert (bitmask[0] == -1).all()
+
+
+def test_batch_fill_matches_single() -> None:
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.builtin("json"))
+    matchers = []
+    for prefix in [b"", b"{", b'{"a', b"[1,", b"tr"]:
+        m = Matcher(compiled)
+        assert m.accept_bytes(prefix)
+        matchers.append(m)
+    words = (vocab.size + 31) // 32
+    batch = np.zeros((len(matchers), words), dtype=np.int32)
+    constrain.fill_next_token_bitmasks(matchers, batch, num_threads=2)
+    for i, m in enumerate(matchers):
+        single = np.zeros((1, words), dtype=np.int32)
+        m.fill_next_token_bitmask(single, 0)
+        assert (single[0] == batch[i]).all()
+
+
+def test_save_load_roundtrip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.builtin("json"))
+    path = tmp_path / "json.npz"
+    compiled.save(path)
+    loaded = constrain.CompiledGrammar.load(path, vocab)
+    a, b = Matcher(compiled), Matcher(loaded)
+    for chunk in [b"[", b"1", b",", b'"x"', b"]"]:
+        assert _mask(a) == _mask(b)
+        assert a.accept_bytes(chunk) and b.accept_bytes(chunk)
+    with pytest.raises(constrain.ConstrainError):
+        constrain.CompiledGrammar.load(path, byte_vocabulary())
+
+
+def test_compiler_cache_is_bounded() -> None:
+    vocab = byte_vocabulary()
+    compiler = Compiler(vocab, cache_bytes=1)
+    compiler.compile(Grammar.from_regex("abc"))
+    assert compiler.cache_info()["entries"] == 0
+    compiler = Compiler(vocab)
+    g = Grammar.from_regex("abc")
+    assert compiler.compile(g) is compiler.compile(Grammar.from_regex("abc"))
+    assert compiler.cache_info()["entries"] == 1
+
+
+def test_empty_language_is_a_compile_error() -> None:
+    with pytest.raises(constrain.GrammarError):
+        Compiler(byte_vocabulary()).compile(Grammar.from_lark('start: a\na: a "x"'))
