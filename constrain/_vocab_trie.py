@@ -1,0 +1,194 @@
+"""The flat DFS token trie of a :class:`constrain.Vocabulary`, built with vectorised numpy.
+
+Layout (llguidance ``docs/toktrie.md``): node 0 is the root; in DFS pre-order the first child of
+node ``n`` is ``n + 1`` when ``n + 1 < node_end[n]`` and the next sibling of a child ``c`` is
+``node_end[c]``; children are sorted by byte. ``node_token`` holds the smallest id spelling the
+node's path and ``token_next_dup`` chains the other ids with the same bytes.
+
+The oracle is ``naive_token_trie`` in ``tests/reference.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from constrain._types import BYTE_DTYPE, TOKEN_DTYPE, ByteArray, Int32Array, Int64Array
+from constrain.errors import VocabularyError
+
+__all__ = ["Trie", "build_trie", "check_trie", "frozen"]
+
+
+class Trie(NamedTuple):
+    """The flat token trie arrays (see :class:`constrain.Vocabulary`)."""
+
+    node_byte: ByteArray
+    node_token: Int32Array
+    node_end: Int32Array
+    node_depth: Int32Array
+    token_next_dup: Int32Array
+
+
+def frozen(a: np.ndarray[Any, Any]) -> Any:
+    """Make ``a`` read-only and return it."""
+    a.setflags(write=False)
+    return a
+
+
+def build_trie(indptr: Int64Array, data: ByteArray) -> Trie:
+    """Build the flat DFS token trie (see the module docstring) with vectorised numpy.
+
+    Sort the non-empty byte strings (stable, so equal strings keep ascending ids), take the
+    longest common prefix (LCP) of neighbours; in sorted order token ``k`` adds the nodes at depths
+    ``lcp_k + 1 .. len_k``, which is exactly DFS pre-order; ``node_end`` is each node plus its
+    subtree size, summed bottom-up one depth level at a time.
+    """
+    v = indptr.shape[0] - 1
+    lens_all = np.diff(indptr)
+    ids = np.flatnonzero(lens_all > 0)
+    n = ids.shape[0]
+    next_dup = np.full(v, -1, dtype=TOKEN_DTYPE)
+    if n == 0:
+        root = Trie(
+            np.zeros(1, BYTE_DTYPE),
+            np.full(1, -1, TOKEN_DTYPE),
+            np.ones(1, TOKEN_DTYPE),
+            np.zeros(1, TOKEN_DTYPE),
+            next_dup,
+        )
+        return Trie(*(frozen(a) for a in root))
+    starts = indptr[ids]
+    lens = lens_all[ids]
+    width = int(min(32, -(-int(lens.max()) // 8) * 8))
+    padded = _padded_prefixes(data, starts, lens, width)
+    perm = _sort_order(padded, lens, width, data, starts)
+    order = ids[perm]
+    lens = lens[perm]
+    lcp = _neighbour_lcp(padded[perm], lens, width, data, starts[perm])
+    dup = np.zeros(n, dtype=bool)
+    dup[1:] = (lcp[1:] == lens[1:]) & (lens[1:] == lens[:-1])
+    next_dup[order[:-1][dup[1:]]] = order[1:][dup[1:]]
+    count = np.where(dup, 0, lens - lcp)  # nodes added by each sorted token
+    m = 1 + int(count.sum())
+    first = 1 + np.cumsum(count) - count  # position of each token's first new node
+    owner = np.repeat(np.arange(n), count)  # sorted token that added node p (p >= 1)
+    depth = np.zeros(m, dtype=TOKEN_DTYPE)
+    depth[1:] = lcp[owner] + 1 + (np.arange(m - 1) - (first[owner] - 1))
+    node_byte = np.zeros(m, dtype=BYTE_DTYPE)
+    node_byte[1:] = data[indptr[order[owner]] + depth[1:] - 1]
+    node_token = np.full(m, -1, dtype=TOKEN_DTYPE)
+    node_token[(first + count - 1)[~dup]] = order[~dup]
+    # node_end = node + subtree size; sizes summed bottom-up one depth level at a time, the
+    # parent of a node being the last node one level up that precedes it (pre-order).
+    max_depth = int(depth.max())
+    small = np.int16 if max_depth < 2**15 else np.int32
+    by_depth = np.argsort(depth.astype(small), kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(max_depth + 2))
+    subtree = np.ones(m, dtype=np.int64)
+    for d in range(max_depth, 0, -1):
+        nodes = by_depth[bounds[d] : bounds[d + 1]]
+        parents = by_depth[bounds[d - 1] : bounds[d]]
+        slot = np.searchsorted(parents, nodes) - 1
+        subtree[parents] += np.bincount(
+            slot, weights=subtree[nodes], minlength=parents.shape[0]
+        ).astype(np.int64)
+    node_end = (np.arange(m) + subtree).astype(TOKEN_DTYPE)
+    trie = Trie(node_byte, node_token, node_end, depth, next_dup)
+    return Trie(*(frozen(a) for a in trie))
+
+
+def _padded_prefixes(
+    data: ByteArray, starts: Int64Array, lens: Int64Array, width: int
+) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """``(n, width)`` uint8: the first ``width`` bytes of each string, zero-padded."""
+    n = lens.shape[0]
+    clipped = np.minimum(lens, width)
+    padded = np.zeros((n, width), dtype=np.uint8)
+    rows = np.repeat(np.arange(n), clipped)
+    cols = np.arange(int(clipped.sum())) - np.repeat(np.cumsum(clipped) - clipped, clipped)
+    padded[rows, cols] = data[np.repeat(starts, clipped) + cols]
+    return padded
+
+
+def _sort_order(
+    padded: np.ndarray[Any, np.dtype[np.uint8]],
+    lens: Int64Array,
+    width: int,
+    data: ByteArray,
+    starts: Int64Array,
+) -> Int64Array:
+    """Stable lexicographic order of the strings.
+
+    Sorting by (zero-padded prefix, length) is exact for strings of at most ``width`` bytes: a
+    shorter string that pads to the same prefix is a prefix of the other. Strings longer than
+    ``width`` that share their prefix end each such group; those runs are re-sorted in Python.
+    """
+    keys = padded.view(f"S{width}").ravel()
+    perm = np.lexsort((lens, keys))
+    sorted_keys, sorted_long = keys[perm], lens[perm] > width
+    tie = (sorted_keys[1:] == sorted_keys[:-1]) & sorted_long[1:] & sorted_long[:-1]
+    if tie.any():
+        edges = np.diff(np.concatenate(([0], tie.view(np.int8), [0])))
+        buf = data.tobytes()
+        for lo, hi in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
+            run = perm[lo : hi + 1].tolist()
+            perm[lo : hi + 1] = sorted(
+                run, key=lambda r: buf[int(starts[r]) : int(starts[r] + lens[r])]
+            )
+    return perm
+
+
+def _neighbour_lcp(
+    padded: np.ndarray[Any, np.dtype[np.uint8]],
+    lens: Int64Array,
+    width: int,
+    data: ByteArray,
+    starts: Int64Array,
+) -> Int64Array:
+    """Longest common prefix of each sorted string with the previous one (0 for the first).
+
+    Compares the zero-padded first ``width`` bytes as little-endian uint64 words (the lowest
+    differing byte of the XOR is the first mismatch); the rare neighbours that agree on all
+    ``width`` bytes and are longer are finished in Python.
+    """
+    n = lens.shape[0]
+    words = padded.view("<u8")
+    x = words[1:] ^ words[:-1]
+    nz = x != 0
+    w = nz.argmax(axis=1)
+    xw = x[np.arange(n - 1), w]
+    low = xw & (~xw + np.uint64(1))
+    bit = np.frexp(low.astype(np.float64))[1] - 1
+    mismatch = np.where(nz.any(axis=1), w * 8 + bit // 8, width)
+    lcp = np.zeros(n, dtype=np.int64)
+    lcp[1:] = np.minimum(mismatch, np.minimum(lens[1:], lens[:-1]))
+    for k in np.flatnonzero(lcp[1:] >= width).tolist():
+        a0, b0 = int(starts[k]), int(starts[k + 1])
+        limit = int(min(lens[k], lens[k + 1]))
+        a = data[a0 : a0 + limit]
+        b = data[b0 : b0 + limit]
+        diff = np.flatnonzero(a != b)
+        lcp[k + 1] = int(diff[0]) if diff.size else limit
+    return lcp
+
+
+def check_trie(trie: Trie, size: int, num_bytes: int) -> None:
+    """Cheap structural checks of a trie read from disk (the zip CRC guards the content)."""
+    m = trie.node_byte.shape[0]
+    ok = (
+        m >= 1
+        and all(a.ndim == 1 for a in trie)
+        and trie.node_token.shape[0] == m
+        and trie.node_end.shape[0] == m
+        and trie.node_depth.shape[0] == m
+        and trie.token_next_dup.shape[0] == size
+        and m <= num_bytes + 1
+        and int(trie.node_end[0]) == m
+        and bool((trie.node_end[1:] > np.arange(1, m)).all())
+        and bool((trie.node_end <= m).all())
+        and bool((trie.node_token < size).all())
+        and bool((trie.token_next_dup < size).all())
+    )
+    if not ok:
+        raise VocabularyError("inconsistent token trie arrays")

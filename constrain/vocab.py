@@ -1,0 +1,682 @@
+"""Stage 4a: the exact bytes of every token id, and the flat token trie over them.
+
+A :class:`Vocabulary` stores, for each token id ``0 <= i < size``, the bytes the token appends to
+the output text, as CSR arrays::
+
+    token_bytes[token_indptr[i]:token_indptr[i + 1]]      # the bytes of token i
+
+Special (control) tokens, EOS included, and ids the tokenizer leaves unused have *empty* bytes:
+grammar text never produces them, and ``special_ids`` lists exactly those ids. ``eos_ids`` are the
+end-of-sequence tokens a matcher allows exactly when the grammar accepts.
+
+The token trie (llguidance ``docs/toktrie.md``) covers the non-special tokens, laid out flat in
+DFS pre-order: node 0 is the root (the empty string), the first child of node ``n`` is ``n + 1``
+(when ``n + 1 < node_end[n]``), the next sibling of a child ``c`` is ``node_end[c]``, and children
+are sorted by byte. ``node_token[n]`` is the smallest token id whose bytes spell the path to ``n``
+(-1 when none); the other ids with the same bytes follow through ``token_next_dup``. The trie is
+built on first access with vectorised numpy (sort the byte strings, one pass) and cached.
+
+Tokenizer conventions (:meth:`Vocabulary.from_huggingface`):
+
+* byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM): each character of a token string stands for one
+  byte through the GPT-2 bytes-to-unicode table (``"Ġ"`` is a space);
+* SentencePiece style (Llama 2, Mistral, Gemma): ``"▁"`` is a space and, with byte fallback,
+  ``"<0xNN>"`` is the single byte ``0xNN``. The tokenizer's normaliser or pre-tokenizer usually
+  *prepends* ``"▁"`` to the input (a ``Metaspace`` with ``prepend_scheme="first"`` does not when
+  the text already starts with a space) and its decoder strips one leading space, so the
+  concatenated token bytes of ``encode(text)`` are ``b" " + text.encode()``, not
+  ``text.encode()``: a token's bytes are what it adds in the middle of a text, which is where
+  constrained generation happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from constrain._types import (
+    BYTE_DTYPE,
+    INDPTR_DTYPE,
+    TOKEN_DTYPE,
+    ByteArray,
+    Int32Array,
+    Int64Array,
+)
+from constrain._vocab_trie import Trie, build_trie, check_trie, frozen
+from constrain.errors import VocabularyError
+
+__all__ = ["VOCAB_FORMAT_VERSION", "Vocabulary", "vocab_cache_dir"]
+
+VOCAB_FORMAT_VERSION = 1
+"""Version of the ``.npz`` layout written by :meth:`Vocabulary.save`; other versions are refused."""
+
+_FORMAT_TAG = "constrain.Vocabulary"
+_TRIE_FIELDS = ("node_byte", "node_token", "node_end", "node_depth", "token_next_dup")
+
+
+class Vocabulary:
+    """The exact bytes of every token id of a tokenizer, plus a flat token trie.
+
+    Immutable: every array is read-only and the object is safe to share between threads and
+    matchers. Build one with :meth:`from_huggingface`, :meth:`from_tiktoken`, :meth:`from_bytes` or
+    :meth:`load`; the constructor is the low-level path over ready CSR arrays.
+
+    Parameters
+    ----------
+    token_indptr : (V + 1,) int64
+        CSR offsets: token ``i`` is ``token_bytes[token_indptr[i]:token_indptr[i + 1]]``.
+    token_bytes : (N,) uint8
+        Concatenated token bytes.
+    eos_ids : iterable of int, optional
+        End-of-sequence ids; each must have empty bytes (be special).
+    model_vocab_size : int, optional
+        Width of the model's logits (``>= V``); ids ``V..model_vocab_size-1`` are padding that is
+        never allowed. Defaults to ``V``.
+
+    Raises
+    ------
+    VocabularyError
+        If the arrays are inconsistent or an EOS id is out of range or has bytes.
+
+    Notes
+    -----
+    Token ids with empty bytes are exactly the special ids. The trie arrays (``node_*``,
+    ``token_next_dup``) are built on first access, in about 0.1 s for a 128k vocabulary.
+    """
+
+    __slots__ = (
+        "_eos",
+        "_fingerprint",
+        "_indptr",
+        "_lengths",
+        "_model_vocab_size",
+        "_special",
+        "_trie",
+        "_bytes",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        token_indptr: ArrayLike,
+        token_bytes: ArrayLike,
+        *,
+        eos_ids: Iterable[int] = (),
+        model_vocab_size: int | None = None,
+        _trie: Trie | None = None,
+    ) -> None:
+        indptr = np.array(token_indptr, dtype=INDPTR_DTYPE)
+        data = np.array(token_bytes, dtype=BYTE_DTYPE)
+        if indptr.ndim != 1 or data.ndim != 1 or indptr.shape[0] < 2:
+            raise VocabularyError(
+                f"token_indptr must be 1-D with at least 2 entries and token_bytes 1-D; got "
+                f"shapes {indptr.shape} and {data.shape}"
+            )
+        lengths = np.diff(indptr)
+        if indptr[0] != 0 or indptr[-1] != data.shape[0] or (lengths < 0).any():
+            raise VocabularyError(
+                "token_indptr must start at 0, be non-decreasing and end at len(token_bytes)"
+            )
+        size = indptr.shape[0] - 1
+        mvs = size if model_vocab_size is None else int(model_vocab_size)
+        if mvs < size:
+            raise VocabularyError(
+                f"model_vocab_size={mvs} is smaller than the {size} token ids of the vocabulary"
+            )
+        eos = np.unique(np.array(list(eos_ids), dtype=np.int64))
+        if eos.size and (eos[0] < 0 or eos[-1] >= size):
+            raise VocabularyError(f"eos_ids {eos.tolist()} out of range [0, {size})")
+        if (lengths[eos] != 0).any():
+            raise VocabularyError(
+                f"eos ids {eos[lengths[eos] != 0].tolist()} have bytes; EOS tokens must be special"
+            )
+        self._indptr: Int64Array = frozen(indptr)
+        self._bytes: ByteArray = frozen(data)
+        self._lengths: Int32Array = frozen(lengths.astype(np.int32))
+        self._special: Int32Array = frozen(np.flatnonzero(lengths == 0).astype(TOKEN_DTYPE))
+        self._eos: Int32Array = frozen(eos.astype(TOKEN_DTYPE))
+        self._model_vocab_size = mvs
+        self._fingerprint: str | None = None
+        if _trie is not None:
+            check_trie(_trie, size, data.shape[0])
+        self._trie: Trie | None = _trie
+
+    # ---------------------------------------------------------------- plain attributes
+    @property
+    def size(self) -> int:
+        """Number of token ids the tokenizer defines (V); ids ``>= size`` are padding."""
+        return int(self._indptr.shape[0] - 1)
+
+    @property
+    def model_vocab_size(self) -> int:
+        """Width of the model's logits (``>= size``); use it to allocate bitmasks."""
+        return self._model_vocab_size
+
+    @property
+    def token_indptr(self) -> Int64Array:
+        """``(V + 1,) int64`` CSR offsets into :attr:`token_bytes`."""
+        return self._indptr
+
+    @property
+    def token_bytes(self) -> ByteArray:
+        """``(N,) uint8`` concatenated bytes of all tokens (specials contribute nothing)."""
+        return self._bytes
+
+    @property
+    def token_lengths(self) -> Int32Array:
+        """``(V,) int32`` byte length of each token (0 exactly for special ids)."""
+        return self._lengths
+
+    @property
+    def special_ids(self) -> Int32Array:
+        """``(k,) int32`` sorted ids of special, control and unused tokens (empty bytes)."""
+        return self._special
+
+    @property
+    def eos_ids(self) -> Int32Array:
+        """``(k,) int32`` sorted end-of-sequence ids, allowed exactly when the grammar accepts."""
+        return self._eos
+
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 hex digest of the content (bytes, specials, EOS, sizes): a cache key."""
+        if self._fingerprint is None:
+            h = hashlib.sha256(b"constrain.Vocabulary/1\x00")
+            h.update(np.array([self.size, self._model_vocab_size], dtype="<i8").tobytes())
+            h.update(self._indptr.astype("<i8").tobytes())
+            h.update(self._bytes.tobytes())
+            h.update(b"\x00special")
+            h.update(self._special.astype("<i4").tobytes())
+            h.update(b"\x00eos")
+            h.update(self._eos.astype("<i4").tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    # ---------------------------------------------------------------- trie
+    def _get_trie(self) -> Trie:
+        trie = self._trie
+        if trie is None:
+            trie = build_trie(self._indptr, self._bytes)
+            self._trie = trie
+        return trie
+
+    @property
+    def node_byte(self) -> ByteArray:
+        """``(M,) uint8`` byte on the edge into each trie node (0 for the root)."""
+        return self._get_trie().node_byte
+
+    @property
+    def node_token(self) -> Int32Array:
+        """``(M,) int32`` smallest token id whose bytes end at the node, or -1."""
+        return self._get_trie().node_token
+
+    @property
+    def node_end(self) -> Int32Array:
+        """``(M,) int32`` index one past the node's subtree (the next sibling, if any)."""
+        return self._get_trie().node_end
+
+    @property
+    def node_depth(self) -> Int32Array:
+        """``(M,) int32`` byte depth of each node (root 0)."""
+        return self._get_trie().node_depth
+
+    @property
+    def token_next_dup(self) -> Int32Array:
+        """``(V,) int32`` next larger id with the same bytes as this token, or -1."""
+        return self._get_trie().token_next_dup
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of trie nodes ``M``, root included."""
+        return int(self._get_trie().node_byte.shape[0])
+
+    # ---------------------------------------------------------------- lookups
+    def token_bytes_of(self, token_id: int) -> bytes:
+        """Return the bytes of one token (``b""`` for special and padding ids).
+
+        Parameters
+        ----------
+        token_id : int
+            Id in ``[0, model_vocab_size)``.
+
+        Returns
+        -------
+        bytes
+            The token's bytes.
+
+        Raises
+        ------
+        ValueError
+            If the id is outside ``[0, model_vocab_size)``.
+        """
+        tid = int(token_id)
+        if not 0 <= tid < self._model_vocab_size:
+            raise ValueError(f"token id {tid} out of range [0, {self._model_vocab_size})")
+        if tid >= self.size:
+            return b""
+        return self._bytes[self._indptr[tid] : self._indptr[tid + 1]].tobytes()
+
+    def decode(self, token_ids: Iterable[int]) -> bytes:
+        """Concatenate the bytes of a sequence of tokens.
+
+        Parameters
+        ----------
+        token_ids : iterable of int
+            Ids in ``[0, model_vocab_size)`` (a list, a numpy array, a tensor); special and
+            padding ids add nothing.
+
+        Returns
+        -------
+        bytes
+            The decoded bytes (not necessarily valid UTF-8).
+
+        Raises
+        ------
+        ValueError
+            If an id is outside ``[0, model_vocab_size)``.
+        """
+        if isinstance(token_ids, np.ndarray):
+            ids = token_ids.astype(np.int64, copy=False).ravel()
+        else:
+            ids = np.array([int(t) for t in token_ids], dtype=np.int64)
+        if ids.size == 0:
+            return b""
+        bad = (ids < 0) | (ids >= self._model_vocab_size)
+        if bad.any():
+            raise ValueError(
+                f"token id {int(ids[bad][0])} out of range [0, {self._model_vocab_size})"
+            )
+        ids = ids[ids < self.size]
+        starts = self._indptr[ids]
+        lens = self._indptr[ids + 1] - starts
+        total = int(lens.sum())
+        offs = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
+        return self._bytes[offs].tobytes()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return (
+            f"Vocabulary(size={self.size}, model_vocab_size={self._model_vocab_size}, "
+            f"special={self._special.shape[0]}, eos_ids={self._eos.tolist()}, "
+            f"fingerprint={self.fingerprint[:12]})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Vocabulary):
+            return NotImplemented
+        return self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self._indptr, self._bytes, self._eos, self._model_vocab_size))
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def from_bytes(
+        cls,
+        tokens: Sequence[bytes | bytearray | memoryview | None],
+        *,
+        eos_ids: Iterable[int] = (),
+        special_ids: Iterable[int] = (),
+        model_vocab_size: int | None = None,
+    ) -> Vocabulary:
+        """Build a vocabulary from the bytes of each token id.
+
+        Parameters
+        ----------
+        tokens : sequence of bytes or None
+            ``tokens[i]`` is the byte string of id ``i``; ``None`` (or ``b""``) marks a special or
+            unused id.
+        eos_ids : iterable of int, optional
+            End-of-sequence ids; they become special (their bytes, if any, are dropped).
+        special_ids : iterable of int, optional
+            Further ids to treat as special (bytes dropped).
+        model_vocab_size : int, optional
+            Logits width, ``>= len(tokens)``.
+
+        Returns
+        -------
+        Vocabulary
+
+        Raises
+        ------
+        TypeError
+            If a token is not bytes-like or None (e.g. a ``str``: encode it first).
+        VocabularyError
+            If an id is out of range.
+        """
+        n = len(tokens)
+        eos = [int(i) for i in eos_ids]
+        drop = {int(i) for i in special_ids} | set(eos)
+        bad = [i for i in drop if not 0 <= i < n]
+        if bad:
+            raise VocabularyError(f"special/eos ids {sorted(bad)} out of range [0, {n})")
+        table = list(tokens)
+        for i in drop:
+            table[i] = None
+        for i, tok in enumerate(table):
+            if tok is not None and not isinstance(tok, (bytes, bytearray, memoryview)):
+                raise TypeError(
+                    f"token {i} is {type(tok).__name__}, expected bytes or None "
+                    f"(use .encode('utf-8') for text)"
+                )
+        indptr, data = _csr(table)
+        return cls(indptr, data, eos_ids=eos, model_vocab_size=model_vocab_size)
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        special_tokens: Mapping[str, int] | None = None,
+        eos_tokens: Sequence[str] = (),
+        model_vocab_size: int | None = None,
+    ) -> Vocabulary:
+        """Build a vocabulary from a tiktoken rank file (lines ``base64(token_bytes) rank``).
+
+        Parameters
+        ----------
+        path : str or PathLike
+            The ``.tiktoken`` file.
+        special_tokens : mapping of str to int, optional
+            Special tokens and their ids (e.g. ``{"<|endoftext|>": 100257}``); they get empty bytes.
+        eos_tokens : sequence of str, optional
+            Names in ``special_tokens`` that end a sequence.
+        model_vocab_size : int, optional
+            Logits width, ``>=`` the number of ids.
+
+        Returns
+        -------
+        Vocabulary
+
+        Raises
+        ------
+        VocabularyError
+            If the file is malformed, a rank repeats, a special id collides with a rank, or an
+            EOS name is not a special token.
+        """
+        import base64
+        import binascii
+
+        specials = dict(special_tokens or {})
+        ranks: dict[int, bytes] = {}
+        with open(path, "rb") as fh:
+            for lineno, line in enumerate(fh, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                try:
+                    if len(parts) != 2:
+                        raise ValueError("expected 2 fields")
+                    tok, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
+                except (ValueError, binascii.Error) as err:
+                    raise VocabularyError(
+                        f"{path}:{lineno}: not a tiktoken rank line ({err}): {line[:60]!r}"
+                    ) from err
+                if rank < 0 or rank in ranks:
+                    raise VocabularyError(f"{path}:{lineno}: rank {rank} is negative or repeated")
+                ranks[rank] = tok
+        for name, sid in specials.items():
+            if sid in ranks or sid < 0:
+                raise VocabularyError(f"special token {name!r} id {sid} collides with a rank")
+        missing = [t for t in eos_tokens if t not in specials]
+        if missing:
+            raise VocabularyError(f"eos_tokens {missing} are not in special_tokens")
+        n = max([*ranks, *specials.values(), -1]) + 1
+        table: list[bytes | None] = [None] * n
+        for rank, tok in ranks.items():
+            table[rank] = tok
+        return cls.from_bytes(
+            table,
+            eos_ids=[specials[t] for t in eos_tokens],
+            special_ids=specials.values(),
+            model_vocab_size=model_vocab_size,
+        )
+
+    @classmethod
+    def from_huggingface(
+        cls,
+        tokenizer: Any,
+        *,
+        vocab_size: int | None = None,
+        eos_ids: Iterable[int] | None = None,
+        cache: bool = True,
+    ) -> Vocabulary:
+        """Build a vocabulary from a Hugging Face tokenizer.
+
+        Parameters
+        ----------
+        tokenizer : transformers tokenizer or tokenizers.Tokenizer
+            A fast ``transformers`` tokenizer (anything with ``backend_tokenizer``) or a raw
+            ``tokenizers.Tokenizer``. Byte-level BPE and SentencePiece-style (metaspace, byte
+            fallback) tokenizers are supported; WordPiece and other tokenizers whose tokens have no
+            fixed bytes are refused.
+        vocab_size : int, optional
+            The model's logits width. It may exceed the tokenizer's id count (padding). It may
+            be smaller only when every cut id is a special token (e.g. Llama 3.2 Vision's
+            ``<|image|>``), never an EOS.
+        eos_ids : iterable of int, optional
+            EOS ids, added to ``tokenizer.eos_token_id`` when the tokenizer has one.
+        cache : bool, optional
+            Reuse/write the on-disk cache in :func:`vocab_cache_dir` (default True).
+
+        Returns
+        -------
+        Vocabulary
+
+        Raises
+        ------
+        VocabularyError
+            If the tokenizer kind is unsupported, no EOS id can be found (pass ``eos_ids=``) or
+            ``vocab_size`` would cut a non-special token.
+
+        Notes
+        -----
+        Special added tokens get empty bytes; non-special added tokens get their content as
+        UTF-8 (with the metaspace character read as a space for normalised SentencePiece-style
+        tokens). The cache key is the SHA-256 of everything the bytes depend on: the tokenizer
+        kind, every token string and the added tokens; a corrupt or other-version cache file is
+        rebuilt.
+        """
+        from constrain import _vocab_hf
+
+        backend = _vocab_hf.backend_of(tokenizer)
+        scheme = _vocab_hf.scheme_of(backend)
+        strings, added = _vocab_hf.token_strings(backend)
+        key = _vocab_hf.cache_key(scheme, strings, added)
+        base = _vocab_hf.cache_read(key) if cache else None
+        if base is None:
+            indptr, data = _vocab_hf.token_csr(scheme, strings, added)
+            base = cls(indptr, data)
+            if cache:
+                _vocab_hf.cache_write(base, key)  # with the trie, so a cache hit skips it too
+        hf_special = _vocab_hf.hf_special_ids(tokenizer)
+        eos = set() if eos_ids is None else {int(i) for i in eos_ids}
+        eos |= _vocab_hf.hf_eos_ids(tokenizer)
+        if not eos:
+            raise VocabularyError(
+                "cannot find the tokenizer's end-of-sequence token (it has no eos_token_id); "
+                "pass Vocabulary.from_huggingface(tokenizer, eos_ids=[...])"
+            )
+        return base._derive(special=hf_special | eos, eos=eos, vocab_size=vocab_size)
+
+    def _derive(self, *, special: set[int], eos: set[int], vocab_size: int | None) -> Vocabulary:
+        """Return a copy with more special ids, EOS ids and a logits width (trie kept if valid)."""
+        n = self.size
+        bad = sorted(i for i in special | eos if not 0 <= i < n)
+        if bad:
+            raise VocabularyError(f"special/eos ids {bad} out of range [0, {n})")
+        lengths = self._lengths.astype(np.int64)
+        new_special = [i for i in special if lengths[i] > 0]
+        indptr, data, trie = self._indptr, self._bytes, self._trie
+        if new_special:
+            keep = np.ones(n, dtype=bool)
+            keep[new_special] = False
+            lengths = np.where(keep, lengths, 0)
+            data = data[np.repeat(keep, self._lengths)]
+            indptr = np.zeros(n + 1, dtype=INDPTR_DTYPE)
+            np.cumsum(lengths, out=indptr[1:])
+            trie = None
+        mvs = n if vocab_size is None else int(vocab_size)
+        size = n
+        if mvs < n:
+            cut = np.flatnonzero(lengths[mvs:]) + mvs
+            cut_eos = sorted(i for i in eos if i >= mvs)
+            if cut.size or cut_eos:
+                raise VocabularyError(
+                    f"vocab_size={mvs} is smaller than the tokenizer's {n} ids and would cut "
+                    f"token ids {(cut.tolist() + cut_eos)[:8]}; pass the model's logits width"
+                )
+            size = mvs
+            indptr = indptr[: size + 1]
+            data = data[: int(indptr[-1])]
+            if trie is not None:
+                trie = trie._replace(token_next_dup=trie.token_next_dup[:size])
+        return Vocabulary(indptr, data, eos_ids=eos, model_vocab_size=mvs, _trie=trie)
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the vocabulary and its trie to an ``.npz`` file (:data:`VOCAB_FORMAT_VERSION`).
+
+        Parameters
+        ----------
+        path : str or PathLike
+            Destination; written atomically (temporary file, then rename).
+        """
+        _write_npz(Path(path), self._arrays())
+
+    def _arrays(self) -> dict[str, np.ndarray[Any, Any]]:
+        trie = self._get_trie()
+        out: dict[str, np.ndarray[Any, Any]] = {
+            "format": np.array(_FORMAT_TAG),
+            "version": np.array(VOCAB_FORMAT_VERSION, dtype=np.int64),
+            "model_vocab_size": np.array(self._model_vocab_size, dtype=np.int64),
+            "token_indptr": self._indptr,
+            "token_bytes": self._bytes,
+            "eos_ids": self._eos,
+            "fingerprint": np.array(self.fingerprint),
+        }
+        out.update(zip(_TRIE_FIELDS, trie, strict=True))
+        return out
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Vocabulary:
+        """Read a vocabulary written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or PathLike
+            The ``.npz`` file.
+
+        Returns
+        -------
+        Vocabulary
+
+        Raises
+        ------
+        VocabularyError
+            If the file is missing, corrupt, not a vocabulary, or of another format version.
+        """
+        return _read_npz(Path(path))[0]
+
+
+def _rebuild(indptr: Int64Array, data: ByteArray, eos: Int32Array, mvs: int) -> Vocabulary:
+    return Vocabulary(indptr, data, eos_ids=eos.tolist(), model_vocab_size=mvs)
+
+
+def _csr(table: Sequence[bytes | bytearray | memoryview | None]) -> tuple[Int64Array, ByteArray]:
+    lengths = np.array([0 if t is None else len(t) for t in table], dtype=np.int64)
+    indptr = np.zeros(len(table) + 1, dtype=INDPTR_DTYPE)
+    np.cumsum(lengths, out=indptr[1:])
+    data = np.frombuffer(b"".join(t for t in table if t), dtype=BYTE_DTYPE)
+    return indptr, data
+
+
+# -------------------------------------------------------------------- files and cache
+def vocab_cache_dir() -> Path:
+    """Return the folder of cached vocabularies.
+
+    ``$CONSTRAIN_CACHE_DIR/vocab`` when that variable is set, else
+    ``$XDG_CACHE_HOME/constrain/vocab`` or ``~/.cache/constrain/vocab``.
+
+    Returns
+    -------
+    Path
+        The folder (not created here).
+    """
+    root = os.environ.get("CONSTRAIN_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "vocab"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "constrain" / "vocab"
+
+
+def _write_npz(path: Path, arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _read_npz(path: Path) -> tuple[Vocabulary, str]:
+    """Read a vocabulary file; return it and its ``cache_key`` entry (``""`` when absent)."""
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = set(z.files)
+            if "format" not in files or str(z["format"]) != _FORMAT_TAG:
+                raise VocabularyError(f"{path} is not a constrain vocabulary file")
+            version = int(z["version"])
+            if version != VOCAB_FORMAT_VERSION:
+                raise VocabularyError(
+                    f"{path} has vocabulary format version {version}; this constrain reads "
+                    f"version {VOCAB_FORMAT_VERSION}. Re-create the file with Vocabulary.save"
+                )
+            arrays = {k: z[k] for k in files}
+    except VocabularyError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise VocabularyError(f"cannot read vocabulary file {path}: {err}") from err
+    try:
+        trie = Trie(
+            arrays["node_byte"].astype(BYTE_DTYPE, copy=False),
+            *(arrays[k].astype(TOKEN_DTYPE, copy=False) for k in _TRIE_FIELDS[1:]),
+        )
+        vocab = Vocabulary(
+            arrays["token_indptr"],
+            arrays["token_bytes"],
+            eos_ids=arrays["eos_ids"].tolist(),
+            model_vocab_size=int(arrays["model_vocab_size"]),
+            _trie=Trie(*(frozen(a.copy()) for a in trie)),
+        )
+    except (KeyError, ValueError, TypeError, IndexError) as err:
+        raise VocabularyError(f"corrupt vocabulary file {path}: {err!r}") from err
+    if vocab.fingerprint != str(arrays["fingerprint"]):
+        raise VocabularyError(f"corrupt vocabulary file {path}: fingerprint mismatch")
+    return vocab, str(arrays.get("cache_key", ""))
