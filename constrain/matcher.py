@@ -35,6 +35,7 @@ __all__ = ["Matcher", "fill_next_token_bitmasks"]
 _Snapshot = tuple[Int32Array, int, int, bool]
 
 _MEMO_SIZE = 1 << 12
+_SHARED_HYPS = 32
 _MAX_FORCED = 4096
 
 
@@ -107,14 +108,22 @@ class Matcher:
         cap = compiled.limits.max_hypotheses
         self._hyp = np.zeros((2, cap), dtype=np.int32)
         self._cur = np.zeros((2, cap), dtype=np.int32)
-        self._nxt = np.zeros((2, cap), dtype=np.int32)
+        # ping-pong buffers for accepting; a per-byte-depth stack for checking candidates
+        self._stack = np.zeros((2, 2, cap), dtype=np.int32)
+        self._stack_n = np.zeros(2, dtype=np.int32)
+        max_len = int(self.vocab.token_lengths.max(initial=0))
+        self._fstack = np.zeros((max_len + 2, 2, _SHARED_HYPS), dtype=np.int32)
+        self._fstack_n = np.zeros(max_len + 2, dtype=np.int32)
+        self._no_lcp = np.zeros(1, dtype=np.int64)
         self._eos = np.asarray(self.vocab.eos_ids, dtype=np.int64)
+        self._eos_set = frozenset(int(e) for e in self._eos)
         self._items = np.zeros((3, 4096), dtype=np.int32)
         self._sets = np.zeros((6, 256), dtype=np.int64)
         self._set_bits = np.zeros((256, parser.num_words), dtype=np.uint64)
         self._counts = np.zeros(4, dtype=np.int64)
         self._scratch = np.full((2, parser.num_items), -1, dtype=np.int64)
         self._memo = np.full((3, _MEMO_SIZE), -1, dtype=np.int64)
+        self._kernels: dict[int, Int32Array] = {}
         # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
         self._job = np.zeros((4, 1), dtype=np.int64)
         self._result = np.zeros(1, dtype=np.int32)
@@ -207,8 +216,9 @@ class Matcher:
         """Return an independent copy of this matcher (same position, own state)."""
         other = Matcher.__new__(Matcher)
         other.__dict__.update(self.__dict__)
-        for name in ("_hyp", "_cur", "_nxt", "_items", "_sets", "_set_bits", "_counts",
-                     "_scratch", "_memo", "_job", "_result"):  # fmt: skip
+        for name in ("_hyp", "_cur", "_stack", "_stack_n", "_fstack", "_fstack_n", "_items",
+                     "_sets", "_set_bits", "_counts", "_scratch", "_memo", "_job",
+                     "_result"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
         other._history = list(self._history)
         other._rebuild_args()
@@ -236,21 +246,22 @@ class Matcher:
         ends = np.full(lo.shape[0], self._n, dtype=np.int64)
         while True:
             res = simulate_kernel(
-                zeros, ends, self._hyp, lo, hi, data, result, self._cur, self._nxt, *self._args
-            )
+                zeros, ends, self._hyp, lo, hi, zeros, data, result, self._stack, self._stack_n,
+                self._cur, True, False, *self._args,
+            )  # fmt: skip
             if not self._check(res):
                 break
 
     def _advance(self, data: np.ndarray, start: int, end: int) -> int:
-        """Advance over ``data[start:end]``; survivors are left in ``self._cur``."""
+        """Advance over ``data[start:end]``; normalised survivors are left in ``self._cur``."""
         job = self._job
         job[1, 0] = self._n
         job[2, 0] = start
         job[3, 0] = end
         while True:
             res = simulate_kernel(
-                job[0], job[1], self._hyp, job[2], job[3], data, self._result, self._cur,
-                self._nxt, *self._args, True,
+                job[0], job[1], self._hyp, job[2], job[3], self._no_lcp, data, self._result,
+                self._stack, self._stack_n, self._cur, True, True, *self._args,
             )  # fmt: skip
             if not self._check(res):
                 break
@@ -288,7 +299,7 @@ class Matcher:
         vocab = self.vocab
         if tok >= vocab.size:
             return False
-        if tok in self._eos:
+        if tok in self._eos_set:
             if not self.is_accepting():
                 return False
             self._history.append(self._snapshot())
@@ -398,19 +409,32 @@ class Matcher:
             self._set_eos(row)
             return
         n = self._n
-        expected = [self._set_bits[p] for p in self._hyp[0, :n]]
-        entry_ids, snap = self.compiled.tables.lookup(self._hyp[1, :n], expected)
+        kernels = [self._kernel(int(p)) for p in self._hyp[0, :n]]
+        entry_ids, snap = self.compiled.tables.lookup(self._hyp[1, :n], kernels)
         vocab = self.vocab
         while True:
             res = fill_mask_kernel(
-                self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens,
-                vocab.token_indptr, vocab.token_bytes, row, self._cur, self._nxt, *self._args,
+                self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
+                vocab.token_indptr, vocab.token_bytes, row, self._fstack, self._fstack_n,
+                self._stack, *self._args,
             )  # fmt: skip
             if not self._check(res):
                 break
             row[:] = 0
-        if self.is_accepting():
+        if res == 1:
             self._set_eos(row)
+
+    def _kernel(self, p: int) -> Int32Array:
+        """Sorted ids of the items of Earley set ``p`` with a terminal after the dot (cached)."""
+        uid = int(self._sets[5, p])
+        kernel = self._kernels.get(uid)
+        if kernel is None:
+            items = self._items[0, self._sets[0, p] : self._sets[1, p]]
+            kernel = np.unique(items[self.compiled.parser.item_next_t[items] >= 0])
+            if len(self._kernels) > 4096:
+                self._kernels.clear()
+            self._kernels[uid] = kernel
+        return kernel
 
     def _set_eos(self, row: np.ndarray) -> None:
         for e in self._eos:

@@ -1,6 +1,10 @@
-"""Stage 4b: token-mask tables, computed lazily per (lexer state, allowed terminals).
+"""Stage 4b: token-mask tables, computed lazily per (lexer state, Earley kernel).
 
-For every pair met at run time, :class:`MaskTables` stores
+The key of an entry is a lexer state and the *kernel* of an Earley set: the sorted ids of its
+items that have a terminal after the dot. The kernel fixes the terminals the parser expects and,
+for most terminals, exactly what it expects after scanning them (``ParserTables.item_rest_first``),
+independently of item origins, so many tokens that span two lexemes are still decided here.
+For every key met at run time, :class:`MaskTables` stores
 
 - a packed bitset (``uint32[ceil(V/32)]``) of the tokens that stay inside the current lexeme:
   context-independent, so copied into the mask as is (XGrammar's "accepted" cache);
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constrain._types import Int32Array, Int64Array, UInt64Array
+from constrain._types import Int32Array, Int64Array
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.numba_tables import build_entry_kernel
@@ -42,6 +46,7 @@ class TableSnapshot:
     w_pool: np.ndarray
     c_indptr: Int64Array
     c_tokens: Int32Array
+    c_lcp: Int32Array
     num_entries: int
 
 
@@ -68,6 +73,8 @@ class MaskTables:
         self.parser = parser
         self.max_bytes = max_bytes
         self.num_words = (vocab.size + 31) // 32
+        # Exact scans assume an ignored terminal is never also scanned by the parser.
+        self.exact_scans = not bool(np.any(parser.ignore_bits & parser.scannable_bits))
         self._lock = threading.Lock()
         self.num_builds = 0
         self.num_resets = 0
@@ -79,47 +86,64 @@ class MaskTables:
             w_pool=np.zeros((8, self.num_words), dtype=np.uint32),
             c_indptr=np.zeros(9, dtype=np.int64),
             c_tokens=np.zeros(1024, dtype=np.int32),
+            c_lcp=np.zeros(1024, dtype=np.int32),
             num_entries=0,
         )
 
     def nbytes(self) -> int:
         """Return the memory held by the pools, in bytes."""
         snap = self._snap
-        return int(snap.w_pool.nbytes + snap.c_indptr.nbytes + snap.c_tokens.nbytes)
+        return int(
+            snap.w_pool.nbytes + snap.c_indptr.nbytes + snap.c_tokens.nbytes + snap.c_lcp.nbytes
+        )
 
     def __len__(self) -> int:
         return self._snap.num_entries
 
-    def build(self, state: int, expected: UInt64Array) -> tuple[np.ndarray, Int32Array]:
+    def build(self, state: int, kernel: Int32Array) -> tuple[np.ndarray, Int32Array, Int32Array]:
         """Compute one entry without caching it.
 
         Parameters
         ----------
         state : int
             Lexer state.
-        expected : (W,) uint64
-            Terminals the parser expects (``set_bits`` of the hypothesis' Earley set).
+        kernel : (k,) int32
+            Sorted ids of the Earley items with a terminal after the dot.
 
         Returns
         -------
         within : (ceil(V/32),) uint32
             Bitset of the context-independent tokens.
         candidates : (n,) int32
-            Token ids to check against the parser.
+            Token ids to check against the parser, in trie (lexicographic) order.
+        lcp : (n,) int32
+            Byte prefix each candidate shares with the previous one.
         """
-        vocab = self.vocab
+        parser, lexer, vocab = self.parser, self.lexer, self.vocab
+        terms = parser.item_next_t[kernel].astype(np.int64)
+        num_t = max(parser.num_terminals, 1)
+        expected = np.zeros(parser.num_words, dtype=np.uint64)
+        np.bitwise_or.at(expected, terms >> 6, np.uint64(1) << (terms & 63).astype(np.uint64))
+        next_bits = np.zeros((num_t, parser.num_words), dtype=np.uint64)
+        np.bitwise_or.at(next_bits, terms, parser.item_rest_first[kernel])
+        next_exact = np.ones(num_t, dtype=np.bool_)
+        next_exact[terms[parser.item_rest_nullable[kernel]]] = False
         out_w = np.zeros(self.num_words, dtype=np.uint32)
         out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
+        out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
         nc = build_entry_kernel(
             state,
-            np.ascontiguousarray(expected, dtype=np.uint64),
-            self.parser.ignore_bits,
-            self.parser.scannable_bits,
-            self.lexer.byte_class,
-            self.lexer.trans,
-            self.lexer.accept_bits,
-            self.lexer.alive_bits,
-            self.parser.follow_bits,
+            expected,
+            next_bits,
+            next_exact,
+            parser.ignore_bits,
+            parser.scannable_bits,
+            self.exact_scans,
+            lexer.byte_class,
+            lexer.trans,
+            lexer.accept_bits,
+            lexer.alive_bits,
+            parser.follow_bits,
             vocab.node_byte,
             vocab.node_token,
             vocab.node_end,
@@ -127,24 +151,25 @@ class MaskTables:
             vocab.token_next_dup,
             out_w,
             out_c,
+            out_lcp,
         )
         self.num_builds += 1
-        return out_w, out_c[:nc].copy()
+        return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
 
     def lookup(
-        self, states: Int32Array, expected_rows: list[UInt64Array]
+        self, states: Int32Array, kernels: list[Int32Array]
     ) -> tuple[Int32Array, TableSnapshot]:
-        """Return entry ids for ``(states[h], expected_rows[h])`` and a snapshot holding them.
+        """Return entry ids for ``(states[h], kernels[h])`` and a snapshot holding them.
 
         The common case (every entry present) takes no lock. Missing entries are computed
         outside the lock, so threads do not serialise on the kernel, then inserted.
         """
         snap = self._snap
-        ids = np.empty(len(expected_rows), dtype=np.int32)
+        ids = np.empty(len(kernels), dtype=np.int32)
         keys = []
         complete = True
-        for h, row in enumerate(expected_rows):
-            key = (int(states[h]), row.tobytes())
+        for h, kernel in enumerate(kernels):
+            key = (int(states[h]), kernel.tobytes())
             keys.append(key)
             e = snap.index.get(key, -1)
             if e < 0 or e >= snap.num_entries:
@@ -152,27 +177,30 @@ class MaskTables:
             ids[h] = e
         if complete:
             return ids, snap
-        built: dict[tuple[int, bytes], tuple[np.ndarray, Int32Array]] = {}
+        built: dict[tuple[int, bytes], tuple[np.ndarray, Int32Array, Int32Array]] = {}
         for h, key in enumerate(keys):
             if key not in built and key not in snap.index:
-                built[key] = self.build(key[0], expected_rows[h])
+                built[key] = self.build(key[0], kernels[h])
         with self._lock:
-            extra = sum(w.nbytes + c.nbytes for w, c in built.values())
+            extra = sum(w.nbytes + 2 * c.nbytes for w, c, _ in built.values())
             if self.nbytes() + extra > self.max_bytes and self._snap.num_entries:
                 self._reset()
                 self.num_resets += 1
             for h, key in enumerate(keys):
                 e = self._snap.index.get(key, -1)
                 if e < 0:
-                    w, c = built[key] if key in built else self.build(key[0], expected_rows[h])
-                    e = self._insert(key, w, c)
+                    entry = built[key] if key in built else self.build(key[0], kernels[h])
+                    e = self._insert(key, *entry)
                 ids[h] = e
             return ids, self._snap
 
-    def _insert(self, key: tuple[int, bytes], within: np.ndarray, cands: Int32Array) -> int:
+    def _insert(
+        self, key: tuple[int, bytes], within: np.ndarray, cands: Int32Array, lcp: Int32Array
+    ) -> int:
         snap = self._snap
         e = snap.num_entries
-        w_pool, c_indptr, c_tokens = snap.w_pool, snap.c_indptr, snap.c_tokens
+        w_pool, c_indptr = snap.w_pool, snap.c_indptr
+        c_tokens, c_lcp = snap.c_tokens, snap.c_lcp
         if e >= w_pool.shape[0]:
             pool = np.zeros((2 * w_pool.shape[0], self.num_words), dtype=np.uint32)
             pool[:e] = w_pool[:e]
@@ -182,13 +210,17 @@ class MaskTables:
         start = int(c_indptr[e])
         end = start + cands.shape[0]
         if end > c_tokens.shape[0]:
-            tokens = np.zeros(max(2 * c_tokens.shape[0], end), dtype=np.int32)
+            size = max(2 * c_tokens.shape[0], end)
+            tokens = np.zeros(size, dtype=np.int32)
             tokens[:start] = c_tokens[:start]
-            c_tokens = tokens
+            lcps = np.zeros(size, dtype=np.int32)
+            lcps[:start] = c_lcp[:start]
+            c_tokens, c_lcp = tokens, lcps
         # Rows beyond num_entries are invisible to readers until the new snapshot is published.
         w_pool[e] = within
         c_tokens[start:end] = cands
+        c_lcp[start:end] = lcp
         c_indptr[e + 1] = end
         snap.index[key] = e
-        self._snap = TableSnapshot(snap.index, w_pool, c_indptr, c_tokens, e + 1)
+        self._snap = TableSnapshot(snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1)
         return e

@@ -15,6 +15,8 @@ the Earley kernels in ``constrain.kernels.numba_earley`` work over plain int32 a
 ignored terminals; every terminal may follow an ignored one); it over-approximates what the
 parser allows and is only used to prune the precomputed token tables. ``scannable_bits`` marks
 the terminals that occur in rules (an ignored terminal may occur in rules too).
+``item_rest_first``/``item_rest_nullable`` give, for an item with a terminal after the dot, FIRST
+and nullability of the rest of its rule after that terminal.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class ParserTables:
     follow_bits: UInt64Array
     ignore_bits: UInt64Array
     scannable_bits: UInt64Array
+    item_rest_first: UInt64Array
+    item_rest_nullable: BoolArray
     nonterminal_names: tuple[str, ...]
 
     @property
@@ -80,6 +84,8 @@ class ParserTables:
                 self.follow_bits,
                 self.ignore_bits,
                 self.scannable_bits,
+                self.item_rest_first,
+                self.item_rest_nullable,
             )
         )
 
@@ -192,6 +198,30 @@ def build_parser_tables(
                 else:
                     trailer = set(first[s])
     num_words = max(1, (n_t + 63) // 64)
+    # For an item "A -> alpha . t beta": FIRST(beta) and whether beta is nullable. When beta is
+    # not nullable, the terminals expected right after scanning t are exactly FIRST(beta),
+    # whatever the item's origin.
+    item_rest_first = np.zeros((num_items, num_words), dtype=np.uint64)
+    item_rest_nullable = np.zeros(num_items, dtype=np.bool_)
+    pos = 0
+    for _, rhs in rules:
+        for k, sym in enumerate(rhs):
+            if sym >= 0:
+                continue
+            rest_first: set[int] = set()
+            rest_nullable = True
+            for s2 in rhs[k + 1 :]:
+                if s2 < 0:
+                    rest_first.add(-1 - s2)
+                    rest_nullable = False
+                    break
+                rest_first |= first[s2]
+                if not nullable[s2]:
+                    rest_nullable = False
+                    break
+            item_rest_first[pos + k] = terminal_bits(rest_first, num_words)
+            item_rest_nullable[pos + k] = rest_nullable
+        pos += len(rhs) + 1
     ignore_ids = {term_id[name] for name in grammar.ignore}
     follow_bits = np.zeros((max(n_t, 1), num_words), dtype=np.uint64)
     all_terms = set(range(n_t))
@@ -215,5 +245,7 @@ def build_parser_tables(
         follow_bits=follow_bits,
         ignore_bits=terminal_bits(ignore_ids, num_words),
         scannable_bits=terminal_bits({-1 - s for _, rhs in rules for s in rhs if s < 0}, num_words),
+        item_rest_first=item_rest_first,
+        item_rest_nullable=item_rest_nullable,
         nonterminal_names=tuple(nt_names),
     )

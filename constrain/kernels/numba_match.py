@@ -50,6 +50,18 @@ def _alive(
 
 
 @njit(cache=True, nogil=True)
+def _push3(p: int, s: int, stack: np.ndarray, d: int, n: int) -> int:
+    for k in range(n):
+        if stack[d, 0, k] == p and stack[d, 1, k] == s:
+            return n
+    if n >= stack.shape[2]:
+        return STATUS_HYPOTHESES
+    stack[d, 0, n] = p
+    stack[d, 1, n] = s
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
 def _push(p: int, s: int, hyp: np.ndarray, n: int) -> int:
     for k in range(n):
         if hyp[0, k] == p and hyp[1, k] == s:
@@ -68,10 +80,14 @@ def simulate_kernel(
     start_hyp: np.ndarray,
     job_lo: np.ndarray,
     job_hi: np.ndarray,
+    job_lcp: np.ndarray,
     data: np.ndarray,
     result: np.ndarray,
-    cur: np.ndarray,
-    nxt: np.ndarray,
+    stack: np.ndarray,
+    stack_n: np.ndarray,
+    out_hyp: np.ndarray,
+    strict: bool,
+    normalize: bool,
     lex: tuple[Any, ...],
     num_terminals: int,
     memo: np.ndarray,
@@ -82,56 +98,83 @@ def simulate_kernel(
     counts: np.ndarray,
     scratch: np.ndarray,
     max_set_items: int,
-    normalize: bool = False,
 ) -> int:
-    """Run a batch of byte-simulation jobs.
+    """Run a batch of byte-simulation jobs, sharing the work of common prefixes.
 
     Job ``j`` starts from the hypotheses ``start_hyp[:, job_hyp_lo[j]:job_hyp_hi[j]]`` and
-    consumes ``data[job_lo[j]:job_hi[j]]``.
+    consumes ``data[job_lo[j]:job_hi[j]]``. When a job has the same start as the previous one and
+    its first ``job_lcp[j]`` bytes equal the previous job's, the hypothesis sets computed for
+    that prefix are reused (jobs are token candidates in trie order, so neighbours share
+    prefixes). ``stack`` (int32 ``[D, 2, H]``) holds one hypothesis set per byte depth; with
+    ``D == 2`` it is used as a ping-pong buffer and ``job_lcp`` must be 0.
 
-    Start hypotheses must be *normalised*: a lexeme that could end was already ended (see
-    below), so the first byte of a job only continues lexemes. ``result[j]`` receives the
-    number of surviving hypotheses (0: rejected). The survivors of the last job are left in
-    ``cur[:, :result[-1]]``; with ``normalize`` they are normalised: every hypothesis whose
-    lexeme may end is split into the scanned alternatives ``(scan(P, t), 0)`` (``(P, 0)`` for an
-    ignored terminal), and kept only if its lexeme can still grow (``cont_bits``). This is what
-    lets the token tables treat most tokens as context-independent. ``cur``/``nxt`` are int32
-    ``[2, H]`` scratch arrays. Returns 0 or a negative status (capacity, limit), in which case
-    the results are void.
+    Start hypotheses must be *normalised*: a lexeme that could end was already ended, so the
+    first byte of a job only continues lexemes. ``result[j]`` receives the number of surviving
+    hypotheses (0: rejected; -1: more than ``H`` hypotheses and ``strict`` is false, the caller
+    must rerun the job with a larger ``H``). The survivors of the last job are copied to
+    ``out_hyp``, normalised if ``normalize``: every hypothesis whose lexeme may end is split into
+    the scanned alternatives ``(scan(P, t), 0)`` (``(P, 0)`` for an ignored terminal) and kept
+    only if its lexeme can still grow (``cont_bits``); this is what lets the token tables treat
+    most tokens as context-independent. Returns 0 or a negative status (capacity, limit, or
+    hypotheses when ``strict``), in which case the results are void.
     """
     byte_class, trans, accept_bits, alive_bits, ignore = lex[0], lex[1], lex[2], lex[3], lex[4]
     num_words = accept_bits.shape[1]
+    depth = stack.shape[0]
+    cap = stack.shape[2]
+    valid = -1
+    dead = 1 << 30
     for j in range(job_lo.shape[0]):
-        n = 0
-        for k in range(job_hyp_lo[j], job_hyp_hi[j]):
-            cur[0, n] = start_hyp[0, k]
-            cur[1, n] = start_hyp[1, k]
-            n += 1
-        for pos in range(job_lo[j], job_hi[j]):
-            c = byte_class[data[pos]]
+        share = job_lcp[j]
+        if j > 0 and (job_hyp_lo[j] != job_hyp_lo[j - 1] or job_hyp_hi[j] != job_hyp_hi[j - 1]):
+            share = 0
+        if share == 0:
+            valid = -1
+            dead = 1 << 30
+        else:
+            if share < valid:
+                valid = share
+            if dead <= valid:
+                result[j] = 0
+                continue
+            dead = 1 << 30
+        if valid < 0:
+            n = 0
+            for k in range(job_hyp_lo[j], job_hyp_hi[j]):
+                if n >= cap:
+                    return STATUS_HYPOTHESES
+                stack[0, 0, n] = start_hyp[0, k]
+                stack[0, 1, n] = start_hyp[1, k]
+                n += 1
+            stack_n[0] = n
+            valid = 0
+        length = job_hi[j] - job_lo[j]
+        overflow = False
+        for lvl in range(valid, length):
+            src = lvl % depth
+            dst = (lvl + 1) % depth
+            c = byte_class[data[job_lo[j] + lvl]]
             s0 = trans[0, c]
             m = 0
-            for h in range(n):
-                p = cur[0, h]
-                s = cur[1, h]
+            for h in range(stack_n[src]):
+                p = stack[src, 0, h]
+                s = stack[src, 1, h]
                 s2 = trans[s, c]
                 if s2 >= 0 and _alive(s2, p, alive_bits, set_bits, ignore):
-                    m = _push(p, s2, nxt, m)
+                    m = _push3(p, s2, stack, dst, m)
                     if m < 0:
-                        return m
-                if s == 0 or s0 < 0 or pos == job_lo[j]:
+                        break
+                if s == 0 or s0 < 0 or lvl == 0:
                     continue
                 for w in range(num_words):
                     bits = accept_bits[s, w] & (set_bits[p, w] | ignore[w])
                     t = w * 64
-                    while bits != 0:
+                    while bits != 0 and m >= 0:
                         if bits & np.uint64(1):
                             one = np.uint64(1) << np.uint64(t & 63)
                             if ignore[w] & one and _alive(s0, p, alive_bits, set_bits, ignore):
-                                m = _push(p, s0, nxt, m)
-                                if m < 0:
-                                    return m
-                            if set_bits[p, w] & one:
+                                m = _push3(p, s0, stack, dst, m)
+                            if m >= 0 and set_bits[p, w] & one:
                                 q = memo_get(p, t, num_terminals, memo, sets, counts)
                                 if q == MEMO_MISS:
                                     q = memo_scan(
@@ -141,36 +184,40 @@ def simulate_kernel(
                                     if q < -1:
                                         return q
                                 if q >= 0 and _alive(s0, q, alive_bits, set_bits, ignore):
-                                    m = _push(q, s0, nxt, m)
-                                    if m < 0:
-                                        return m
+                                    m = _push3(q, s0, stack, dst, m)
                         bits = bits >> np.uint64(1)
                         t += 1
-            for h in range(m):
-                cur[0, h] = nxt[0, h]
-                cur[1, h] = nxt[1, h]
-            n = m
-            if n == 0:
+                if m < 0:
+                    break
+            if m < 0:
+                if strict:
+                    return m
+                overflow = True
+                valid = -1
                 break
-        if normalize and n > 0:
-            n = _normalize(
-                cur,
-                nxt,
-                n,
-                lex,
-                num_terminals,
-                memo,
-                par,
-                items,
-                sets,
-                set_bits,
-                counts,
-                scratch,
-                max_set_items,
-            )
-            if n < 0:
-                return n
+            stack_n[dst] = m
+            valid = lvl + 1
+            if m == 0:
+                dead = lvl + 1
+                break
+        if overflow:
+            result[j] = -1
+            continue
+        n = stack_n[length % depth] if valid == length else 0
         result[j] = n
+        if j == job_lo.shape[0] - 1 and 0 < n <= out_hyp.shape[1]:
+            top = length % depth
+            for h in range(n):
+                out_hyp[0, h] = stack[top, 0, h]
+                out_hyp[1, h] = stack[top, 1, h]
+            if normalize:
+                n = _normalize(
+                    out_hyp, stack[(length + 1) % depth], n, lex, num_terminals, memo, par,
+                    items, sets, set_bits, counts, scratch, max_set_items,
+                )  # fmt: skip
+                if n < 0:
+                    return n
+                result[j] = n
     return 0
 
 
@@ -289,11 +336,13 @@ def fill_mask_kernel(
     w_pool: np.ndarray,
     c_indptr: np.ndarray,
     c_tokens: np.ndarray,
+    c_lcp: np.ndarray,
     token_indptr: np.ndarray,
     token_bytes: np.ndarray,
     out_row: np.ndarray,
-    cur: np.ndarray,
-    nxt: np.ndarray,
+    stack: np.ndarray,
+    stack_n: np.ndarray,
+    big: np.ndarray,
     lex: tuple[Any, ...],
     num_terminals: int,
     memo: np.ndarray,
@@ -308,9 +357,13 @@ def fill_mask_kernel(
     """OR the allowed tokens of every hypothesis into ``out_row`` (uint32 words, pre-zeroed).
 
     Entry ``entry_ids[h]`` of the token tables holds, for hypothesis ``h``, the tokens that stay
-    inside the current lexeme (``w_pool`` row: always allowed) and the candidates that cross a
-    lexeme boundary (``c_tokens[c_indptr[e]:c_indptr[e+1]]``), which are checked here against the
-    parser by simulating their bytes. Returns 0 or a negative status.
+    context-independent (``w_pool`` row: always allowed) and the candidates whose validity depends
+    on the parser (``c_tokens[c_indptr[e]:c_indptr[e+1]]``, in trie order, with ``c_lcp`` the
+    common prefix length with the previous candidate), which are checked here by simulating their
+    bytes, sharing the work of common prefixes. ``stack`` is int32 ``[D, 2, H]`` with ``D`` above
+    the longest token; ``big`` is int32 ``[2, 2, H_max]`` for candidates with more than ``H``
+    hypotheses. Returns a negative status, else 1 if the input so far is a complete sentence
+    (the caller then allows EOS) and 0 if not.
     """
     for h in range(n_hyp):
         e = entry_ids[h]
@@ -321,37 +374,73 @@ def fill_mask_kernel(
         e = entry_ids[h]
         total += c_indptr[e + 1] - c_indptr[e]
     if total == 0:
-        return 0
+        return end_accepting_kernel(
+            hyp, n_hyp, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
+            max_set_items,
+        )  # fmt: skip
     job_tok = np.empty(total, dtype=np.int32)
-    job_hyp = np.empty(total, dtype=np.int32)
+    hyp_lo = np.empty(total, dtype=np.int64)
+    lo = np.empty(total, dtype=np.int64)
+    hi = np.empty(total, dtype=np.int64)
+    lcp = np.empty(total, dtype=np.int64)
     nj = 0
     for h in range(n_hyp):
         e = entry_ids[h]
+        run = 0
         for j in range(c_indptr[e], c_indptr[e + 1]):
+            # the common prefix with the last *kept* candidate is the running minimum of the
+            # neighbour LCPs (candidates are in lexicographic order)
+            run = 0 if j == c_indptr[e] else min(run, c_lcp[j])
             tok = c_tokens[j]
-            if out_row[tok >> 5] & (np.uint32(1) << np.uint32(tok & 31)) == 0:
-                job_tok[nj] = tok
-                job_hyp[nj] = h
-                nj += 1
-    # One job per (hypothesis, candidate); each starts from that single hypothesis.
-    job_hyp_lo = np.arange(nj, dtype=np.int64)
-    start_hyp = np.empty((2, nj), dtype=np.int32)
-    job_lo = np.empty(nj, dtype=np.int64)
-    job_hi = np.empty(nj, dtype=np.int64)
-    for j in range(nj):
-        start_hyp[0, j] = hyp[0, job_hyp[j]]
-        start_hyp[1, j] = hyp[1, job_hyp[j]]
-        job_lo[j] = token_indptr[job_tok[j]]
-        job_hi[j] = token_indptr[job_tok[j] + 1]
+            if out_row[tok >> 5] & (np.uint32(1) << np.uint32(tok & 31)):
+                continue
+            job_tok[nj] = tok
+            hyp_lo[nj] = h
+            lo[nj] = token_indptr[tok]
+            hi[nj] = token_indptr[tok + 1]
+            lcp[nj] = run
+            run = 1 << 30
+            nj += 1
     result = np.zeros(nj, dtype=np.int32)
+    out = np.empty((2, 1), dtype=np.int32)
+    hyp_lo, lo, hi, lcp = hyp_lo[:nj], lo[:nj], hi[:nj], lcp[:nj]
     st = simulate_kernel(
-        job_hyp_lo, job_hyp_lo + 1, start_hyp, job_lo, job_hi, token_bytes, result, cur, nxt, lex,
-        num_terminals, memo, par, items, sets, set_bits, counts, scratch, max_set_items,
+        hyp_lo, hyp_lo + 1, hyp, lo, hi, lcp, token_bytes, result, stack, stack_n, out, False,
+        False, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
+        max_set_items,
     )  # fmt: skip
     if st < 0:
         return st
+    redo = 0
+    for j in range(nj):
+        if result[j] < 0:
+            redo += 1
+    if redo:
+        # candidates with more hypotheses than the shared stack holds: rerun one by one
+        r_idx = np.empty(redo, dtype=np.int64)
+        k = 0
+        for j in range(nj):
+            if result[j] < 0:
+                r_idx[k] = j
+                k += 1
+        one = np.zeros(1, dtype=np.int32)
+        zero = np.zeros(1, dtype=np.int64)
+        big_n = np.zeros(2, dtype=np.int32)
+        for k in range(redo):
+            j = r_idx[k]
+            st = simulate_kernel(
+                hyp_lo[j : j + 1], hyp_lo[j : j + 1] + 1, hyp, lo[j : j + 1], hi[j : j + 1],
+                zero, token_bytes, one, big, big_n, out, True, False, lex, num_terminals,
+                memo, par, items, sets, set_bits, counts, scratch, max_set_items,
+            )  # fmt: skip
+            if st < 0:
+                return st
+            result[j] = one[0]
     for j in range(nj):
         if result[j] > 0:
             tok = job_tok[j]
             out_row[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
-    return 0
+    return end_accepting_kernel(
+        hyp, n_hyp, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
+        max_set_items,
+    )  # fmt: skip

@@ -56,11 +56,11 @@ def _follow_union(
 
 
 @njit(cache=True, nogil=True)
-def _add(st: int, bits: np.ndarray, exact: bool, cfg_s: np.ndarray, cfg_x: np.ndarray,
+def _add(st: int, bits: np.ndarray, level: int, cfg_s: np.ndarray, cfg_x: np.ndarray,
          cfg_bits: np.ndarray, d: int, n: int) -> int:  # fmt: skip
-    """Add configuration (st, bits, exact) at depth d; return the new count, -1 on overflow."""
+    """Add configuration (st, bits, level) at depth d; return the new count, -1 on overflow."""
     for k in range(n):
-        if cfg_s[d, k] == st and cfg_x[d, k] == exact:
+        if cfg_s[d, k] == st and cfg_x[d, k] == level:
             same = True
             for w in range(bits.shape[0]):
                 if cfg_bits[d, k, w] != bits[w]:
@@ -71,18 +71,24 @@ def _add(st: int, bits: np.ndarray, exact: bool, cfg_s: np.ndarray, cfg_x: np.nd
     if n >= cfg_s.shape[1]:
         return -1
     cfg_s[d, n] = st
-    cfg_x[d, n] = exact
+    cfg_x[d, n] = level
     for w in range(bits.shape[0]):
         cfg_bits[d, n, w] = bits[w]
     return n + 1
+
+
+INEXACT, EXACT_ITEMS, EXACT = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
 def build_entry_kernel(
     s0: int,
     expected: np.ndarray,
+    next_bits: np.ndarray,
+    next_exact: np.ndarray,
     ignore: np.ndarray,
     scannable: np.ndarray,
+    exact_scans: bool,
     byte_class: np.ndarray,
     trans: np.ndarray,
     accept_bits: np.ndarray,
@@ -95,16 +101,25 @@ def build_entry_kernel(
     token_next_dup: np.ndarray,
     out_w: np.ndarray,
     out_c: np.ndarray,
+    out_lcp: np.ndarray,
 ) -> int:
     """Fill ``out_w`` (uint32 bitset, pre-zeroed) and ``out_c``; return the candidate count.
 
     The walk tracks, per trie depth, up to ``K`` lexer *configurations* ``(state, allowed
-    terminals, exact)``. The root has the exact configuration ``(s0, expected | ignore)``. A
-    configuration continues its lexeme byte by byte; where its lexeme can end it also starts a new
-    one: after an ignored terminal the parser has not moved, so the allowed set and exactness are
-    kept; after a terminal the parser scans, the allowed set becomes the FOLLOW union and the
-    configuration is inexact. A token reached by an exact configuration is context-independent
-    (``out_w``); one reached only by inexact ones is a candidate (``out_c``).
+    terminals, level)``. The root is ``(s0, expected | ignore, EXACT_ITEMS)``. A configuration
+    continues its lexeme byte by byte; where its lexeme can end it also starts a new one:
+
+    - after an ignored terminal the parser has not moved: allowed set and level are kept;
+    - after a terminal the parser scans, from an exact configuration, the scan succeeds whatever
+      the parser stack is. From the root's Earley set the items are known, so when every item
+      expecting ``t`` has a non-nullable rest, the next expected set is exactly
+      ``next_bits[t]`` (``EXACT``); otherwise only a continuation made of ignored lexemes stays
+      exact (``(state, ignore)``). Everything else gets the FOLLOW union and is ``INEXACT``.
+
+    A token reached by an exact configuration is context-independent (``out_w``); one reached
+    only by inexact ones is a candidate the matcher checks (``out_c``). Splits at the first byte
+    are skipped: matcher hypotheses are normalised, so a lexeme that could end before the token
+    already ended in a sibling hypothesis.
 
     Parameters
     ----------
@@ -112,14 +127,23 @@ def build_entry_kernel(
         Lexer state of the hypothesis (0 = at a lexeme boundary).
     expected : (W,) uint64
         Terminals the parser expects now.
+    next_bits : (T, W) uint64
+        Per terminal ``t``: the terminals expected right after scanning ``t`` from the current
+        Earley set (valid where ``next_exact[t]``).
+    next_exact : (T,) bool
+        Whether ``next_bits[t]`` is exact.
     ignore : (W,) uint64
         Ignored terminals (may occur between any two lexemes).
     scannable : (W,) uint64
         Terminals that occur in some rule (the parser can scan them).
+    exact_scans : bool
+        False when some ignored terminal also occurs in rules; scans are then never exact.
     out_w : (ceil(V/32),) uint32
         Receives the context-independent allowed tokens.
     out_c : (V,) int32
-        Receives the candidate token ids (duplicates of a byte string included).
+        Receives the candidate token ids (duplicates of a byte string included), in trie order.
+    out_lcp : (V,) int32
+        Receives, per candidate, the length of the byte prefix shared with the previous one.
     """
     num_words = expected.shape[0]
     max_depth = 1
@@ -129,18 +153,23 @@ def build_entry_kernel(
     cfg_n = np.zeros(max_depth, dtype=np.int32)
     cfg_over = np.zeros(max_depth, dtype=np.bool_)
     cfg_s = np.zeros((max_depth, _K), dtype=np.int32)
-    cfg_x = np.zeros((max_depth, _K), dtype=np.bool_)
+    cfg_x = np.zeros((max_depth, _K), dtype=np.int8)
     cfg_bits = np.zeros((max_depth, _K, num_words), dtype=np.uint64)
     acc = np.zeros(num_words, dtype=np.uint64)
+    one_t = np.zeros(num_words, dtype=np.uint64)
     tmp = np.zeros(num_words, dtype=np.uint64)
     for w in range(num_words):
         tmp[w] = expected[w] | ignore[w]
-    cfg_n[0] = _add(s0, tmp, True, cfg_s, cfg_x, cfg_bits, 0, 0)
+    cfg_n[0] = _add(s0, tmp, EXACT_ITEMS, cfg_s, cfg_x, cfg_bits, 0, 0)
+    path = np.zeros(max_depth, dtype=np.int32)
+    prev_path = np.zeros(max_depth, dtype=np.int32)
+    prev_depth = 0
     nc = 0
     m = node_byte.shape[0]
     i = 1
     while i < m:
         d = node_depth[i]
+        path[d] = i
         c = byte_class[node_byte[i]]
         sc = trans[0, c]
         n = 0
@@ -148,43 +177,69 @@ def build_entry_kernel(
         exact_alive = False
         for k in range(cfg_n[d - 1]):
             st = cfg_s[d - 1, k]
-            exact = cfg_x[d - 1, k]
+            level = cfg_x[d - 1, k]
             bits = cfg_bits[d - 1, k]
             x = trans[st, c]
             if x >= 0 and _alive_bits(x, bits, alive_bits):
-                r = _add(x, bits, exact, cfg_s, cfg_x, cfg_bits, d, n)
+                r = _add(x, bits, level, cfg_s, cfg_x, cfg_bits, d, n)
                 if r < 0:
                     over = True
                 else:
                     n = r
-                    exact_alive = exact_alive or exact
+                    exact_alive = exact_alive or level != INEXACT
             if st == 0 or sc < 0 or d == 1:
-                # the hypothesis is normalised: a lexeme that could end before this token
-                # already ended in a sibling hypothesis
                 continue
             ign = False
             scan = False
+            exact = level != INEXACT and exact_scans
             for w in range(num_words):
                 a = accept_bits[st, w] & bits[w]
                 if a & ignore[w] != 0:
                     ign = True
-                acc[w] = a & (expected[w] if exact else scannable[w])
+                acc[w] = a & (bits[w] & ~ignore[w] if exact else scannable[w])
                 if acc[w] != 0:
                     scan = True
             if ign and _alive_bits(sc, bits, alive_bits):
-                r = _add(sc, bits, exact, cfg_s, cfg_x, cfg_bits, d, n)
+                r = _add(sc, bits, level, cfg_s, cfg_x, cfg_bits, d, n)
                 if r < 0:
                     over = True
                 else:
                     n = r
-                    exact_alive = exact_alive or exact
-            if scan and _follow_union(acc, follow_bits, ignore, tmp):
-                if _alive_bits(sc, tmp, alive_bits):
-                    r = _add(sc, tmp, False, cfg_s, cfg_x, cfg_bits, d, n)
-                    if r < 0:
-                        over = True
-                    else:
-                        n = r
+                    exact_alive = exact_alive or level != INEXACT
+            if not scan:
+                continue
+            if exact and _alive_bits(sc, ignore, alive_bits):
+                r = _add(sc, ignore, EXACT, cfg_s, cfg_x, cfg_bits, d, n)
+                if r < 0:
+                    over = True
+                else:
+                    n = r
+                    exact_alive = True
+            # per scanned terminal: the exact next expected set, else the FOLLOW union
+            for w in range(num_words):
+                bw = acc[w]
+                t = w * 64
+                while bw != 0:
+                    if bw & np.uint64(1):
+                        if exact and level == EXACT_ITEMS and next_exact[t]:
+                            for v in range(num_words):
+                                tmp[v] = next_bits[t, v] | ignore[v]
+                            lvl = EXACT
+                        else:
+                            for v in range(num_words):
+                                one_t[v] = 0
+                            one_t[t >> 6] = np.uint64(1) << np.uint64(t & 63)
+                            _follow_union(one_t, follow_bits, ignore, tmp)
+                            lvl = INEXACT
+                        if _alive_bits(sc, tmp, alive_bits):
+                            r = _add(sc, tmp, lvl, cfg_s, cfg_x, cfg_bits, d, n)
+                            if r < 0:
+                                over = True
+                            else:
+                                n = r
+                                exact_alive = exact_alive or lvl != INEXACT
+                    bw = bw >> np.uint64(1)
+                    t += 1
         cfg_n[d] = n
         cfg_over[d] = over
         tok = node_token[i]
@@ -192,9 +247,17 @@ def build_entry_kernel(
             while tok >= 0:
                 out_w[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
                 tok = token_next_dup[tok]
-        elif n > 0 or over:
+        elif (n > 0 or over) and tok >= 0:
+            lcp = 0
+            while lcp < d and lcp < prev_depth and path[lcp + 1] == prev_path[lcp + 1]:
+                lcp += 1
+            for k in range(1, d + 1):
+                prev_path[k] = path[k]
+            prev_depth = d
             while tok >= 0:
                 out_c[nc] = tok
+                out_lcp[nc] = lcp
+                lcp = d
                 nc += 1
                 tok = token_next_dup[tok]
         if n == 0 and not over:

@@ -1,0 +1,7 @@
+"""``python -m constrain``: see :mod:`constrain.cli`."""
+
+import sys
+
+from constrain.cli import main
+
+sys.exit(main())
