@@ -1,0 +1,761 @@
+"""Stage 3: regex IR to minimal byte-level DFAs.
+
+Pipeline (:func:`compile_regex`):
+
+1. **NFA.** The IR becomes a Thompson-style NFA over bytes (:class:`NfaBuilder`). Each
+   :class:`~constrain.ir.CharSet` is compiled once (and cached) into the few UTF-8 byte-range
+   sequences that encode it, as RE2 and Rust's ``utf8-ranges`` do, with suffixes shared;
+   surrogates are dropped. Alternations of literals share a byte trie. Counted repetition is
+   unrolled (``x{2,4}`` = ``xx(x(x)?)?``) after an upfront size check.
+2. **Byte classes.** Bytes that no edge tells apart form one class, so the DFA has ``C <= 256``
+   columns.
+3. **Subset construction** over byte classes, skipping NFA states that cannot reach a final
+   state, so the DFA has no dead state (kernel ``determinize_kernel``).
+4. **Minimisation** by partition refinement (Hopcroft / Valmari, kernel ``minimize_kernel``),
+   then classes with identical columns are merged.
+
+The result is a :class:`Dfa` of flat arrays: ``byte_class: uint8[256]``, ``trans: int32[S, C]``
+(-1 = dead), ``accept: bool[S]``, start state 0. Multi-byte characters are simply several steps,
+so a token may end in the middle of a character.
+"""
+
+from __future__ import annotations
+
+import functools
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
+from constrain.errors import CompileLimitError
+from constrain.ir import Alt, CharSet, Concat, Literal, Regex, Repeat
+from constrain.kernels.numba_dfa import (
+    determinize_kernel,
+    merge_classes_kernel,
+    minimize_kernel,
+    nfa_live_kernel,
+    quotient_kernel,
+    state_bits_kernel,
+)
+
+__all__ = ["Dfa", "compile_regex", "nullable", "utf8_sequences"]
+
+_NFA_STATES_PER_DFA_STATE = 4
+_NFA_SLACK = 4096
+
+
+# --------------------------------------------------------------------------------------------
+# UTF-8 byte-range sequences
+# --------------------------------------------------------------------------------------------
+
+
+def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
+    """Return the byte-range sequences whose UTF-8 strings are exactly the code points lo..hi.
+
+    Each sequence is a tuple of inclusive byte ranges, one per byte of the encoding; the
+    sequences are disjoint and in increasing code-point order. Surrogates are skipped.
+
+    Parameters
+    ----------
+    lo, hi : int
+        Inclusive code-point range within ``[0, 0x10FFFF]``.
+
+    Returns
+    -------
+    list of tuple of (int, int)
+        For example ``utf8_sequences(0, 0x7FF)`` is ``[((0, 0x7F),), ((0xC2, 0xDF), (0x80,
+        0xBF))]``.
+    """
+    out: list[tuple[tuple[int, int], ...]] = []
+    stack = [(lo, hi)]
+    while stack:
+        s, e = stack.pop()
+        while s <= e:
+            if s <= 0xDFFF and e >= 0xD800:  # drop surrogates
+                if e > 0xDFFF:
+                    stack.append((0xE000, e))
+                e = 0xD7FF
+                continue
+            for top in (0x7F, 0x7FF, 0xFFFF):  # one encoded length at a time
+                if s <= top < e:
+                    stack.append((top + 1, e))
+                    e = top
+                    break
+            else:
+                if e <= 0x7F:
+                    out.append(((s, e),))
+                    break
+                for i in (1, 2, 3):  # align so that each byte position is a plain range
+                    m = (1 << (6 * i)) - 1
+                    if s & ~m != e & ~m:
+                        if s & m:
+                            stack.append(((s | m) + 1, e))
+                            e = s | m
+                            break
+                        if e & m != m:
+                            stack.append((e & ~m, e))
+                            e = (e & ~m) - 1
+                            break
+                else:
+                    out.append(tuple(zip(chr(s).encode(), chr(e).encode(), strict=True)))
+                    break
+    return out
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Template:
+    """A CharSet as an NFA fragment: entry 0, exit 1, internal states 2..k-1."""
+
+    num_states: int
+    edges: tuple[tuple[int, int, int, int], ...]
+    table: Int32Array  # (4, E): src, lo, hi, dst
+    from_entry: Int64Array  # indices of the edges leaving the entry
+
+
+def _trie_template(cs: CharSet) -> _Template:
+    """Return the UTF-8 sequences of ``cs`` as a fragment with shared suffixes."""
+    edges: list[tuple[int, int, int, int]] = []
+    suffix_state: dict[tuple[tuple[int, int], ...], int] = {(): 1}
+    num_states = 2
+
+    def state_for(suffix: tuple[tuple[int, int], ...]) -> int:
+        nonlocal num_states
+        found = suffix_state.get(suffix)
+        if found is None:
+            found = num_states
+            num_states += 1
+            suffix_state[suffix] = found
+            nxt = state_for(suffix[1:])
+            edges.append((found, suffix[0][0], suffix[0][1], nxt))
+        return found
+
+    for lo, hi in cs.ranges:
+        edges.extend(
+            (0, seq[0][0], seq[0][1], state_for(seq[1:])) for seq in utf8_sequences(lo, hi)
+        )
+    return _make_template(num_states, edges)
+
+
+def _make_template(num_states: int, edges: list[tuple[int, int, int, int]]) -> _Template:
+    table = np.array(edges, dtype=np.int32).reshape(-1, 4).T.copy()
+    return _Template(num_states, tuple(edges), table, np.flatnonzero(table[0] == 0))
+
+
+@functools.lru_cache(maxsize=4096)
+def _charset_template(cs: CharSet) -> _Template:
+    """Return the minimal fragment of ``cs`` (cached): its minimal DFA, as byte-range edges."""
+    trie = _trie_template(cs)
+    if trie.num_states <= 3:
+        return trie
+    builder = NfaBuilder(1 << 30, "max_dfa_states", 1 << 30)
+    builder.num_states = trie.num_states
+    builder._edges.extend(x for edge in trie.edges for x in edge)
+    dfa = _compile_nfa(builder.finish(0, [1]), max_states=1 << 30, limit_name="max_dfa_states")
+    # A class has no cycle, so DFA state 0 has no incoming edge and one state accepts: the exit.
+    exit_state = int(np.flatnonzero(dfa.accept)[0])
+    relabel = np.arange(dfa.num_states, dtype=np.int64)
+    relabel[[1, exit_state]] = relabel[[exit_state, 1]]
+    edges: list[tuple[int, int, int, int]] = []
+    per_byte = dfa.trans[:, dfa.byte_class]  # (S, 256)
+    for state in range(dfa.num_states):
+        row = per_byte[state]
+        cuts = np.flatnonzero(np.diff(row)) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, 256] - 1, strict=True):
+            if row[lo] >= 0:
+                edges.append((int(relabel[state]), int(lo), int(hi), int(relabel[row[lo]])))
+    return _make_template(dfa.num_states, edges)
+
+
+# --------------------------------------------------------------------------------------------
+# NFA construction
+# --------------------------------------------------------------------------------------------
+
+
+def nullable(node: Regex) -> bool:
+    """Return whether the language of ``node`` contains the empty string."""
+    if isinstance(node, CharSet):
+        return False
+    if isinstance(node, Literal):
+        return not node.text
+    if isinstance(node, Concat):
+        return all(nullable(item) for item in node.items)
+    if isinstance(node, Alt):
+        return any(nullable(item) for item in node.items)
+    if isinstance(node, Repeat):
+        return node.min == 0 or nullable(node.item)
+    raise TypeError(f"not a regex IR node: {node!r}")
+
+
+def _simplify_repeat(node: Repeat) -> Regex:
+    """Collapse repeats of stars and pluses, so ``(a*){1,100000}`` stays small."""
+    item, lo, hi = node.item, node.min, node.max
+    if hi is not None and lo > hi:
+        raise ValueError(f"Repeat with min={lo} > max={hi}")
+    if hi == 0:
+        return Concat(())
+    if hi == 1 and lo == 1:
+        return item
+    if isinstance(item, Repeat) and item.max is None and item.min <= 1:
+        if item.min == 0 or lo == 0:
+            return Repeat(item.item, 0, None)
+        return Repeat(item.item, lo, None)
+    if hi is None and lo > 0 and nullable(item):
+        return Repeat(item, 0, None)
+    return node
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Nfa:
+    """A byte-level NFA as flat arrays (internal to stage 3).
+
+    Parameters
+    ----------
+    num_states : int
+        Number of states ``N``.
+    src, lo, hi, dst : (E,) int32
+        Byte edges ``src --[lo..hi]--> dst``.
+    eps_src, eps_dst : (Ee,) int32
+        Epsilon edges.
+    start : int
+        Initial state.
+    tag : (N,) int32
+        Terminal accepted in each state, -1 for none.
+    comp : (N,) int32
+        Terminal whose automaton each state belongs to, -1 for none.
+    """
+
+    num_states: int
+    src: Int32Array
+    lo: Int32Array
+    hi: Int32Array
+    dst: Int32Array
+    eps_src: Int32Array
+    eps_dst: Int32Array
+    start: int
+    tag: Int32Array
+    comp: Int32Array
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+class NfaBuilder:
+    """Build a Thompson-style byte NFA from regex IR nodes.
+
+    Invariant: a fragment built by ``build(node, start)`` never adds an edge *into* ``start``, so
+    alternatives and concatenations can share states without epsilon edges.
+
+    Parameters
+    ----------
+    max_nfa_states : int
+        Size at which construction stops with :class:`~constrain.errors.CompileLimitError`.
+    limit_name, limit : str, int
+        The user-facing limit reported in that error.
+    """
+
+    def __init__(self, max_nfa_states: int, limit_name: str, limit: int) -> None:
+        self.num_states = 0
+        self.max_nfa_states = max_nfa_states
+        self.limit_name = limit_name
+        self.limit = limit
+        self._edges = array("i")  # src, lo, hi, dst, ...
+        self._eps = array("i")  # src, dst, ...
+        self._chunks: list[Int32Array] = []
+        self._sizes: dict[int, tuple[Regex, int]] = {}
+
+    def new_state(self) -> int:
+        """Add a state and return its id."""
+        self.num_states += 1
+        return self.num_states - 1
+
+    def add_eps(self, src: int, dst: int) -> None:
+        """Add an epsilon edge."""
+        self._eps.append(src)
+        self._eps.append(dst)
+
+    def _size(self, node: Regex) -> int:
+        """Return the number of states :meth:`build` adds for ``node`` (memoised by identity)."""
+        found = self._sizes.get(id(node))
+        if found is not None:
+            return found[1]
+        if isinstance(node, CharSet):
+            size = _charset_template(node).num_states - 1
+        elif isinstance(node, Literal):
+            size = len(node.text.encode("utf-8", "surrogatepass"))
+        elif isinstance(node, Concat):
+            size = sum(self._size(item) for item in node.items)
+        elif isinstance(node, Alt):
+            size = 1 + sum(self._size(item) for item in node.items)
+        elif isinstance(node, Repeat):
+            simple = _simplify_repeat(node)
+            if simple is not node:
+                size = self._size(simple)
+            else:
+                copies = node.min + (1 if node.max is None else node.max - node.min)
+                size = 2 + copies * self._size(node.item)
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        self._sizes[id(node)] = (node, size)  # holding `node` keeps its id from being reused
+        return size
+
+    def _check(self, extra: int) -> None:
+        if self.num_states + extra > self.max_nfa_states:
+            raise CompileLimitError(
+                self.limit_name,
+                self.limit,
+                self.num_states + extra,
+                hint=(
+                    f"the regex unrolls to {self.num_states + extra} automaton positions "
+                    f"(more than {self.max_nfa_states}); large counted repetitions such as "
+                    "x{1,100000} are the usual cause: lower the bound or raise the limit"
+                ),
+            )
+
+    def build(self, node: Regex, start: int) -> int:
+        """Add the fragment of ``node`` starting at ``start``; return its end state."""
+        if isinstance(node, Literal):
+            cur = start
+            data = _utf8(node.text)
+            if data is None:  # a surrogate: no UTF-8 string matches
+                return self.new_state()
+            edges = self._edges
+            for byte in data:
+                nxt = self.num_states
+                self.num_states += 1
+                edges.extend((cur, byte, byte, nxt))
+                cur = nxt
+            return cur
+        if isinstance(node, CharSet):
+            return self._charset(node, start)
+        if isinstance(node, Concat):
+            cur = start
+            for item in node.items:
+                cur = self.build(item, cur)
+            return cur
+        if isinstance(node, Alt):
+            return self._alt(node, start)
+        if isinstance(node, Repeat):
+            return self._repeat(node, start)
+        raise TypeError(f"not a regex IR node: {node!r}")
+
+    def _charset(self, cs: CharSet, start: int) -> int:
+        tpl = _charset_template(cs)
+        base = self.num_states - 1  # template state r >= 1 becomes base + r
+        self.num_states += tpl.num_states - 1
+        if len(tpl.edges) <= 8:
+            edges = self._edges
+            for s, lo, hi, d in tpl.edges:
+                edges.extend((start if s == 0 else base + s, lo, hi, base + d))
+        else:
+            chunk = tpl.table + base
+            chunk[0, tpl.from_entry] = start
+            chunk[1:3] = tpl.table[1:3]
+            self._chunks.append(chunk)
+        return base + 1
+
+    def _alt(self, node: Alt, start: int) -> int:
+        join = self.new_state()
+        trie: dict[tuple[int, int], int] = {}
+        ends: set[int] = set()
+        for item in node.items:
+            data = _utf8(item.text) if isinstance(item, Literal) else None
+            if data is not None:  # share prefixes of literal alternatives
+                cur = start
+                for byte in data:
+                    nxt = trie.get((cur, byte))
+                    if nxt is None:
+                        nxt = self.new_state()
+                        trie[(cur, byte)] = nxt
+                        self._edges.extend((cur, byte, byte, nxt))
+                    cur = nxt
+                if cur not in ends:
+                    ends.add(cur)
+                    self.add_eps(cur, join)
+            else:
+                self.add_eps(self.build(item, start), join)
+        return join
+
+    def _repeat(self, node: Repeat, start: int) -> int:
+        simple = _simplify_repeat(node)
+        if simple is not node:
+            return self.build(simple, start)
+        self._check(self._size(node))
+        item, lo, hi = node.item, node.min, node.max
+        cur = start
+        for _ in range(lo - 1 if hi is None and lo > 0 else lo):
+            cur = self.build(item, cur)
+        if hi is None:  # x* (lo == 0) or x+ for the last mandatory copy
+            head = self.new_state()
+            self.add_eps(cur, head)
+            end = self.build(item, head)
+            self.add_eps(end, head)
+            return head if lo == 0 else end
+        if hi == lo:
+            return cur
+        final = self.new_state()  # x{0,k} = (x(x(x)?)?)?, every prefix may stop at `final`
+        self.add_eps(cur, final)
+        for _ in range(hi - lo):
+            cur = self.build(item, cur)
+            self.add_eps(cur, final)
+        return final
+
+    def finish(self, start: int, finals: Sequence[int], comp_bounds: Sequence[int] = ()) -> Nfa:
+        """Return the NFA; ``finals[t]`` accepts terminal ``t``.
+
+        ``comp_bounds`` (length ``T + 1``), when given, says that states
+        ``comp_bounds[t] .. comp_bounds[t + 1] - 1`` belong to terminal ``t``.
+        """
+        self._check(0)
+        n = self.num_states
+        flat = np.frombuffer(self._edges, dtype=np.int32).reshape(-1, 4).T
+        table = np.concatenate([flat, *self._chunks], axis=1) if self._chunks else flat
+        eps = np.frombuffer(self._eps, dtype=np.int32).reshape(-1, 2).T
+        tag = np.full(n, -1, dtype=np.int32)
+        tag[np.asarray(finals, dtype=np.int64)] = np.arange(len(finals), dtype=np.int32)
+        comp = np.full(n, -1, dtype=np.int32)
+        if comp_bounds:
+            bounds = np.asarray(comp_bounds, dtype=np.int64)
+            sizes = np.diff(bounds)
+            comp[bounds[0] : bounds[-1]] = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+        else:
+            comp[:] = 0
+        src, lo, hi, dst, eps_src, eps_dst = (np.ascontiguousarray(r) for r in (*table, *eps))
+        return Nfa(n, src, lo, hi, dst, eps_src, eps_dst, start, tag, comp)
+
+
+# --------------------------------------------------------------------------------------------
+# Determinisation and minimisation (wrappers over the kernels)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Subsets:
+    """Result of the subset construction (internal to stage 3).
+
+    Parameters
+    ----------
+    byte_class : (256,) int64
+        Byte to class id (classes are byte intervals).
+    trans : (S, C) int32
+        Transitions, -1 = dead; state 0 initial.
+    set_ptr : (S + 1,) int64
+        CSR offsets of each state's NFA subset in ``pool``.
+    pool : (P,) int32
+        The NFA subsets.
+    """
+
+    byte_class: Int64Array
+    trans: Int32Array
+    set_ptr: Int64Array
+    pool: Int32Array
+
+
+def _csr(src: Int32Array, num_states: int) -> tuple[Int64Array, Int64Array]:
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(num_states + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=num_states), out=indptr[1:])
+    return indptr, order
+
+
+def nfa_live(nfa: Nfa) -> BoolArray:
+    """Return ``live[q]``: whether NFA state ``q`` can reach a final state."""
+    live = np.zeros(nfa.num_states, dtype=np.bool_)
+    nfa_live_kernel(
+        np.concatenate((nfa.src, nfa.eps_src)),
+        np.concatenate((nfa.dst, nfa.eps_dst)),
+        np.flatnonzero(nfa.tag >= 0).astype(np.int32),
+        live,
+    )
+    return live
+
+
+def determinize(
+    nfa: Nfa,
+    *,
+    max_states: int,
+    limit_name: str,
+    keep_start: bool = False,
+    live: BoolArray | None = None,
+) -> Subsets:
+    """Run the subset construction on ``nfa`` over its byte classes.
+
+    Parameters
+    ----------
+    nfa : Nfa
+        The automaton.
+    max_states : int
+        Limit on the number of DFA states.
+    limit_name : str
+        Name reported in the error.
+    keep_start : bool, optional
+        Keep the start state in the initial subset, so no transition re-enters DFA state 0.
+    live : (N,) bool, optional
+        :func:`nfa_live` of ``nfa`` when already computed.
+
+    Returns
+    -------
+    Subsets
+        The DFA over byte classes, with no dead state; empty when the language is empty.
+
+    Raises
+    ------
+    CompileLimitError
+        As soon as more than ``max_states`` DFA states are needed.
+    """
+    n = nfa.num_states
+    boundary = np.zeros(257, dtype=np.bool_)
+    boundary[nfa.lo] = True
+    boundary[nfa.hi + 1] = True
+    byte_class = np.cumsum(boundary[:256], dtype=np.int64) - int(boundary[0])
+    num_classes = int(byte_class[255]) + 1
+    bptr, border = _csr(nfa.src, n)
+    eptr, eorder = _csr(nfa.eps_src, n)
+    if live is None:
+        live = nfa_live(nfa)
+    keep = live & ((np.diff(bptr) > 0) | (nfa.tag >= 0))
+    status, count, trans, set_ptr, pool = determinize_kernel(
+        bptr,
+        byte_class[nfa.lo[border]].astype(np.int32),
+        byte_class[nfa.hi[border]].astype(np.int32),
+        nfa.dst[border],
+        eptr,
+        nfa.eps_dst[eorder],
+        keep,
+        live,
+        nfa.start,
+        num_classes,
+        max_states,
+        keep_start,
+    )
+    if status != 0:
+        raise CompileLimitError(
+            limit_name,
+            max_states,
+            int(count),
+            hint="the automaton has too many states; simplify the pattern (bounded repetitions "
+            "of large classes and long alternations multiply states) or raise the limit",
+        )
+    return Subsets(byte_class, trans, set_ptr, pool)
+
+
+def minimize(
+    trans: Int32Array, init_block: Int32Array, num_init_blocks: int
+) -> tuple[Int32Array, Int64Array]:
+    """Merge equivalent states of a trimmed partial DFA.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions, -1 = dead; every state reachable from state 0 and live.
+    init_block : (S,) int32
+        Initial blocks, ids ``0 .. num_init_blocks - 1``: states in different blocks (different
+        acceptance signatures) are never merged.
+    num_init_blocks : int
+        Number of initial blocks.
+
+    Returns
+    -------
+    trans : (S', C) int32
+        The quotient automaton, states numbered by first appearance (state 0 stays initial).
+    reps : (S',) int64
+        For each new state, the lowest original state it stands for.
+    """
+    block = np.empty(trans.shape[0], dtype=np.int32)
+    num_blocks = int(minimize_kernel(trans, init_block, num_init_blocks, block))
+    out = np.empty((num_blocks, trans.shape[1]), dtype=np.int32)
+    reps = np.empty(num_blocks, dtype=np.int64)
+    quotient_kernel(trans, block, num_blocks, out, reps)
+    return out, reps
+
+
+def compress_classes(trans: Int32Array, byte_class: Int64Array) -> tuple[ByteArray, Int32Array]:
+    """Merge byte classes whose columns are identical; return ``(byte_class, trans)``.
+
+    New class ids follow the order of the lowest byte of each class.
+    """
+    num_classes = trans.shape[1]
+    new_class = np.empty(num_classes, dtype=np.int32)
+    keep = np.empty(num_classes, dtype=np.int64)
+    count = int(merge_classes_kernel(trans, new_class, keep))
+    return new_class[byte_class].astype(np.uint8), np.ascontiguousarray(trans[:, keep[:count]])
+
+
+def _freeze(*arrays: np.ndarray) -> None:
+    for arr in arrays:
+        arr.flags.writeable = False
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Dfa:
+    """A minimal deterministic automaton over bytes; state 0 is initial.
+
+    Semantics as a loop::
+
+        state = 0
+        for byte in data:
+            state = trans[state, byte_class[byte]]
+            if state < 0:
+                return False  # dead: no continuation is accepted
+        return accept[state]
+
+    Parameters
+    ----------
+    byte_class : (256,) uint8
+        Class of each byte.
+    trans : (S, C) int32
+        Next state per state and class; -1 is the (implicit) dead state.
+    accept : (S,) bool
+        Accepting states.
+    live : (S,) bool
+        States from which an accepting state is reachable. Dead states are removed, so this is
+        all True except for the single state of the empty language.
+    """
+
+    byte_class: ByteArray
+    trans: Int32Array
+    accept: BoolArray
+    live: BoolArray
+
+    @property
+    def num_states(self) -> int:
+        """Number of states ``S``."""
+        return int(self.trans.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes ``C``."""
+        return int(self.trans.shape[1])
+
+    def step(self, state: int, byte: int) -> int:
+        """Return the state after reading ``byte`` from ``state``; -1 when dead.
+
+        Parameters
+        ----------
+        state : int
+            A state id, or -1 (stays -1).
+        byte : int
+            A byte value in ``0..255``.
+
+        Returns
+        -------
+        int
+            The next state, or -1.
+        """
+        if state < 0:
+            return -1
+        return int(self.trans[state, self.byte_class[byte]])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """Return the state after reading ``data`` from ``state``; -1 as soon as it dies.
+
+        Parameters
+        ----------
+        state : int
+            Start state (0 for the beginning of the string).
+        data : bytes
+            The bytes to read.
+
+        Returns
+        -------
+        int
+            The final state, or -1.
+        """
+        trans = self.trans
+        classes = self.byte_class
+        for byte in data:
+            if state < 0:
+                return -1
+            state = int(trans[state, classes[byte]])
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        """Return whether the whole of ``data`` is in the language."""
+        state = self.walk(0, data)
+        return state >= 0 and bool(self.accept[state])
+
+    def is_empty_language(self) -> bool:
+        """Return whether no string at all is accepted."""
+        return not bool(self.live[0])
+
+    def matches_empty(self) -> bool:
+        """Return whether the empty string is accepted."""
+        return bool(self.accept[0])
+
+
+def compile_regex(regex: Regex, *, max_states: int = 100_000) -> Dfa:
+    """Compile a regex IR node into a minimal byte-level DFA.
+
+    Parameters
+    ----------
+    regex : Regex
+        The language (UTF-8 encoded; surrogate code points are dropped).
+    max_states : int, optional
+        Construction stops with :class:`~constrain.errors.CompileLimitError` as soon as the
+        subset construction needs more states than this, or the unrolled NFA would exceed
+        ``4 * max_states + 4096`` states.
+
+    Returns
+    -------
+    Dfa
+        The minimal DFA of the language, without dead states; its arrays are read-only.
+
+    Raises
+    ------
+    CompileLimitError
+        With ``limit_name="max_dfa_states"`` when the automaton is too large.
+
+    Examples
+    --------
+    >>> from constrain.frontends.regex import parse_regex
+    >>> dfa = compile_regex(parse_regex(r"(a|b)*abb"))
+    >>> dfa.num_states, dfa.matches(b"babb"), dfa.matches(b"ab")
+    (4, True, False)
+    """
+    if max_states < 1:
+        raise ValueError(f"max_states must be positive, got {max_states}")
+    builder = NfaBuilder(
+        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK, "max_dfa_states", max_states
+    )
+    start = builder.new_state()
+    end = builder.build(regex, start)
+    return _compile_nfa(
+        builder.finish(start, [end]), max_states=max_states, limit_name="max_dfa_states"
+    )
+
+
+def _compile_nfa(nfa: Nfa, *, max_states: int, limit_name: str) -> Dfa:
+    subsets = determinize(nfa, max_states=max_states, limit_name=limit_name)
+    if subsets.trans.shape[0] == 0:
+        dfa = Dfa(
+            np.zeros(256, dtype=np.uint8),
+            np.full((1, 1), -1, dtype=np.int32),
+            np.zeros(1, dtype=np.bool_),
+            np.zeros(1, dtype=np.bool_),
+        )
+        _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
+        return dfa
+    num = subsets.trans.shape[0]
+    accept_bits = np.zeros((num, 1), dtype=np.uint64)
+    alive_bits = np.zeros((num, 1), dtype=np.uint64)
+    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    accept = accept_bits[:, 0] != 0
+    blocks = accept.astype(np.int32)
+    if blocks[0] == 1 and blocks.all():
+        blocks[:] = 0
+    trans, reps = minimize(subsets.trans, blocks, int(blocks.max()) + 1)
+    byte_class, trans = compress_classes(trans, subsets.byte_class)
+    accept = accept[reps]
+    dfa = Dfa(byte_class, trans, accept, np.ones(trans.shape[0], dtype=np.bool_))
+    _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
+    return dfa

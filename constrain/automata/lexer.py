@@ -1,0 +1,218 @@
+"""Stage 3: the combined lexer DFA over all terminals of a grammar.
+
+:func:`build_lexer` runs one subset construction over the union of the terminals' byte NFAs (a
+product construction of their automata) and minimises the result with respect to the pair of
+terminal bitsets ``(accept_bits, alive_bits)``, so different terminals stay distinguishable. The
+CFG engine walks it byte by byte: ``accept_bits[s]`` says which terminals may end a lexeme here,
+``alive_bits[s]`` which ones may still be completed. State 0 is the lexeme boundary (nothing
+consumed) and no transition ever leads back to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from constrain._types import ByteArray, Int32Array, UInt64Array
+from constrain.automata.dfa import (
+    NfaBuilder,
+    compress_classes,
+    determinize,
+    minimize,
+    nfa_live,
+    nullable,
+)
+from constrain.errors import GrammarError
+from constrain.ir import Regex
+from constrain.kernels.numba_dfa import state_bits_kernel
+
+__all__ = ["LexerDfa", "build_lexer"]
+
+_NFA_STATES_PER_DFA_STATE = 4
+_NFA_SLACK = 4096
+
+
+def _bits(row: UInt64Array) -> list[int]:
+    out: list[int] = []
+    for word_index, word in enumerate(row.tolist()):
+        while word:
+            low = word & -word
+            out.append(word_index * 64 + low.bit_length() - 1)
+            word ^= low
+    return out
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LexerDfa:
+    """A DFA over bytes that runs every terminal's automaton at once.
+
+    Semantics as a loop (``T`` terminals, ``W = ceil(T / 64)`` words per bitset)::
+
+        state = 0                                   # lexeme boundary
+        for byte in lexeme:
+            state = trans[state, byte_class[byte]]  # never 0 again; -1 = no terminal fits
+        accepted = [t for t in range(T) if accept_bits[state, t // 64] >> (t % 64) & 1]
+
+    Parameters
+    ----------
+    byte_class : (256,) uint8
+        Class of each byte.
+    trans : (S, C) int32
+        Next state per state and class; -1 when no terminal can continue.
+    accept_bits : (S, W) uint64
+        Bit ``t`` is set when terminal ``t`` matches the bytes read so far.
+    alive_bits : (S, W) uint64
+        Bit ``t`` is set when the bytes read so far are a prefix of some lexeme of terminal
+        ``t``. Every state but a lone initial one has at least one bit set.
+    names : tuple of str
+        Terminal names, indexed by terminal id.
+    """
+
+    byte_class: ByteArray
+    trans: Int32Array
+    accept_bits: UInt64Array
+    alive_bits: UInt64Array
+    names: tuple[str, ...]
+
+    @property
+    def num_terminals(self) -> int:
+        """Number of terminals ``T``."""
+        return len(self.names)
+
+    @property
+    def num_states(self) -> int:
+        """Number of states ``S``."""
+        return int(self.trans.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of byte classes ``C``."""
+        return int(self.trans.shape[1])
+
+    def step(self, state: int, byte: int) -> int:
+        """Return the state after ``byte`` from ``state`` (-1 when dead or already dead)."""
+        if state < 0:
+            return -1
+        return int(self.trans[state, self.byte_class[byte]])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """Return the state after reading ``data`` from ``state``; -1 as soon as it dies.
+
+        Parameters
+        ----------
+        state : int
+            Start state (0 at a lexeme boundary).
+        data : bytes
+            The bytes to read.
+
+        Returns
+        -------
+        int
+            The final state, or -1.
+        """
+        trans = self.trans
+        classes = self.byte_class
+        for byte in data:
+            if state < 0:
+                return -1
+            state = int(trans[state, classes[byte]])
+        return state
+
+    def terminals_accepting(self, state: int) -> list[int]:
+        """Return the ids of the terminals that match exactly the bytes read to ``state``."""
+        if state < 0:
+            return []
+        return _bits(self.accept_bits[state])
+
+    def terminals_alive(self, state: int) -> list[int]:
+        """Return the ids of the terminals that can still be completed from ``state``."""
+        if state < 0:
+            return []
+        return _bits(self.alive_bits[state])
+
+
+def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:
+    """Build the combined minimal lexer DFA of several terminals.
+
+    Parameters
+    ----------
+    terminals : sequence of (str, Regex)
+        Terminal names and languages; terminal ``t`` is bit ``t`` of the bitsets.
+    max_states : int, optional
+        Construction stops with :class:`~constrain.errors.CompileLimitError` as soon as the
+        subset construction needs more states (or the NFA would exceed ``4 * max_states +
+        4096`` states).
+
+    Returns
+    -------
+    LexerDfa
+        State 0 is initial and never re-entered; no dead state is kept.
+
+    Raises
+    ------
+    GrammarError
+        If a terminal matches the empty string or no string at all (the message names it).
+    CompileLimitError
+        With ``limit_name="max_lexer_states"`` when the automaton is too large.
+    """
+    if max_states < 1:
+        raise ValueError(f"max_states must be positive, got {max_states}")
+    names = tuple(name for name, _ in terminals)
+    for name, regex in terminals:
+        if nullable(regex):
+            raise GrammarError(
+                f"terminal {name!r} matches the empty string; every lexeme must consume at least "
+                "one byte (make it non-optional, e.g. X+ instead of X*, and move the optionality "
+                "into a rule)"
+            )
+    builder = NfaBuilder(
+        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK, "max_lexer_states", max_states
+    )
+    start = builder.new_state()
+    bounds: list[int] = []
+    finals: list[int] = []
+    for _, regex in terminals:
+        entry = builder.new_state()
+        bounds.append(entry)
+        builder.add_eps(start, entry)
+        finals.append(builder.build(regex, entry))
+    bounds.append(builder.num_states)
+    nfa = builder.finish(start, finals, bounds if terminals else ())
+    live = nfa_live(nfa)
+    for name, entry in zip(names, bounds[:-1], strict=True):
+        if not live[entry]:
+            raise GrammarError(f"terminal {name!r} matches no string at all (empty language)")
+    num_words = -(-len(names) // 64)
+    subsets = determinize(
+        nfa, max_states=max_states, limit_name="max_lexer_states", keep_start=True, live=live
+    )
+    num = subsets.trans.shape[0]
+    if num == 0:  # no terminal at all
+        return LexerDfa(
+            np.zeros(256, dtype=np.uint8),
+            np.full((1, 1), -1, dtype=np.int32),
+            np.zeros((1, num_words), dtype=np.uint64),
+            np.zeros((1, num_words), dtype=np.uint64),
+            names,
+        )
+    accept_bits = np.zeros((num, num_words), dtype=np.uint64)
+    alive_bits = np.zeros((num, num_words), dtype=np.uint64)
+    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    signature = np.concatenate(
+        (
+            (np.arange(num) == 0).astype(np.uint64)[:, None],
+            accept_bits,
+            alive_bits,
+        ),
+        axis=1,
+    )
+    _, inverse = np.unique(signature, axis=0, return_inverse=True)
+    init_block: Int32Array = np.ascontiguousarray(inverse.reshape(-1), dtype=np.int32)
+    trans, reps = minimize(subsets.trans, init_block, int(init_block.max()) + 1)
+    byte_class, trans = compress_classes(trans, subsets.byte_class)
+    lexer = LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)
+    for arr in (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits):
+        arr.flags.writeable = False
+    return lexer

@@ -1,0 +1,571 @@
+"""Numba kernels of stage 3: NFA liveness, subset construction and DFA minimisation.
+
+Every kernel works on flat numpy arrays and scalars only (no ``numba.typed`` containers, no
+strings). The public wrappers live in :mod:`constrain.automata.dfa`; they fix the dtypes
+(``int32`` states and edges, ``int64`` offsets) and validate the inputs. Kernels whose output
+size is unknown in advance (the subset construction) grow their own buffers and return them.
+Hashing keeps every intermediate below 2**52, so results do not depend on integer wrap-around
+and are identical with ``NUMBA_DISABLE_JIT=1``. Naive oracles: ``tests/reference.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_HASH_MOD = 2147483647
+_HASH_MUL = 1000003
+
+
+@njit(cache=True, nogil=True)
+def nfa_live_kernel(src, dst, finals, live):  # type: ignore[no-untyped-def]
+    """Mark the NFA states from which a final state is reachable.
+
+    Parameters
+    ----------
+    src, dst : (E,) int32
+        All edges (byte and epsilon) of the NFA.
+    finals : (F,) int32
+        Final states.
+    live : (N,) bool
+        Output, all False on entry; ``live[q]`` is set when ``q`` reaches a final state.
+    """
+    n = live.shape[0]
+    indptr = np.zeros(n + 1, np.int64)
+    for e in range(src.shape[0]):
+        indptr[dst[e] + 1] += 1
+    for q in range(n):
+        indptr[q + 1] += indptr[q]
+    fill = indptr[:n].copy()
+    pred = np.empty(src.shape[0], np.int32)
+    for e in range(src.shape[0]):
+        d = dst[e]
+        pred[fill[d]] = src[e]
+        fill[d] += 1
+    stack = np.empty(n, np.int32)
+    top = 0
+    for f in finals:
+        if not live[f]:
+            live[f] = True
+            stack[top] = f
+            top += 1
+    while top > 0:
+        top -= 1
+        q = stack[top]
+        for i in range(indptr[q], indptr[q + 1]):
+            p = pred[i]
+            if not live[p]:
+                live[p] = True
+                stack[top] = p
+                top += 1
+
+
+@njit(cache=True, nogil=True)
+def _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members):  # type: ignore[no-untyped-def]
+    """Epsilon-close the seeds ``stack[:nseed]`` (already marked); write kept states to members."""
+    k = 0
+    top = nseed
+    while top > 0:
+        top -= 1
+        m = stack[top]
+        if keep[m]:
+            members[k] = m
+            k += 1
+        for e in range(eptr[m], eptr[m + 1]):
+            t = edst[e]
+            if live[t] and mark[t] != gen:
+                mark[t] = gen
+                stack[top] = t
+                top += 1
+    if k < 24:
+        for i in range(1, k):
+            v = members[i]
+            j = i - 1
+            while j >= 0 and members[j] > v:
+                members[j + 1] = members[j]
+                j -= 1
+            members[j + 1] = v
+    else:
+        members[:k] = np.sort(members[:k])
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _hash_kernel(members, k):  # type: ignore[no-untyped-def]
+    h = np.int64(k)
+    for i in range(k):
+        h = (h * _HASH_MUL + np.int64(members[i]) + 1) % _HASH_MOD
+    return h
+
+
+@njit(cache=True, nogil=True)
+def determinize_kernel(  # type: ignore[no-untyped-def]
+    bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, start, num_classes, max_states, keep_start
+):
+    """Subset construction over byte classes, keeping only live NFA states in each subset.
+
+    Parameters
+    ----------
+    bptr : (N + 1,) int64
+        CSR offsets of the byte edges by source state.
+    bcls_lo, bcls_hi : (E,) int32
+        Each byte edge covers the byte classes ``bcls_lo[e] .. bcls_hi[e]``.
+    bdst : (E,) int32
+        Target of each byte edge.
+    eptr : (N + 1,) int64
+        CSR offsets of the epsilon edges by source state.
+    edst : (Ee,) int32
+        Target of each epsilon edge.
+    keep : (N,) bool
+        States stored in subsets (live, with a byte edge or accepting).
+    live : (N,) bool
+        States that reach a final state; the others are dropped.
+    start : int
+        Initial NFA state.
+    num_classes : int
+        Number of byte classes ``C``.
+    max_states : int
+        Stop as soon as more DFA states would be needed.
+    keep_start : bool
+        Store ``start`` in the initial subset even if not kept, so that no transition can lead
+        back to DFA state 0.
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 when ``max_states`` was exceeded.
+    num_states : int
+        Number of DFA states (``max_states + 1`` on failure).
+    trans : (S, C) int32
+        Transitions, -1 for the dead state. State 0 is initial; states are numbered in BFS order.
+    set_ptr : (S + 1,) int64
+        CSR offsets of each state's NFA subset in ``pool``.
+    pool : (P,) int32
+        The sorted NFA subsets, concatenated.
+    """
+    n_nfa = bptr.shape[0] - 1
+    C = num_classes
+    mark = np.zeros(n_nfa, np.int64)
+    stack = np.empty(n_nfa + 1, np.int32)
+    members = np.empty(n_nfa + 1, np.int32)
+    cap = 16
+    trans = np.full((cap, C), -1, np.int32)
+    set_ptr = np.zeros(cap + 1, np.int64)
+    hashes = np.zeros(cap, np.int64)
+    pool = np.empty(64, np.int32)
+    hcap = 64
+    htab = np.full(hcap, -1, np.int32)
+    count = np.zeros(C + 1, np.int64)
+    fill = np.zeros(C, np.int64)
+    bucket = np.empty(64, np.int32)
+
+    gen = 1
+    k = 0
+    if live[start]:
+        mark[start] = gen
+        stack[0] = start
+        k = _closure_kernel(stack, 1, eptr, edst, keep, live, mark, gen, members)
+        if keep_start and not keep[start]:
+            members[k] = start
+            k += 1
+            members[:k] = np.sort(members[:k])
+    if k == 0:
+        return 0, 0, trans[:0], set_ptr[:1], pool[:0]
+    if pool.shape[0] < k:
+        pool = np.empty(2 * k, np.int32)
+    pool[:k] = members[:k]
+    set_ptr[1] = k
+    h = _hash_kernel(members, k)
+    hashes[0] = h
+    htab[h & (hcap - 1)] = 0
+    n = 1
+    pool_len = k
+
+    s = 0
+    while s < n:
+        a = set_ptr[s]
+        b = set_ptr[s + 1]
+        count[:] = 0
+        total = 0
+        for i in range(a, b):
+            m = pool[i]
+            for e in range(bptr[m], bptr[m + 1]):
+                if live[bdst[e]]:
+                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                        count[c + 1] += 1
+                    total += bcls_hi[e] - bcls_lo[e] + 1
+        if total == 0:
+            s += 1
+            continue
+        if bucket.shape[0] < total:
+            bucket = np.empty(2 * total, np.int32)
+        for c in range(C):
+            count[c + 1] += count[c]
+            fill[c] = count[c]
+        for i in range(a, b):
+            m = pool[i]
+            for e in range(bptr[m], bptr[m + 1]):
+                t = bdst[e]
+                if live[t]:
+                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                        bucket[fill[c]] = t
+                        fill[c] += 1
+        prev = -1
+        for c in range(C):
+            if count[c] == count[c + 1]:
+                continue
+            # Adjacent classes often have the same targets: reuse the previous result.
+            if prev >= 0 and count[c + 1] - count[c] == count[prev + 1] - count[prev]:
+                same = True
+                off = count[prev] - count[c]
+                for i in range(count[c], count[c + 1]):
+                    if bucket[i] != bucket[i + off]:
+                        same = False
+                        break
+                if same:
+                    trans[s, c] = trans[s, prev]
+                    prev = c
+                    continue
+            prev = c
+            gen += 1
+            nseed = 0
+            for i in range(count[c], count[c + 1]):
+                t = bucket[i]
+                if mark[t] != gen:
+                    mark[t] = gen
+                    stack[nseed] = t
+                    nseed += 1
+            k = _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members)
+            if k == 0:
+                continue
+            h = _hash_kernel(members, k)
+            slot = h & (hcap - 1)
+            d = -1
+            while htab[slot] >= 0:
+                q = htab[slot]
+                if hashes[q] == h and set_ptr[q + 1] - set_ptr[q] == k:
+                    base = set_ptr[q]
+                    same = True
+                    for j in range(k):
+                        if pool[base + j] != members[j]:
+                            same = False
+                            break
+                    if same:
+                        d = q
+                        break
+                slot = (slot + 1) & (hcap - 1)
+            if d < 0:
+                if n >= max_states:
+                    return 1, n + 1, trans[:0], set_ptr[:1], pool[:0]
+                if n == cap:
+                    cap *= 2
+                    grown = np.full((cap, C), -1, np.int32)
+                    grown[:n] = trans[:n]
+                    trans = grown
+                    grown_ptr = np.zeros(cap + 1, np.int64)
+                    grown_ptr[: n + 1] = set_ptr[: n + 1]
+                    set_ptr = grown_ptr
+                    grown_hash = np.zeros(cap, np.int64)
+                    grown_hash[:n] = hashes[:n]
+                    hashes = grown_hash
+                if pool_len + k > pool.shape[0]:
+                    grown_pool = np.empty(2 * (pool_len + k), np.int32)
+                    grown_pool[:pool_len] = pool[:pool_len]
+                    pool = grown_pool
+                pool[pool_len : pool_len + k] = members[:k]
+                pool_len += k
+                set_ptr[n + 1] = pool_len
+                hashes[n] = h
+                htab[slot] = n
+                d = n
+                n += 1
+                if 2 * n > hcap:
+                    hcap *= 2
+                    htab = np.full(hcap, -1, np.int32)
+                    for q in range(n):
+                        slot = hashes[q] & (hcap - 1)
+                        while htab[slot] >= 0:
+                            slot = (slot + 1) & (hcap - 1)
+                        htab[slot] = q
+            trans[s, c] = d
+        s += 1
+    return 0, n, trans[:n], set_ptr[: n + 1], pool[:pool_len]
+
+
+@njit(cache=True, nogil=True)
+def state_bits_kernel(set_ptr, pool, tag, comp, accept_bits, alive_bits):  # type: ignore[no-untyped-def]
+    """Summarise each DFA state's NFA subset as terminal bitsets.
+
+    Parameters
+    ----------
+    set_ptr : (S + 1,) int64
+        CSR offsets of the subsets in ``pool``.
+    pool : (P,) int32
+        NFA subsets (of live NFA states).
+    tag : (N,) int32
+        Terminal accepted in each NFA state, -1 for none.
+    comp : (N,) int32
+        Terminal whose automaton each NFA state belongs to, -1 for none.
+    accept_bits, alive_bits : (S, W) uint64
+        Outputs, zero on entry: bit ``t`` of a row is set when terminal ``t`` accepts (has a
+        live component state) in that DFA state.
+    """
+    one = np.uint64(1)
+    for s in range(set_ptr.shape[0] - 1):
+        for i in range(set_ptr[s], set_ptr[s + 1]):
+            m = pool[i]
+            t = tag[m]
+            if t >= 0:
+                accept_bits[s, t >> 6] |= one << np.uint64(t & 63)
+            t = comp[m]
+            if t >= 0:
+                alive_bits[s, t >> 6] |= one << np.uint64(t & 63)
+
+
+@njit(cache=True, nogil=True)
+def _mark_kernel(e, E, L, S, F, M, W, w):  # type: ignore[no-untyped-def]
+    s = S[e]
+    i = L[e]
+    j = F[s] + M[s]
+    E[i] = E[j]
+    L[E[i]] = i
+    E[j] = e
+    L[e] = j
+    if M[s] == 0:
+        W[w] = s
+        w += 1
+    M[s] += 1
+    return w
+
+
+@njit(cache=True, nogil=True)
+def _split_kernel(E, S, F, P, M, W, w, z):  # type: ignore[no-untyped-def]
+    while w > 0:
+        w -= 1
+        s = W[w]
+        j = F[s] + M[s]
+        if j == P[s]:
+            M[s] = 0
+            continue
+        if M[s] <= P[s] - j:
+            F[z] = F[s]
+            P[z] = j
+            F[s] = j
+        else:
+            P[z] = P[s]
+            F[z] = j
+            P[s] = j
+        for i in range(F[z], P[z]):
+            S[E[i]] = z
+        M[s] = 0
+        M[z] = 0
+        z += 1
+    return z
+
+
+@njit(cache=True, nogil=True)
+def minimize_kernel(trans, init_block, num_init_blocks, block_out):  # type: ignore[no-untyped-def]
+    """Coarsest refinement of an initial partition compatible with a partial DFA's transitions.
+
+    Hopcroft's algorithm in the form of Valmari and Lehtinen ("Efficient minimization of DFAs
+    with partial transition functions", STACS 2008): blocks of states and "cords" of
+    transitions are refined in turn, so missing transitions (-1) need no sink state.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions, -1 for none. Every state must be reachable and live (the caller trims).
+    init_block : (S,) int32
+        Initial block of each state, ids ``0 .. num_init_blocks - 1`` (e.g. accepting or not;
+        unused ids are allowed). States in different initial blocks are never merged.
+    num_init_blocks : int
+        Number of initial blocks.
+    block_out : (S,) int32
+        Output: the block of each state in the coarsest stable refinement.
+
+    Returns
+    -------
+    int
+        The number of blocks (states of the minimal DFA).
+    """
+    nn = trans.shape[0]
+    C = trans.shape[1]
+    mm = 0
+    for q in range(nn):
+        for c in range(C):
+            if trans[q, c] >= 0:
+                mm += 1
+    T = np.empty(mm, np.int32)
+    LB = np.empty(mm, np.int32)
+    H = np.empty(mm, np.int32)
+    t = 0
+    for c in range(C):  # transitions sorted by label
+        for q in range(nn):
+            if trans[q, c] >= 0:
+                T[t] = q
+                LB[t] = c
+                H[t] = trans[q, c]
+                t += 1
+    # Block partition, initialised from init_block by counting sort.
+    bE = np.empty(nn, np.int32)
+    bL = np.empty(nn, np.int32)
+    bS = np.empty(nn, np.int32)
+    bF = np.zeros(nn + 1, np.int32)
+    bP = np.zeros(nn + 1, np.int32)
+    bM = np.zeros(nn + 1, np.int32)
+    bW = np.empty(nn + 1, np.int32)
+    # Empty initial blocks are dropped, so block ids stay dense.
+    dense = np.full(num_init_blocks, -1, np.int32)
+    bz = 0
+    for q in range(nn):
+        if dense[init_block[q]] < 0:
+            dense[init_block[q]] = bz
+            bz += 1
+    cnt = np.zeros(bz + 1, np.int64)
+    for q in range(nn):
+        cnt[dense[init_block[q]] + 1] += 1
+    for b in range(bz):
+        cnt[b + 1] += cnt[b]
+        bF[b] = cnt[b]
+        bP[b] = cnt[b + 1]
+    for q in range(nn):
+        b = dense[init_block[q]]
+        i = cnt[b]
+        cnt[b] += 1
+        bE[i] = q
+        bL[q] = i
+        bS[q] = b
+    # Cord partition: transitions grouped by label.
+    cE = np.arange(mm).astype(np.int32)
+    cL = np.arange(mm).astype(np.int32)
+    cS = np.zeros(mm, np.int32)
+    cF = np.zeros(mm + 1, np.int32)
+    cP = np.zeros(mm + 1, np.int32)
+    cM = np.zeros(mm + 1, np.int32)
+    cW = np.empty(mm + 1, np.int32)
+    cz = 0
+    if mm > 0:
+        label = LB[0]
+        for i in range(mm):
+            if LB[i] != label:
+                label = LB[i]
+                cP[cz] = i
+                cz += 1
+                cF[cz] = i
+            cS[i] = cz
+        cP[cz] = mm
+        cz += 1
+    # Incoming transitions of each state.
+    adj = np.zeros(nn + 1, np.int64)
+    for t in range(mm):
+        adj[H[t] + 1] += 1
+    for q in range(nn):
+        adj[q + 1] += adj[q]
+    pos = adj[:nn].copy()
+    A = np.empty(mm, np.int32)
+    for t in range(mm):
+        A[pos[H[t]]] = t
+        pos[H[t]] += 1
+    bw = 0
+    cw = 0
+    b = 1
+    c = 0
+    while c < cz:
+        for i in range(cF[c], cP[c]):
+            bw = _mark_kernel(T[cE[i]], bE, bL, bS, bF, bM, bW, bw)
+        bz = _split_kernel(bE, bS, bF, bP, bM, bW, bw, bz)
+        bw = 0
+        c += 1
+        while b < bz:
+            for i in range(bF[b], bP[b]):
+                q = bE[i]
+                for j in range(adj[q], adj[q + 1]):
+                    cw = _mark_kernel(A[j], cE, cL, cS, cF, cM, cW, cw)
+            cz = _split_kernel(cE, cS, cF, cP, cM, cW, cw, cz)
+            cw = 0
+            b += 1
+    for q in range(nn):
+        block_out[q] = bS[q]
+    return bz
+
+
+@njit(cache=True, nogil=True)
+def quotient_kernel(trans, block, num_blocks, out, reps):  # type: ignore[no-untyped-def]
+    """Build the quotient automaton of a partition, numbering blocks by first appearance.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions, -1 = dead.
+    block : (S,) int32
+        Block of each state, ids ``0 .. num_blocks - 1``.
+    num_blocks : int
+        Number of blocks ``B``.
+    out : (B, C) int32
+        Output transitions; the block of state 0 becomes state 0.
+    reps : (B,) int64
+        Output: the lowest original state of each new state.
+    """
+    n = trans.shape[0]
+    C = trans.shape[1]
+    new_id = np.full(num_blocks, -1, np.int32)
+    k = 0
+    for q in range(n):
+        b = block[q]
+        if new_id[b] < 0:
+            new_id[b] = k
+            reps[k] = q
+            k += 1
+    for i in range(num_blocks):
+        q = reps[i]
+        for c in range(C):
+            t = trans[q, c]
+            out[i, c] = new_id[block[t]] if t >= 0 else -1
+
+
+@njit(cache=True, nogil=True)
+def merge_classes_kernel(trans, new_class, keep):  # type: ignore[no-untyped-def]
+    """Merge byte classes (columns) with identical transitions.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions.
+    new_class : (C,) int32
+        Output: the merged class of each column, numbered by first column.
+    keep : (C,) int64
+        Output: ``keep[j]`` is the first column of merged class ``j``.
+
+    Returns
+    -------
+    int
+        The number of merged classes.
+    """
+    S = trans.shape[0]
+    C = trans.shape[1]
+    hashes = np.zeros(C, np.int64)
+    for c in range(C):
+        h = np.int64(0)
+        for s in range(S):
+            h = (h * _HASH_MUL + np.int64(trans[s, c]) + 2) % _HASH_MOD
+        hashes[c] = h
+    k = 0
+    for c in range(C):
+        found = -1
+        for j in range(k):
+            o = keep[j]
+            if hashes[o] == hashes[c]:
+                same = True
+                for s in range(S):
+                    if trans[s, o] != trans[s, c]:
+                        same = False
+                        break
+                if same:
+                    found = j
+                    break
+        if found < 0:
+            keep[k] = c
+            found = k
+            k += 1
+        new_class[c] = found
+    return k

@@ -1,0 +1,523 @@
+"""Naive reference implementations (oracles) that the kernels and engines are tested against.
+
+Plain Python functions, slow and obviously correct; each section names the kernel it checks.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# --------------------------------------------------------------------------------------------
+# Token bitmask (constrain.bitmask, constrain.kernels.{torch,numba,triton}_mask)
+
+
+def bitmask_bit(word: int, bit: int) -> bool:
+    """Return bit ``bit`` of an int32 ``word`` (Python int, any sign): token allowed or not."""
+    return (word % 2**32) // 2**bit % 2 == 1
+
+
+def reference_allowed(
+    bitmask_rows: Sequence[Sequence[int]],
+    num_cols: int,
+    vocab_size: int | None = None,
+    rows: Sequence[int] | None = None,
+) -> list[list[bool]]:
+    """Which logits survive ``apply_token_bitmask_inplace``: one list of ``num_cols`` per row.
+
+    Rows not in ``rows`` (when given) are all True (untouched). ``vocab_size`` defaults to
+    ``32 * len(bitmask_rows[0])``.
+    """
+    num_words = len(bitmask_rows[0]) if bitmask_rows else 0
+    vocab = 32 * num_words if vocab_size is None else vocab_size
+    selected = set(range(len(bitmask_rows))) if rows is None else set(rows)
+    out = []
+    for r in range(len(bitmask_rows)):
+        keep = []
+        for t in range(num_cols):
+            if r not in selected:
+                keep.append(True)
+            elif t >= vocab or t >= 32 * num_words:
+                keep.append(False)
+            else:
+                keep.append(bitmask_bit(int(bitmask_rows[r][t // 32]), t % 32))
+        out.append(keep)
+    return out
+
+
+def reference_bool_to_bitmask(mask_row: Sequence[bool]) -> list[int]:
+    """Pack one row of booleans into signed int32 words (bit j of word w = token 32w + j)."""
+    words = []
+    for w in range((len(mask_row) + 31) // 32):
+        acc = 0
+        for j in range(32):
+            t = 32 * w + j
+            if t < len(mask_row) and mask_row[t]:
+                acc += 2**j
+        words.append(acc - 2**32 if acc >= 2**31 else acc)
+    return words
+
+
+# --------------------------------------------------------------------------------------------
+# Token trie (constrain.vocab.Vocabulary.node_* / token_next_dup, built by constrain._vocab_trie)
+
+
+def naive_token_trie(tokens: Sequence[bytes | None]) -> dict[str, list[int]]:
+    """Build the flat DFS token trie from nested dicts, the obvious way.
+
+    ``tokens[i]`` is the byte string of id ``i`` (``None`` or ``b""``: special, not in the trie).
+    Returns lists ``node_byte``, ``node_token`` (smallest id, -1 none), ``node_end``, ``node_depth``
+    (node 0 is the root; children visited in byte order) and ``token_next_dup`` (one per id).
+    """
+    root: dict[int, dict] = {}  # type: ignore[type-arg]
+    ids_of: dict[bytes, list[int]] = {}
+    for i, tok in enumerate(tokens):
+        if tok:
+            ids_of.setdefault(bytes(tok), []).append(i)
+            node = root
+            for b in tok:
+                node = node.setdefault(b, {})
+    out: dict[str, list[int]] = {
+        k: [] for k in ("node_byte", "node_token", "node_end", "node_depth")
+    }
+    # iterative pre-order DFS; an int on the stack closes the subtree of that node
+    stack: list = [(root, b"", 0)]  # type: ignore[type-arg]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int):
+            out["node_end"][item] = len(out["node_byte"])
+            continue
+        node, path, byte = item
+        index = len(out["node_byte"])
+        out["node_byte"].append(byte)
+        out["node_token"].append(ids_of[path][0] if path in ids_of else -1)
+        out["node_end"].append(-1)
+        out["node_depth"].append(len(path))
+        stack.append(index)
+        stack.extend((node[b], path + bytes([b]), b) for b in sorted(node, reverse=True))
+    next_dup = [-1] * len(tokens)
+    for ids in ids_of.values():
+        for a, b in zip(ids, ids[1:], strict=False):
+            next_dup[a] = b
+    out["token_next_dup"] = next_dup
+    return out
+
+
+def naive_trie_walk(node_byte: Sequence[int], node_end: Sequence[int]) -> dict[bytes, int]:
+    """Map the byte path of every trie node to its index, following first-child/next-sibling."""
+    paths: dict[bytes, int] = {}
+    stack = [(0, b"")]
+    while stack:
+        n, path = stack.pop()
+        paths[path] = n
+        child = n + 1
+        while child < node_end[n]:
+            stack.append((child, path + bytes([node_byte[child]])))
+            child = node_end[child]
+    return paths
+
+
+# --------------------------------------------------------------------------------------------
+# Regex front end and DFA builder (constrain.frontends.regex, constrain.automata.{dfa,lexer},
+# constrain.kernels.numba_dfa)
+
+
+def python_fullmatch(pattern: str, text: str, flags: int = 0) -> bool:
+    """The semantics ``parse_regex`` + ``compile_regex`` must reproduce."""
+    import re
+
+    return re.fullmatch(pattern, text, flags) is not None
+
+
+@functools.cache
+def _all_scalar_values() -> str:
+    return "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+
+
+def python_char_ranges(pattern: str, flags: int = 0) -> list[tuple[int, int]]:
+    """Code points (surrogates excluded) matched by a one-character pattern, as ranges.
+
+    Runs Python's engine over every code point, so it is the ground truth for ``\\d``, ``\\w``,
+    ``\\s``, ``.``, classes and IGNORECASE folding.
+    """
+    import re
+
+    text = _all_scalar_values()
+    out = []
+    for m in re.finditer(f"(?:{pattern})+", text, flags):
+        lo, hi = ord(text[m.start()]), ord(text[m.end() - 1])
+        if lo < 0xD800 <= hi:  # a run across the removed surrogates
+            out.extend([(lo, 0xD7FF), (0xE000, hi)])
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def naive_nfa_accepts(
+    num_states: int,
+    byte_edges: Sequence[tuple[int, int, int, int]],
+    eps_edges: Sequence[tuple[int, int]],
+    start: int,
+    finals: Sequence[int],
+    data: bytes,
+) -> bool:
+    """Simulate an NFA (byte edges ``(src, lo, hi, dst)``) on ``data``, set by set."""
+    eps: list[list[int]] = [[] for _ in range(num_states)]
+    for s, d in eps_edges:
+        eps[s].append(d)
+
+    def close(states: set[int]) -> set[int]:
+        todo = list(states)
+        while todo:
+            for d in eps[todo.pop()]:
+                if d not in states:
+                    states.add(d)
+                    todo.append(d)
+        return states
+
+    current = close({start})
+    for byte in data:
+        current = close({d for s, lo, hi, d in byte_edges if s in current and lo <= byte <= hi})
+    return bool(current & set(finals))
+
+
+def naive_nfa_live(
+    num_states: int, edges: Sequence[tuple[int, int]], finals: Sequence[int]
+) -> list[bool]:
+    """States that reach a final state, by fixpoint iteration (oracle of ``nfa_live_kernel``)."""
+    live = [False] * num_states
+    for f in finals:
+        live[f] = True
+    changed = True
+    while changed:
+        changed = False
+        for s, d in edges:
+            if live[d] and not live[s]:
+                live[s] = changed = True
+    return live
+
+
+def naive_determinize(
+    num_states: int,
+    class_edges: Sequence[tuple[int, int, int, int]],
+    eps_edges: Sequence[tuple[int, int]],
+    keep: Sequence[bool],
+    live: Sequence[bool],
+    start: int,
+    num_classes: int,
+    keep_start: bool = False,
+) -> tuple[list[list[int]], list[tuple[int, ...]]]:
+    """Subset construction in BFS order over classes 0..C-1 (oracle of ``determinize_kernel``).
+
+    ``class_edges`` are ``(src, class_lo, class_hi, dst)``. Subsets hold the ``keep`` states of
+    the epsilon closure through live states. Returns ``(trans, subsets)`` with -1 = dead.
+    """
+    eps: list[list[int]] = [[] for _ in range(num_states)]
+    for s, d in eps_edges:
+        eps[s].append(d)
+
+    def subset(seeds: set[int]) -> tuple[int, ...]:
+        seen = {q for q in seeds if live[q]}
+        todo = list(seen)
+        while todo:
+            for d in eps[todo.pop()]:
+                if live[d] and d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return tuple(sorted(q for q in seen if keep[q]))
+
+    first = subset({start})
+    if keep_start and first and start not in first:
+        first = tuple(sorted((*first, start)))
+    if not first:
+        return [], []
+    index = {first: 0}
+    sets = [first]
+    trans: list[list[int]] = []
+    i = 0
+    while i < len(sets):
+        row = []
+        for c in range(num_classes):
+            seeds = {d for s, lo, hi, d in class_edges if s in sets[i] and lo <= c <= hi}
+            nxt = subset(seeds)
+            if not nxt:
+                row.append(-1)
+                continue
+            if nxt not in index:
+                index[nxt] = len(sets)
+                sets.append(nxt)
+            row.append(index[nxt])
+        trans.append(row)
+        i += 1
+    return trans, sets
+
+
+def naive_minimize(trans: Sequence[Sequence[int]], init_block: Sequence[int]) -> list[int]:
+    """Moore's partition refinement (oracle of ``minimize_kernel``); returns a block per state.
+
+    Two states share a block iff they are in the same initial block and every class leads them
+    to the same block (-1, the dead state, being a block of its own).
+    """
+    block = list(init_block)
+    while True:
+        signature = [
+            (block[q], *(block[t] if t >= 0 else -1 for t in row)) for q, row in enumerate(trans)
+        ]
+        ids: dict[tuple[int, ...], int] = {}
+        new = [ids.setdefault(sig, len(ids)) for sig in signature]
+        if len(ids) == len(set(block)):
+            return new
+        block = new
+
+
+def naive_dfa_equivalent(
+    a: tuple[Sequence[int], Sequence[Sequence[int]], Sequence[bool]],
+    b: tuple[Sequence[int], Sequence[Sequence[int]], Sequence[bool]],
+) -> bool:
+    """Whether two byte DFAs ``(byte_class, trans, accept)`` accept the same language."""
+    seen = {(0, 0)}
+    todo = [(0, 0)]
+    while todo:
+        p, q = todo.pop()
+        if (p >= 0 and bool(a[2][p])) != (q >= 0 and bool(b[2][q])):
+            return False
+        for byte in range(256):
+            nxt = (
+                a[1][p][a[0][byte]] if p >= 0 else -1,
+                b[1][q][b[0][byte]] if q >= 0 else -1,
+            )
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Context-free grammars (constrain.matcher, constrain.tables, constrain.kernels.numba_{earley,
+# match,tables}): the language of a Grammar IR and its prefixes, decided without the engine's
+# combined lexer, parser tables, hypotheses or token tables.
+#
+# Semantics (the language of the grammar, "complete lexing"): a text is accepted iff it can be
+# cut into lexemes l1 .. lk, with any number of ignored lexemes (``%ignore``) before, between and
+# after them, such that the terminal names of l1 .. lk are derived from the start rule and each
+# li is in its terminal's language. Every way of cutting the text counts (no greedy lexer).
+
+
+def _grammar_parts(grammar: Any) -> tuple[dict[str, Any], dict[str, list[tuple[str, ...]]]]:
+    """Return ``({terminal: regex IR}, {rule: [alternative, ...]})`` of a Grammar IR."""
+    terms = {t.name: t.regex for t in grammar.terminals}
+    rules: dict[str, list[tuple[str, ...]]] = {}
+    for rule in grammar.rules:
+        rules.setdefault(rule.name, []).extend(tuple(alt) for alt in rule.alternatives)
+    return terms, rules
+
+
+def naive_cfg_accepts(grammar: Any, text: bytes) -> bool:
+    """Whether ``text`` is a sentence of the Grammar IR ``grammar`` (see the section comment).
+
+    A least fixpoint over substrings, CYK style, with no parser at all: ``lexeme(t, i, j)`` is
+    ``re.fullmatch(regex_to_pattern(t.regex), s[i:j])``; ``gap(i, j)`` says ``s[i:j]`` is a run of
+    ignored lexemes; ``span[X][i]`` is the set of ``j`` such that ``X`` derives ``s[i:j]`` (gaps
+    allowed between the lexemes of ``X``, not around them). Rules are re-applied to every start
+    position until no span is added, so left recursion, ambiguity and empty rules need no care.
+    Text that is not UTF-8 is rejected (every lexeme is a string of code points). Cubic in
+    ``len(text)`` per rule and iteration: keep texts short (tens of characters).
+    """
+    import re
+
+    from constrain.ir import regex_to_pattern
+
+    try:
+        s = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    n = len(s)
+    terms, rules = _grammar_parts(grammar)
+    compiled = {name: re.compile(regex_to_pattern(regex)) for name, regex in terms.items()}
+    span: dict[str, list[set[int]]] = {}
+    for name, pattern in compiled.items():
+        span[name] = [
+            {j for j in range(i, n + 1) if pattern.fullmatch(s[i:j])} for i in range(n + 1)
+        ]
+    gap: list[set[int]] = []
+    for i in range(n + 1):
+        reach, todo = {i}, [i]
+        while todo:
+            p = todo.pop()
+            for name in grammar.ignore:
+                for q in span[name][p]:
+                    if q not in reach:
+                        reach.add(q)
+                        todo.append(q)
+        gap.append(reach)
+    for name in rules:
+        span[name] = [set() for _ in range(n + 1)]
+
+    def ends(alt: tuple[str, ...], i: int) -> set[int]:
+        out = {i}
+        for k, sym in enumerate(alt):
+            starts = out if k == 0 else {b for a in out for b in gap[a]}
+            out = {j for b in starts for j in span[sym][b]}
+        return out
+
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in rules.items():
+            for i in range(n + 1):
+                new = set().union(*(ends(alt, i) for alt in alts)) - span[name][i]
+                if new:
+                    span[name][i] |= new
+                    changed = True
+    return any(n in gap[b] for a in gap[0] for b in span[grammar.start][a])
+
+
+class NaiveCfgRecognizer:
+    """Byte-level scannerless Earley recogniser of a Grammar IR: prefixes and sentences.
+
+    No lexer: every terminal occurrence is read byte by byte with its own minimal DFA
+    (``constrain.automata.dfa.compile_regex``, itself checked against ``re`` elsewhere). The
+    grammar is augmented as ``$start -> $gap start``, each terminal ``t`` in a rule becomes
+    ``t $gap``, and ``$gap -> | $gap I`` for every ignored terminal ``I``. Alternatives that use
+    an unproductive symbol are dropped first, so every item in an Earley set can be completed:
+
+    - ``viable(text)``: some string starting with ``text`` is a sentence, iff the Earley set after
+      ``text`` is non-empty (it holds a live DFA state of a terminal in progress, or a parse
+      item; either can be completed);
+    - ``accepts(text)``: the set after ``text`` holds ``$start -> $gap start .`` from origin 0.
+
+    Charts are memoised per text (a chart extends its parent's by one byte), so calling
+    ``viable`` for every token of a vocabulary after one prefix costs one step per token byte.
+    """
+
+    def __init__(self, grammar: Any) -> None:
+        from constrain.automata.dfa import compile_regex
+
+        terms, rules = _grammar_parts(grammar)
+        self.dfas = {name: compile_regex(regex) for name, regex in terms.items()}
+        productive = {name for name, dfa in self.dfas.items() if bool(dfa.live[0])}
+        changed = True
+        while changed:
+            changed = False
+            for name, alts in rules.items():
+                if name not in productive and any(all(s in productive for s in a) for a in alts):
+                    productive.add(name)
+                    changed = True
+        aug: list[tuple[str, tuple[str, ...]]] = [("$start", ("$gap", grammar.start)), ("$gap", ())]
+        aug += [("$gap", ("$gap", name)) for name in grammar.ignore if name in productive]
+        for name, alts in rules.items():
+            for alt in alts:
+                if all(s in productive for s in alt):
+                    rhs = tuple(x for s in alt for x in ((s, "$gap") if s in terms else (s,)))
+                    aug.append((name, rhs))
+        self.rules = aug
+        self.by_lhs: dict[str, list[int]] = {}
+        for r, (lhs, _) in enumerate(aug):
+            self.by_lhs.setdefault(lhs, []).append(r)
+        self.terms = set(terms)
+        self.start_ok = grammar.start in productive
+        self._charts: dict[bytes, tuple[Any, ...]] = {}
+
+    def _close(self, chart: tuple[Any, ...], k: int, items: set[Any], lex: set[Any]) -> None:
+        """Predict and complete set ``k`` (``items``: (rule, dot, origin)) in place."""
+        rules = self.rules
+        todo = list(items)
+        empty: set[str] = set()  # nonterminals completed from origin k: they derive ""
+
+        def add(item: tuple[int, int, int]) -> None:
+            if item not in items:
+                items.add(item)
+                todo.append(item)
+
+        while todo:
+            r, d, o = todo.pop()
+            lhs, rhs = rules[r]
+            if d == len(rhs):
+                if o == k:
+                    empty.add(lhs)
+                source = items if o == k else chart[o][0]
+                for r2, d2, o2 in list(source):
+                    rhs2 = rules[r2][1]
+                    if d2 < len(rhs2) and rhs2[d2] == lhs:
+                        add((r2, d2 + 1, o2))
+                continue
+            sym = rhs[d]
+            if sym in self.terms:
+                lex.add((r, d, o, 0))
+                if self.dfas[sym].accept[0]:
+                    add((r, d + 1, o))
+                continue
+            for r2 in self.by_lhs.get(sym, ()):
+                add((r2, 0, k))
+            if sym in empty:
+                add((r, d + 1, o))
+
+    def chart(self, text: bytes) -> tuple[Any, ...]:
+        """Return the Earley sets ``((items, lex_items), ...)`` after each byte of ``text``."""
+        known = self._charts.get(text)
+        if known is not None:
+            return known
+        if not text:
+            items: set[Any] = {(0, 0, 0)} if self.start_ok else set()
+            lex: set[Any] = set()
+            self._close((), 0, items, lex)
+            chart: tuple[Any, ...] = ((frozenset(items), frozenset(lex)),)
+        else:
+            parent = self.chart(text[:-1])
+            k = len(text)
+            items, lex = set(), set()
+            for r, d, o, q in parent[-1][1]:
+                dfa = self.dfas[self.rules[r][1][d]]
+                q2 = dfa.step(q, text[-1])
+                if q2 >= 0 and dfa.live[q2]:
+                    lex.add((r, d, o, q2))
+                    if dfa.accept[q2]:
+                        items.add((r, d + 1, o))
+            self._close(parent, k, items, lex)
+            chart = (*parent, (frozenset(items), frozenset(lex)))
+        self._charts[text] = chart
+        return chart
+
+    def viable(self, text: bytes) -> bool:
+        """Whether some sentence starts with ``text``."""
+        items, lex = self.chart(text)[-1]
+        return bool(items or lex)
+
+    def accepts(self, text: bytes) -> bool:
+        """Whether ``text`` is a sentence."""
+        return (0, 2, 0) in self.chart(text)[-1][0]
+
+
+@functools.lru_cache(maxsize=32)
+def naive_cfg_recognizer(grammar: Any) -> NaiveCfgRecognizer:
+    """Return the (shared, memoising) :class:`NaiveCfgRecognizer` of a Grammar IR."""
+    return NaiveCfgRecognizer(grammar)
+
+
+def naive_cfg_prefix_viable(grammar: Any, prefix: bytes) -> bool:
+    """Whether some sentence of the Grammar IR ``grammar`` starts with the bytes ``prefix``."""
+    return naive_cfg_recognizer(grammar).viable(prefix)
+
+
+def naive_mask(
+    vocab: Any,
+    viable: Callable[[bytes], bool],
+    complete: Callable[[bytes], bool],
+    prefix: bytes,
+) -> set[int]:
+    """The allowed next tokens by definition: the oracle of every mask the engine computes.
+
+    Token ``t`` (with bytes) is allowed iff ``viable(prefix + bytes(t))``; an EOS id iff
+    ``complete(prefix)``; special tokens without bytes never are.
+    """
+    data = vocab.token_bytes.tobytes()
+    indptr = vocab.token_indptr.tolist()
+    out = {
+        t
+        for t in range(vocab.size)
+        if indptr[t + 1] > indptr[t] and viable(prefix + data[indptr[t] : indptr[t + 1]])
+    }
+    if complete(prefix):
+        out.update(int(e) for e in vocab.eos_ids)
+    return out

@@ -1,0 +1,157 @@
+"""Unit tests of constrain.automata.lexer: the combined lexer DFA of several terminals."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from constrain.automata.dfa import compile_regex
+from constrain.automata.lexer import LexerDfa, build_lexer
+from constrain.errors import CompileLimitError, GrammarError
+from constrain.frontends.regex import parse_regex
+from constrain.ir import NOTHING, Literal
+
+
+def _load_reference() -> ModuleType:
+    if "reference" not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "reference.py"
+        spec = importlib.util.spec_from_file_location("reference", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["reference"] = module
+    return sys.modules["reference"]
+
+
+reference = _load_reference()
+
+TERMINALS = {
+    "IF": "if",
+    "NAME": "[a-z_][a-z0-9_]*",
+    "NUMBER": r"\d+(?:\.\d+)?",
+    "WS": r"\s+",
+    "STRING": r'"(?:[^"\\]|\\.)*"',
+    "ARROW": "->",
+    "MINUS": "-",
+    "ABC": "(?:ab)*c",
+}
+
+
+def lexer_of(terminals: dict[str, str]) -> LexerDfa:
+    return build_lexer([(name, parse_regex(p)) for name, p in terminals.items()])
+
+
+def test_bits_example() -> None:
+    lx = lexer_of(TERMINALS)
+    names = lx.names
+
+    def acc(text: str) -> set[str]:
+        return {names[t] for t in lx.terminals_accepting(lx.walk(0, text.encode()))}
+
+    def alive(text: str) -> set[str]:
+        return {names[t] for t in lx.terminals_alive(lx.walk(0, text.encode()))}
+
+    assert acc("if") == {"IF", "NAME"} and alive("if") == {"IF", "NAME"}
+    assert acc("i") == {"NAME"} and alive("i") == {"IF", "NAME"}
+    assert acc("iff") == {"NAME"} and alive("iff") == {"NAME"}
+    assert acc("12.5") == {"NUMBER"} and acc("12.") == set() and alive("12.") == {"NUMBER"}
+    assert acc("-") == {"MINUS"} and alive("-") == {"MINUS", "ARROW"} and acc("->") == {"ARROW"}
+    assert acc(" \u2028\t") == {"WS"} and acc('"a\\"b"') == {"STRING"}
+    assert lx.walk(0, b"1a") == -1 and lx.terminals_accepting(-1) == []
+    assert lx.terminals_alive(-1) == [] and lx.step(-1, 0) == -1
+    assert set(lx.terminals_alive(0)) == set(range(len(names)))
+    assert lx.terminals_accepting(0) == []
+    assert lx.num_terminals == len(TERMINALS) and names == tuple(TERMINALS)
+
+
+def test_layout() -> None:
+    lx = lexer_of(TERMINALS)
+    assert lx.byte_class.dtype == np.uint8 and lx.byte_class.shape == (256,)
+    assert lx.trans.dtype == np.int32 and lx.trans.shape == (lx.num_states, lx.num_classes)
+    assert lx.accept_bits.dtype == np.uint64 and lx.accept_bits.shape == (lx.num_states, 1)
+    assert lx.alive_bits.dtype == np.uint64 and lx.alive_bits.shape == (lx.num_states, 1)
+    assert (lx.alive_bits[1:] != 0).all(axis=1).all()  # no dead state
+    assert not ((lx.accept_bits & ~lx.alive_bits) != 0).any()  # accepting implies alive
+    assert int(lx.byte_class.max()) < lx.num_classes
+
+
+def test_state_zero_never_reentered() -> None:
+    # (ab)*c: after "ab" the future is the start's future, so plain minimisation would merge.
+    lx = build_lexer([("ABC", parse_regex("(?:ab)*c"))])
+    assert not (lx.trans == 0).any()
+    assert lx.walk(0, b"ab") not in (0, -1) and lx.walk(0, b"abab") == lx.walk(0, b"ab")
+    assert lx.num_states == compile_regex(parse_regex("(?:ab)*c")).num_states + 1
+    for terminals in (TERMINALS, {"A": "a+"}, {"X": "(?:xy)+", "Y": "y(?:xy)*"}):
+        assert not (lexer_of(terminals).trans == 0).any()
+
+
+def test_minimal_for_signature() -> None:
+    lx = lexer_of(TERMINALS)
+    signature = [
+        (q == 0, *lx.accept_bits[q].tolist(), *lx.alive_bits[q].tolist())
+        for q in range(lx.num_states)
+    ]
+    ids: dict[tuple[object, ...], int] = {}
+    init = [ids.setdefault(sig, len(ids)) for sig in signature]
+    blocks = reference.naive_minimize(lx.trans.tolist(), init)
+    assert len(set(blocks)) == lx.num_states
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bits_against_per_terminal_automata(seed: int) -> None:
+    rng = random.Random(seed)
+    lx = lexer_of(TERMINALS)
+    dfas = [compile_regex(parse_regex(p)) for p in TERMINALS.values()]
+    alphabet = 'ifabc_xyz019.-> \n"\\é'
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+        state = lx.walk(0, text.encode())
+        for t, (pattern, dfa) in enumerate(zip(TERMINALS.values(), dfas, strict=True)):
+            single = dfa.walk(0, text.encode())
+            assert (t in lx.terminals_alive(state)) == (single >= 0), (text, t)
+            expected = re.fullmatch(pattern, text) is not None
+            assert (t in lx.terminals_accepting(state)) == expected, (text, t)
+        assert (state >= 0) == any(dfa.walk(0, text.encode()) >= 0 for dfa in dfas)
+
+
+def test_many_terminals_use_several_words() -> None:
+    words = [f"w{i}x" for i in range(70)]
+    lx = build_lexer([(w.upper(), Literal(w)) for w in words] + [("ANY", parse_regex("w[0-9]+x"))])
+    assert lx.accept_bits.shape[1] == 2 and lx.num_terminals == 71
+    assert lx.terminals_accepting(lx.walk(0, b"w65x")) == [65, 70]
+    assert lx.terminals_accepting(lx.walk(0, b"w99x")) == [70]
+    assert lx.terminals_alive(lx.walk(0, b"w6")) == [6, *range(60, 70), 70]
+
+
+def test_terminal_errors() -> None:
+    for regex, needle in [
+        ("a*", "empty string"),
+        ("(?:a|)", "empty string"),
+        ("(?!)", "no string"),
+    ]:
+        with pytest.raises(GrammarError, match=needle) as info:
+            build_lexer([("OK", parse_regex("x")), ("BAD_ONE", parse_regex(regex))])
+        assert "'BAD_ONE'" in str(info.value)
+    with pytest.raises(GrammarError, match="no string"):
+        build_lexer([("SURROGATE", Literal("\ud800"))])
+    with pytest.raises(GrammarError, match="'N'"):
+        build_lexer([("N", NOTHING)])
+
+
+def test_limits_and_degenerate_inputs() -> None:
+    with pytest.raises(CompileLimitError) as info:
+        build_lexer([("A", parse_regex("[ab]{12}")), ("B", parse_regex("a+"))], max_states=10)
+    assert info.value.limit_name == "max_lexer_states" and info.value.limit == 10
+    with pytest.raises(CompileLimitError, match="max_lexer_states"):
+        build_lexer([("A", parse_regex("a{1,10000000}"))])
+    empty = build_lexer([])
+    assert empty.num_states == 1 and empty.walk(0, b"a") == -1 and empty.num_terminals == 0
+    with pytest.raises(ValueError):
+        build_lexer([("A", Literal("a"))], max_states=0)
