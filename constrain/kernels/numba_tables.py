@@ -81,6 +81,37 @@ INEXACT, EXACT_ITEMS, EXACT = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
+def _walk_single(s0: int, alive: np.ndarray, byte_class: np.ndarray, trans: np.ndarray,
+                 node_byte: np.ndarray, node_token: np.ndarray, node_end: np.ndarray,
+                 node_depth: np.ndarray, token_next_dup: np.ndarray, out_w: np.ndarray) -> int:  # fmt: skip
+    """Trie walk when no lexeme boundary can occur inside a token: one lexer state per depth.
+
+    Every token whose bytes keep the lexer alive is allowed (``out_w``); there are no candidates.
+    """
+    max_depth = 1
+    for i in range(node_depth.shape[0]):
+        if node_depth[i] + 1 > max_depth:
+            max_depth = node_depth[i] + 1
+    state = np.empty(max_depth, dtype=np.int32)
+    state[0] = s0
+    m = node_byte.shape[0]
+    i = 1
+    while i < m:
+        d = node_depth[i]
+        x = trans[state[d - 1], byte_class[node_byte[i]]]
+        if x < 0 or not alive[x]:
+            i = node_end[i]
+            continue
+        state[d] = x
+        tok = node_token[i]
+        while tok >= 0:
+            out_w[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
+            tok = token_next_dup[tok]
+        i += 1
+    return 0
+
+
+@njit(cache=True, nogil=True)
 def build_entry_kernel(
     s0: int,
     expected: np.ndarray,
@@ -161,6 +192,38 @@ def build_entry_kernel(
     for w in range(num_words):
         tmp[w] = expected[w] | ignore[w]
     cfg_n[0] = _add(s0, tmp, EXACT_ITEMS, cfg_s, cfg_x, cfg_bits, 0, 0)
+    # Root-lineage configurations (EXACT_ITEMS) always carry the root's bits: precompute their
+    # liveness and split possibility per lexer state, the hot path of the walk.
+    num_states = trans.shape[0]
+    num_terms = next_exact.shape[0]
+    # a lexeme of terminal t can be followed by another one inside the same token only if
+    # something may come after t (exactly known, or by FOLLOW, or an ignored terminal)
+    t_cont = np.zeros(num_terms, dtype=np.bool_)
+    for t in range(num_terms):
+        for w in range(num_words):
+            if follow_bits[t, w] != 0 or (next_exact[t] and next_bits[t, w] != 0):
+                t_cont[t] = True
+    root_alive = np.zeros(num_states, dtype=np.bool_)
+    root_split = np.zeros(num_states, dtype=np.bool_)
+    any_split = False
+    for q in range(num_states):
+        for w in range(num_words):
+            if alive_bits[q, w] & tmp[w] != 0:
+                root_alive[q] = True
+            a = accept_bits[q, w] & tmp[w]
+            if a & ignore[w] != 0:
+                root_split[q] = True
+            t = w * 64
+            while a != 0:
+                if a & np.uint64(1) and t_cont[t]:
+                    root_split[q] = True
+                a = a >> np.uint64(1)
+                t += 1
+        any_split = any_split or root_split[q]
+    if not any_split:
+        # no lexeme can end and be followed inside a token: every allowed token is exact
+        return _walk_single(s0, root_alive, byte_class, trans, node_byte, node_token, node_end,
+                            node_depth, token_next_dup, out_w)  # fmt: skip
     path = np.zeros(max_depth, dtype=np.int32)
     prev_path = np.zeros(max_depth, dtype=np.int32)
     prev_depth = 0
@@ -180,14 +243,15 @@ def build_entry_kernel(
             level = cfg_x[d - 1, k]
             bits = cfg_bits[d - 1, k]
             x = trans[st, c]
-            if x >= 0 and _alive_bits(x, bits, alive_bits):
+            root = level == EXACT_ITEMS
+            if x >= 0 and (root_alive[x] if root else _alive_bits(x, bits, alive_bits)):
                 r = _add(x, bits, level, cfg_s, cfg_x, cfg_bits, d, n)
                 if r < 0:
                     over = True
                 else:
                     n = r
                     exact_alive = exact_alive or level != INEXACT
-            if st == 0 or sc < 0 or d == 1:
+            if st == 0 or sc < 0 or d == 1 or (root and not root_split[st]):
                 continue
             ign = False
             scan = False
