@@ -81,9 +81,18 @@ INEXACT, EXACT_ITEMS, EXACT = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _walk_single(s0: int, alive: np.ndarray, byte_class: np.ndarray, trans: np.ndarray,
-                 node_byte: np.ndarray, node_token: np.ndarray, node_end: np.ndarray,
-                 node_depth: np.ndarray, token_next_dup: np.ndarray, out_w: np.ndarray) -> int:  # fmt: skip
+def _walk_single(
+    s0: int,
+    alive: np.ndarray,
+    byte_class: np.ndarray,
+    trans: np.ndarray,
+    node_byte: np.ndarray,
+    node_token: np.ndarray,
+    node_end: np.ndarray,
+    node_depth: np.ndarray,
+    token_next_dup: np.ndarray,
+    out_w: np.ndarray,
+) -> int:
     """Trie walk when no lexeme boundary can occur inside a token: one lexer state per depth.
 
     Every token whose bytes keep the lexer alive is allowed (``out_w``); there are no candidates.
