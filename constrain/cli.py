@@ -136,7 +136,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             for token in tok.encode(text, add_special_tokens=False).ids:
                 t1 = time.perf_counter()
                 m.fill_next_token_bitmask(bitmask)
-                allowed = bool(bitmask[0, token >> 5].item() >> (token & 31) & 1)
+                allowed = bool(int(bitmask[0, token >> 5]) >> (token & 31) & 1)
                 accepted = m.accept_token(token)
                 times.append(time.perf_counter() - t1)
                 if not (allowed and accepted):

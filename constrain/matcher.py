@@ -29,6 +29,7 @@ from constrain.kernels.numba_match import (
     fill_mask_kernel,
     simulate_kernel,
 )
+from constrain.tables import TableSnapshot
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
 
@@ -124,6 +125,8 @@ class Matcher:
         self._scratch = np.full((2, parser.num_items), -1, dtype=np.int64)
         self._memo = np.full((3, _MEMO_SIZE), -1, dtype=np.int64)
         self._kernels: dict[int, Int32Array] = {}
+        self._entry_index: object = None
+        self._entry_memo: dict[tuple[int, int], int] = {}
         # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
         self._job = np.zeros((4, 1), dtype=np.int64)
         self._result = np.zeros(1, dtype=np.int32)
@@ -409,8 +412,7 @@ class Matcher:
             self._set_eos(row)
             return
         n = self._n
-        kernels = [self._kernel(int(p)) for p in self._hyp[0, :n]]
-        entry_ids, snap = self.compiled.tables.lookup(self._hyp[1, :n], kernels)
+        entry_ids, snap = self._entries(n)
         vocab = self.vocab
         while True:
             res = fill_mask_kernel(
@@ -423,6 +425,27 @@ class Matcher:
             row[:] = 0
         if res == 1:
             self._set_eos(row)
+
+    def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
+        """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""
+        tables = self.compiled.tables
+        snap = tables.snapshot()
+        if self._entry_index is not snap.index:
+            self._entry_index = snap.index
+            self._entry_memo = {}
+        memo = self._entry_memo
+        sets = self._hyp[0, :n].tolist()
+        states = self._hyp[1, :n].tolist()
+        uids = self._sets[5, sets].tolist()
+        ids = [memo.get((u, st), -1) for u, st in zip(uids, states, strict=True)]
+        if min(ids) >= 0 and max(ids) < snap.num_entries:
+            return np.array(ids, dtype=np.int32), snap
+        kernels = [self._kernel(p) for p in sets]
+        entry_ids, snap = tables.lookup(self._hyp[1, :n], kernels)
+        if self._entry_index is snap.index:
+            for u, st, e in zip(uids, states, entry_ids.tolist(), strict=True):
+                memo[(u, st)] = e
+        return entry_ids, snap
 
     def _kernel(self, p: int) -> Int32Array:
         """Sorted ids of the items of Earley set ``p`` with a terminal after the dot (cached)."""

@@ -90,6 +90,10 @@ class MaskTables:
             num_entries=0,
         )
 
+    def snapshot(self) -> TableSnapshot:
+        """Return the current snapshot (entries never change once published)."""
+        return self._snap
+
     def nbytes(self) -> int:
         """Return the memory held by the pools, in bytes."""
         snap = self._snap
