@@ -81,6 +81,63 @@ INEXACT, EXACT_ITEMS, EXACT = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
+def _intern(
+    n: int,
+    flags: int,
+    t_s: np.ndarray,
+    t_x: np.ndarray,
+    t_bits: np.ndarray,
+    cs_n: np.ndarray,
+    cs_flags: np.ndarray,
+    cs_s: np.ndarray,
+    cs_x: np.ndarray,
+    cs_bits: np.ndarray,
+    table: np.ndarray,
+    num_sets: int,
+) -> int:
+    """Return the id of configuration set ``t_*[0, :n]`` with ``flags``; add it if new.
+
+    Returns ``num_sets`` for a new set, -1 when the set store is full.
+    """
+    h = n * 31 + flags
+    for k in range(n):
+        h = (h * 1000003 + t_s[0, k] * 7 + t_x[0, k]) % 2147483647
+        for w in range(t_bits.shape[2]):
+            h = (h * 1000003 + int(t_bits[0, k, w] % np.uint64(2147483647))) % 2147483647
+    mask = table.shape[0] - 1
+    slot = h & mask
+    while table[slot] >= 0:
+        j = table[slot]
+        if cs_n[j] == n and cs_flags[j] == flags:
+            same = True
+            for k in range(n):
+                if cs_s[j, k] != t_s[0, k] or cs_x[j, k] != t_x[0, k]:
+                    same = False
+                    break
+                for w in range(t_bits.shape[2]):
+                    if cs_bits[j, k, w] != t_bits[0, k, w]:
+                        same = False
+                        break
+                if not same:
+                    break
+            if same:
+                return j
+        slot = (slot + 1) & mask
+    if num_sets >= cs_n.shape[0]:
+        return -1
+    j = num_sets
+    table[slot] = j
+    cs_n[j] = n
+    cs_flags[j] = flags
+    for k in range(n):
+        cs_s[j, k] = t_s[0, k]
+        cs_x[j, k] = t_x[0, k]
+        for w in range(t_bits.shape[2]):
+            cs_bits[j, k, w] = t_bits[0, k, w]
+    return j
+
+
+@njit(cache=True, nogil=True)
 def _walk_single(
     s0: int,
     alive: np.ndarray,
@@ -191,7 +248,6 @@ def build_entry_kernel(
         if node_depth[i] + 1 > max_depth:
             max_depth = node_depth[i] + 1
     cfg_n = np.zeros(max_depth, dtype=np.int32)
-    cfg_over = np.zeros(max_depth, dtype=np.bool_)
     cfg_s = np.zeros((max_depth, _K), dtype=np.int32)
     cfg_x = np.zeros((max_depth, _K), dtype=np.int8)
     cfg_bits = np.zeros((max_depth, _K, num_words), dtype=np.uint64)
@@ -233,6 +289,34 @@ def build_entry_kernel(
         # no lexeme can end and be followed inside a token: every allowed token is exact
         return _walk_single(s0, root_alive, byte_class, trans, node_byte, node_token, node_end,
                             node_depth, token_next_dup, out_w)  # fmt: skip
+    # The configuration set at a trie node depends only on the parent's set and the byte
+    # class, so sets are interned and their transitions memoised: a lazily built DFA over
+    # configuration sets, and the walk costs one table lookup per node once it is warm.
+    max_sets = 4096
+    cs_n = np.zeros(max_sets, dtype=np.int32)
+    cs_flags = np.zeros(max_sets, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
+    cs_s = np.zeros((max_sets, _K), dtype=np.int32)
+    cs_x = np.zeros((max_sets, _K), dtype=np.int8)
+    cs_bits = np.zeros((max_sets, _K, num_words), dtype=np.uint64)
+    cs_trans = np.full((max_sets, trans.shape[1]), -2, dtype=np.int32)
+    table = np.full(4 * max_sets, -1, dtype=np.int32)
+    t_s = np.zeros((1, _K), dtype=np.int32)
+    t_x = np.zeros((1, _K), dtype=np.int8)
+    t_bits = np.zeros((1, _K, num_words), dtype=np.uint64)
+    num_sets = 0
+    # root set: the configuration of depth 0, marked so that its first byte does not split
+    cs_n[0] = 1
+    cs_flags[0] = 2
+    cs_s[0, 0] = cfg_s[0, 0]
+    cs_x[0, 0] = cfg_x[0, 0]
+    for w in range(num_words):
+        cs_bits[0, 0, w] = cfg_bits[0, 0, w]
+    # set 1 is the sink used when the store is full: no configurations, overflow (every token
+    # below becomes a candidate, checked exactly at run time)
+    cs_n[1] = 0
+    cs_flags[1] = 1
+    num_sets = 2
+    ids = np.zeros(max_depth, dtype=np.int32)
     path = np.zeros(max_depth, dtype=np.int32)
     prev_path = np.zeros(max_depth, dtype=np.int32)
     prev_depth = 0
@@ -243,84 +327,101 @@ def build_entry_kernel(
         d = node_depth[i]
         path[d] = i
         c = byte_class[node_byte[i]]
-        sc = trans[0, c]
-        n = 0
-        over = cfg_over[d - 1]
-        exact_alive = False
-        for k in range(cfg_n[d - 1]):
-            st = cfg_s[d - 1, k]
-            level = cfg_x[d - 1, k]
-            bits = cfg_bits[d - 1, k]
-            x = trans[st, c]
-            root = level == EXACT_ITEMS
-            if x >= 0 and (root_alive[x] if root else _alive_bits(x, bits, alive_bits)):
-                r = _add(x, bits, level, cfg_s, cfg_x, cfg_bits, d, n)
-                if r < 0:
-                    over = True
-                else:
-                    n = r
-                    exact_alive = exact_alive or level != INEXACT
-            if st == 0 or sc < 0 or d == 1 or (root and not root_split[st]):
-                continue
-            ign = False
-            scan = False
-            exact = level != INEXACT and exact_scans
-            for w in range(num_words):
-                a = accept_bits[st, w] & bits[w]
-                if a & ignore[w] != 0:
-                    ign = True
-                acc[w] = a & (bits[w] & ~ignore[w] if exact else scannable[w])
-                if acc[w] != 0:
-                    scan = True
-            if ign and _alive_bits(sc, bits, alive_bits):
-                r = _add(sc, bits, level, cfg_s, cfg_x, cfg_bits, d, n)
-                if r < 0:
-                    over = True
-                else:
-                    n = r
-                    exact_alive = exact_alive or level != INEXACT
-            if not scan:
-                continue
-            if exact and _alive_bits(sc, ignore, alive_bits):
-                r = _add(sc, ignore, EXACT, cfg_s, cfg_x, cfg_bits, d, n)
-                if r < 0:
-                    over = True
-                else:
-                    n = r
-                    exact_alive = True
-            # per scanned terminal: the exact next expected set, else the FOLLOW union
-            for w in range(num_words):
-                bw = acc[w]
-                t = w * 64
-                while bw != 0:
-                    if bw & np.uint64(1):
-                        if exact and level == EXACT_ITEMS and next_exact[t]:
-                            for v in range(num_words):
-                                tmp[v] = next_bits[t, v] | ignore[v]
-                            lvl = EXACT
-                        else:
-                            for v in range(num_words):
-                                one_t[v] = 0
-                            one_t[t >> 6] = np.uint64(1) << np.uint64(t & 63)
-                            _follow_union(one_t, follow_bits, ignore, tmp)
-                            lvl = INEXACT
-                        if _alive_bits(sc, tmp, alive_bits):
-                            r = _add(sc, tmp, lvl, cfg_s, cfg_x, cfg_bits, d, n)
-                            if r < 0:
-                                over = True
+        pid = ids[d - 1]
+        nid = cs_trans[pid, c]
+        if nid == -2:
+            sc = trans[0, c]
+            n = 0
+            over = cs_flags[pid] & 1 != 0
+            first = cs_flags[pid] & 2 != 0
+            exact_alive = False
+            for k in range(cs_n[pid]):
+                st = cs_s[pid, k]
+                level = cs_x[pid, k]
+                bits = cs_bits[pid, k]
+                x = trans[st, c]
+                root = level == EXACT_ITEMS
+                if x >= 0 and (root_alive[x] if root else _alive_bits(x, bits, alive_bits)):
+                    r = _add(x, bits, level, t_s, t_x, t_bits, 0, n)
+                    if r < 0:
+                        over = True
+                    else:
+                        n = r
+                        exact_alive = exact_alive or level != INEXACT
+                if st == 0 or sc < 0 or first or (root and not root_split[st]):
+                    continue
+                ign = False
+                scan = False
+                exact = level != INEXACT and exact_scans
+                for w in range(num_words):
+                    a = accept_bits[st, w] & bits[w]
+                    if a & ignore[w] != 0:
+                        ign = True
+                    acc[w] = a & (bits[w] & ~ignore[w] if exact else scannable[w])
+                    if acc[w] != 0:
+                        scan = True
+                if ign and _alive_bits(sc, bits, alive_bits):
+                    r = _add(sc, bits, level, t_s, t_x, t_bits, 0, n)
+                    if r < 0:
+                        over = True
+                    else:
+                        n = r
+                        exact_alive = exact_alive or level != INEXACT
+                if not scan:
+                    continue
+                if exact and _alive_bits(sc, ignore, alive_bits):
+                    r = _add(sc, ignore, EXACT, t_s, t_x, t_bits, 0, n)
+                    if r < 0:
+                        over = True
+                    else:
+                        n = r
+                        exact_alive = True
+                # per scanned terminal: the exact next expected set, else the FOLLOW union
+                for w in range(num_words):
+                    bw = acc[w]
+                    t = w * 64
+                    while bw != 0:
+                        if bw & np.uint64(1):
+                            if exact and level == EXACT_ITEMS and next_exact[t]:
+                                for v in range(num_words):
+                                    tmp[v] = next_bits[t, v] | ignore[v]
+                                lvl = EXACT
                             else:
-                                n = r
-                                exact_alive = exact_alive or lvl != INEXACT
-                    bw = bw >> np.uint64(1)
-                    t += 1
-        cfg_n[d] = n
-        cfg_over[d] = over
+                                for v in range(num_words):
+                                    one_t[v] = 0
+                                one_t[t >> 6] = np.uint64(1) << np.uint64(t & 63)
+                                _follow_union(one_t, follow_bits, ignore, tmp)
+                                lvl = INEXACT
+                            if _alive_bits(sc, tmp, alive_bits):
+                                r = _add(sc, tmp, lvl, t_s, t_x, t_bits, 0, n)
+                                if r < 0:
+                                    over = True
+                                else:
+                                    n = r
+                                    exact_alive = exact_alive or lvl != INEXACT
+                        bw = bw >> np.uint64(1)
+                        t += 1
+            if n == 0 and not over:
+                nid = -1
+            else:
+                flags = (1 if over else 0) | (4 if exact_alive else 0)
+                nid = _intern(n, flags, t_s, t_x, t_bits, cs_n, cs_flags, cs_s, cs_x, cs_bits,
+                              table, num_sets)  # fmt: skip
+                if nid < 0:
+                    nid = 1
+                elif nid == num_sets:
+                    num_sets += 1
+            cs_trans[pid, c] = nid
+        if nid < 0:
+            i = node_end[i]
+            continue
+        ids[d] = nid
         tok = node_token[i]
-        if exact_alive:
+        if cs_flags[nid] & 4:
             while tok >= 0:
                 out_w[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
                 tok = token_next_dup[tok]
-        elif (n > 0 or over) and tok >= 0:
+        elif tok >= 0:
             lcp = 0
             while lcp < d and lcp < prev_depth and path[lcp + 1] == prev_path[lcp + 1]:
                 lcp += 1
@@ -333,8 +434,5 @@ def build_entry_kernel(
                 lcp = d
                 nc += 1
                 tok = token_next_dup[tok]
-        if n == 0 and not over:
-            i = node_end[i]
-        else:
-            i += 1
+        i += 1
     return nc
