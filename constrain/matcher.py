@@ -127,6 +127,9 @@ class Matcher:
         self._kernels: dict[int, Int32Array] = {}
         self._entry_index: object = None
         self._entry_memo: dict[tuple[int, int], int] = {}
+        self._ids4 = np.zeros(4, dtype=np.int32)
+        self._last_bitmask: Any = None
+        self._last_rows = np.zeros((0, 0), dtype=np.uint32)
         # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
         self._job = np.zeros((4, 1), dtype=np.int64)
         self._result = np.zeros(1, dtype=np.int32)
@@ -221,7 +224,7 @@ class Matcher:
         other.__dict__.update(self.__dict__)
         for name in ("_hyp", "_cur", "_stack", "_stack_n", "_fstack", "_fstack_n", "_items",
                      "_sets", "_set_bits", "_counts", "_scratch", "_memo", "_job",
-                     "_result"):  # fmt: skip
+                     "_result", "_ids4"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
         other._history = list(self._history)
         other._rebuild_args()
@@ -393,7 +396,11 @@ class Matcher:
                 allowed = t < vocab.size and matcher.validate_tokens([t]) == 1
                 set_bit(bitmask[index], t, allowed)
         """
-        rows = _bitmask_rows(bitmask)
+        if bitmask is self._last_bitmask:
+            rows = self._last_rows
+        else:
+            rows = _bitmask_rows(bitmask)
+            self._last_bitmask, self._last_rows = bitmask, rows
         if not 0 <= index < rows.shape[0]:
             raise IndexError(f"index {index} out of range for a bitmask of {rows.shape[0]} rows")
         words = (self.vocab.size + 31) // 32
@@ -434,8 +441,20 @@ class Matcher:
             self._entry_index = snap.index
             self._entry_memo = {}
         memo = self._entry_memo
-        sets = self._hyp[0, :n].tolist()
-        states = self._hyp[1, :n].tolist()
+        hyp = self._hyp
+        if n <= 4:
+            # the common case, without list building
+            ids = self._ids4[:n]
+            uid_row = self._sets[5]
+            for h in range(n):
+                e = memo.get((int(uid_row[hyp[0, h]]), int(hyp[1, h])), -1)
+                if not 0 <= e < snap.num_entries:
+                    break
+                ids[h] = e
+            else:
+                return ids, snap
+        sets = hyp[0, :n].tolist()
+        states = hyp[1, :n].tolist()
         uids = self._sets[5, sets].tolist()
         ids = [memo.get((u, st), -1) for u, st in zip(uids, states, strict=True)]
         if min(ids) >= 0 and max(ids) < snap.num_entries:

@@ -121,7 +121,7 @@ def _intern(
                 if not same:
                     break
             if same:
-                return j
+                return int(j)
         slot = (slot + 1) & mask
     if num_sets >= cs_n.shape[0]:
         return -1
