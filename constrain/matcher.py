@@ -456,9 +456,9 @@ class Matcher:
         sets = hyp[0, :n].tolist()
         states = hyp[1, :n].tolist()
         uids = self._sets[5, sets].tolist()
-        ids = [memo.get((u, st), -1) for u, st in zip(uids, states, strict=True)]
-        if min(ids) >= 0 and max(ids) < snap.num_entries:
-            return np.array(ids, dtype=np.int32), snap
+        found = [memo.get((u, st), -1) for u, st in zip(uids, states, strict=True)]
+        if min(found) >= 0 and max(found) < snap.num_entries:
+            return np.array(found, dtype=np.int32), snap
         kernels = [self._kernel(p) for p in sets]
         entry_ids, snap = tables.lookup(self._hyp[1, :n], kernels)
         if self._entry_index is snap.index:
