@@ -534,6 +534,10 @@ class Grammar:
             If the start rule derives no string at all (the grammar accepts nothing).
         """
         self.validate()
+        return self._without_empty_terminals()._reduce()
+
+    def _reduce(self) -> Grammar:
+        """Keep the productive rules reachable from the start (see :meth:`normalise`)."""
         terms = self.terminal_map()
         rules = self.rule_map()
         productive: set[str] = set(terms)
@@ -573,6 +577,45 @@ class Grammar:
             terminals=tuple(t for t in self.terminals if t.name in used_terms),
             start=self.start,
             ignore=self.ignore,
+            _meta=self._meta,
+        )
+
+    def _without_empty_terminals(self) -> Grammar:
+        """Return an equivalent grammar whose terminals never match the empty string.
+
+        A nullable terminal ``T`` keeps its non-empty part and each use of it becomes a new rule
+        ``t_opt: T | <empty>`` (linear in the grammar, unlike spelling out every combination).
+        A terminal that matches only the empty string disappears.
+        """
+        nullable = {t.name: _non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
+        if not nullable:
+            return self
+        taken = {r.name for r in self.rules}
+        opt: dict[str, str] = {}
+        extra: list[Rule] = []
+        for name, rest in nullable.items():
+            base = "__" + name.lower().lstrip("_") + "_opt"
+            rule_name, k = base, 2
+            while rule_name in taken:
+                rule_name, k = f"{base}{k}", k + 1
+            taken.add(rule_name)
+            opt[name] = rule_name
+            extra.append(Rule(rule_name, ((name,), ()) if rest is not None else ((),)))
+        rules = tuple(
+            Rule(r.name, tuple(tuple(opt.get(sym, sym) for sym in alt) for alt in r.alternatives))
+            for r in self.rules
+        ) + tuple(extra)
+        terminals = tuple(
+            Terminal(t.name, rest)
+            for t in self.terminals
+            if (rest := nullable.get(t.name, t.regex)) is not None
+        )
+        kept = {t.name for t in terminals}
+        return Grammar(
+            rules=rules,
+            terminals=terminals,
+            start=self.start,
+            ignore=tuple(n for n in self.ignore if n in kept),
             _meta=self._meta,
         )
 

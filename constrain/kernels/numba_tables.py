@@ -101,7 +101,7 @@ def _intern(
     """
     h = n * 31 + flags
     for k in range(n):
-        h = (h * 1000003 + t_s[0, k] * 7 + t_x[0, k]) % 2147483647
+        h = (h * 1000003 + int(t_s[0, k]) * 7 + int(t_x[0, k])) % 2147483647
         for w in range(t_bits.shape[2]):
             h = (h * 1000003 + int(t_bits[0, k, w] % np.uint64(2147483647))) % 2147483647
     mask = table.shape[0] - 1

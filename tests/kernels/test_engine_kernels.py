@@ -1,0 +1,242 @@
+"""The engine's numba kernels against the naive oracles of tests/reference.py, on tiny inputs.
+
+- ``constrain.kernels.numba_tables`` (through ``MaskTables.build``): for every matcher hypothesis
+  ``(P, s)`` (Earley set, lexer state) reached by the byte prefixes explored below, the
+  *within* tokens of its entry (keyed by ``s`` and the kernel of ``P``, and computed once per
+  key) are allowed after that prefix: context-independent means allowed whatever else the parser
+  stack holds; every allowed token is *within* or a *candidate* of some hypothesis (the split
+  is sound); and the matcher's mask (``numba_match.fill_mask_kernel``) is the naive mask.
+- ``constrain.kernels.numba_earley`` / ``numba_match.simulate_kernel`` (through
+  ``Matcher.accept_bytes`` and ``is_accepting``): acceptance equals ``naive_cfg_accepts`` on
+  every string over a small alphabet up to a small length.
+
+The inputs are tiny so that the suite also runs with ``NUMBA_DISABLE_JIT=1`` (pure Python):
+``NUMBA_DISABLE_JIT=1 pytest tests/kernels -m "not slow and not triton"``.
+
+The hypotheses are read from the matcher's private state (``_hyp``, ``_n``, ``_kernel``): see
+:func:`hypotheses`, the one place that knows them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import warnings
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from constrain import Compiler, Grammar, Matcher
+from constrain.testing import tiny_vocabulary
+
+
+def _load_reference() -> ModuleType:
+    if "reference" not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "reference.py"
+        spec = importlib.util.spec_from_file_location("reference", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["reference"] = module
+    return sys.modules["reference"]
+
+
+reference = _load_reference()
+
+# name -> (Lark text, alphabet for exhaustive strings, sentences whose prefixes are explored)
+GRAMMARS = {
+    "mini_json": (
+        '?start: value\n?value: "{" [pair ("," pair)*] "}" | "[" [value ("," value)*] "]"\n'
+        '    | STRING | NUMBER | "true" | "false" | "null"\npair: STRING ":" value\n'
+        'STRING: /"[a-z]*"/\nNUMBER: /-?[0-9]+/\n%ignore " "\n',
+        '{}"a:1',
+        ['{"a": [1, -12, true], "name": {}}', '[null, "abc", false]', "  1234 "],
+    ),
+    "words": (
+        'start: WORD (" " WORD)*\nWORD: "the" | "a" | /[a-c]+/ | "hello"\n',
+        "abt h",
+        ["the abc a", "hello the ba", "abcd"],
+    ),
+    "arith": (
+        'start: e\ne: e "+" e | "(" e ")" | NUM\nNUM: /[0-9]+/\n%ignore " "\n',
+        "1+( )",
+        ["(12 + 3) + 99", "((1))+00"],
+    ),
+    "utf8": (
+        'start: W ("€" W)*\nW: /[é😀a1]+/\n',
+        "a1€é",
+        ["a€1😀€é", "😀😀€a1"],
+    ),
+    "listed": (
+        'start: STEM "ed" | STEM "s"\nSTEM: "list" | "listen"\n',
+        "listed",
+        ["listened", "listens", "listed"],
+    ),
+}
+
+
+MAX_DEPTH = {"listed": 9}
+
+
+@cache
+def grammar(name: str) -> Grammar:
+    return Grammar.from_lark(GRAMMARS[name][0])
+
+
+@cache
+def matcher(name: str) -> Matcher:
+    return Matcher(Compiler(tiny_vocabulary()).compile(grammar(name)))
+
+
+def hypotheses(m: Matcher) -> list[tuple[int, int, np.ndarray]]:
+    """Return the matcher's hypotheses as ``(earley_set, lexer_state, table_key)``.
+
+    ``table_key`` is what the matcher hands ``MaskTables.build``/``lookup`` for that Earley
+    set: its *kernel*, the sorted ids of its items with a terminal after the dot.
+    """
+    n = int(m._n)
+    return [
+        (p, s, m._kernel(p))
+        for p, s in zip(m._hyp[0, :n].tolist(), m._hyp[1, :n].tolist(), strict=True)
+    ]
+
+
+def bitset_ids(words: np.ndarray, size: int) -> set[int]:
+    bits = np.unpackbits(np.asarray(words, dtype=np.uint32).view(np.uint8), bitorder="little")
+    return set(np.flatnonzero(bits[:size]).tolist())
+
+
+def explored_prefixes(name: str, max_len: int = 3) -> list[bytes]:
+    """Byte prefixes of the sentences (some end inside a UTF-8 character) and every viable
+    string over the alphabet up to ``max_len`` bytes."""
+    _, alphabet, sentences = GRAMMARS[name]
+    viable = reference.naive_cfg_recognizer(grammar(name)).viable
+    out = {s.encode()[:k] for s in sentences for k in range(len(s.encode()) + 1)}
+    symbols = sorted({c.encode() for c in alphabet})
+    for k in range(1, max_len + 1):
+        out.update(b"".join(p) for p in itertools.product(symbols, repeat=k))
+    return sorted(p for p in out if viable(p))
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_mask_tables_split_is_sound(name: str) -> None:
+    vocab = tiny_vocabulary()
+    eos = {int(e) for e in vocab.eos_ids}
+    recognizer = reference.naive_cfg_recognizer(grammar(name))
+    m = matcher(name)
+    tables = m.compiled.tables
+    built: dict[tuple[int, bytes], tuple[set[int], set[int]]] = {}
+    prefixes = explored_prefixes(name)
+    assert len(prefixes) >= 10
+    for prefix in prefixes:
+        m.reset()
+        assert m.accept_bytes(prefix), prefix
+        allowed = reference.naive_mask(vocab, recognizer.viable, recognizer.accepts, prefix)
+        covered: set[int] = set()
+        for _, state, kernel in hypotheses(m):
+            key = (state, kernel.tobytes())
+            if key not in built:
+                entry = tables.build(state, kernel)
+                built[key] = (bitset_ids(entry[0], vocab.size), set(entry[1].tolist()))
+            within, candidates = built[key]
+            assert within <= allowed, (name, prefix, state, sorted(within - allowed)[:5])
+            covered |= within | candidates
+        assert allowed - eos <= covered, (name, prefix, sorted(allowed - eos - covered)[:5])
+        assert set(m.allowed_token_ids().tolist()) == allowed, (name, prefix)
+    assert built
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_cached_entries_equal_fresh_builds(name: str) -> None:
+    """The pooled, copy-on-grow cache (MaskTables.lookup) holds what build() computes."""
+    m = Matcher(Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar(name)))
+    tables = m.compiled.tables
+    for prefix in explored_prefixes(name, max_len=2):
+        m.reset()
+        assert m.accept_bytes(prefix)
+        hyps = hypotheses(m)
+        states = np.array([s for _, s, _ in hyps], dtype=np.int32)
+        ids, snap = tables.lookup(states, [e for _, _, e in hyps])
+        for (_, state, kernel), e in zip(hyps, ids.tolist(), strict=True):
+            fresh = tables.build(state, kernel)
+            assert (snap.w_pool[e] == fresh[0]).all()
+            cands = snap.c_tokens[snap.c_indptr[e] : snap.c_indptr[e + 1]]
+            assert cands.tolist() == fresh[1].tolist()
+    # the initial pools hold 8 entries: mini_json needs more, so copy-on-grow is exercised
+    assert len(tables) > (8 if name == "mini_json" else 0)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_acceptance_equals_naive_on_all_short_strings(name: str) -> None:
+    """Every string over the alphabet up to 4 characters (9 for "listed"), depth first with
+    rollback: a character is accepted iff the prefix stays viable, and is_accepting() iff
+    naive_cfg_accepts."""
+    g = grammar(name)
+    recognizer = reference.naive_cfg_recognizer(g)
+    _, alphabet, _ = GRAMMARS[name]
+    m = matcher(name)
+    m.reset()
+    visited = 0
+
+    def visit(prefix: bytes, depth: int) -> None:
+        nonlocal visited
+        visited += 1
+        assert m.is_accepting() == reference.naive_cfg_accepts(g, prefix), (name, prefix)
+        if depth == MAX_DEPTH.get(name, 4):
+            return
+        for c in alphabet:
+            text = prefix + c.encode()
+            ok = m.accept_bytes(c)
+            assert ok == recognizer.viable(text), (name, text)
+            if ok:
+                visit(text, depth + 1)
+                m.rollback(1)
+
+    visit(b"", 0)
+    assert m.num_accepted_tokens == 0
+    assert visited > len(alphabet)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_whole_sentences_in_one_step(name: str) -> None:
+    """accept_bytes of a whole text (one kernel call) agrees with the naive oracle."""
+    g = grammar(name)
+    _, _, sentences = GRAMMARS[name]
+    m = matcher(name)
+    for text in sentences + [s[:-1] for s in sentences] + [s + s for s in sentences]:
+        raw = text.encode()
+        m.reset()
+        viable = reference.naive_cfg_recognizer(g).viable(raw)
+        assert m.accept_bytes(raw) == viable, (name, text)
+        assert (viable and m.is_accepting()) == reference.naive_cfg_accepts(g, raw), (name, text)
+
+
+def test_intern_hash_is_the_same_without_jit() -> None:
+    """STYLE.md section 5: no reliance on integer wrap-around (it differs without the JIT)."""
+    from constrain.kernels import numba_tables
+
+    intern = numba_tables._intern
+    py_intern = getattr(intern, "py_func", intern)
+
+    def run(fn: object) -> tuple[np.ndarray, list[str]]:
+        table = np.full(64, -1, dtype=np.int32)
+        args = (
+            1, 0,
+            np.array([[5]], dtype=np.int32), np.array([[1]], dtype=np.bool_),
+            np.array([[[123]]], dtype=np.uint64),
+            np.zeros(4, np.int32), np.zeros(4, np.int32), np.zeros((4, 1), np.int32),
+            np.zeros((4, 1), np.bool_), np.zeros((4, 1, 1), np.uint64), table, 0,
+        )  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert fn(*args) == 0  # type: ignore[operator]
+        return table, [str(w.message) for w in caught if "overflow" in str(w.message)]
+
+    jit_table, _ = run(intern)
+    py_table, overflows = run(py_intern)
+    assert not overflows, overflows
+    assert (jit_table == py_table).all()
