@@ -295,7 +295,9 @@ class Matcher:
         Raises
         ------
         ValueError
-            If ``token_id`` is negative or not an integer.
+            If ``token_id`` is negative, not an integer, or past the model's vocabulary
+            (``vocab.model_vocab_size``; ids between ``vocab.size`` and it are padding and
+            never allowed).
         """
         tok = int(token_id)
         if tok < 0 or tok != token_id:
@@ -304,6 +306,11 @@ class Matcher:
             return False
         vocab = self.vocab
         if tok >= vocab.size:
+            if tok >= vocab.model_vocab_size:
+                raise ValueError(
+                    f"token id {tok} is out of range: the model vocabulary has "
+                    f"{vocab.model_vocab_size} ids"
+                )
             return False
         if tok in self._eos_set:
             if not self.is_accepting():

@@ -224,7 +224,13 @@ def test_token_id_errors() -> None:
     m = Matcher(_compile(vocab, Grammar.from_regex(r"a")))
     with pytest.raises(ValueError):
         m.accept_token(-1)
-    assert not m.accept_token(vocab.size + 5)
+    with pytest.raises(ValueError):
+        m.accept_token(vocab.model_vocab_size + 5)
+    padded = constrain.Vocabulary.from_bytes(
+        [bytes([b]) for b in range(256)] + [None], eos_ids=[256], model_vocab_size=300
+    )
+    mp = Matcher(_compile(padded, Grammar.from_regex(r"a")))
+    assert not mp.accept_token(290)
 
 
 def test_padded_bitmask_clears_extra_bits() -> None:
