@@ -8,34 +8,15 @@ GPU cases are marked ``gpu`` and skip without CUDA.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import shutil
-import sys
 import zlib
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 import torch
 
 from constrain.bitmask import apply_token_bitmask_inplace, bool_mask_to_bitmask
-
-
-def _load_reference() -> ModuleType:
-    # tests/ is not on sys.path under --import-mode=importlib; load the oracle module by path.
-    if "reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "reference", Path(__file__).resolve().parents[1] / "reference.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 VOCABS = [1, 31, 33, 1000, 32000, 32001, 128256]

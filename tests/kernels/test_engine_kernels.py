@@ -19,33 +19,16 @@ The hypotheses are read from the matcher's private state (``_hyp``, ``_n``, ``_k
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
 import warnings
 from functools import cache
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 
 from constrain import Compiler, Grammar, Matcher
 from constrain.testing import tiny_vocabulary
-
-
-def _load_reference() -> ModuleType:
-    if "reference" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "reference.py"
-        spec = importlib.util.spec_from_file_location("reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["reference"] = module
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 # name -> (Lark text, alphabet for exhaustive strings, sentences whose prefixes are explored)
 GRAMMARS = {

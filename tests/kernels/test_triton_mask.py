@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 import torch
 
 from constrain.bitmask import apply_token_bitmask_inplace
@@ -29,22 +27,6 @@ pytestmark = pytest.mark.triton
 INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") == "1"
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 NEG_INF = float("-inf")
-
-
-def _load_reference() -> ModuleType:
-    # tests/ is not on sys.path under --import-mode=importlib; load the oracle module by path.
-    if "reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "reference", Path(__file__).resolve().parents[1] / "reference.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 
 @pytest.fixture(scope="module")

@@ -18,15 +18,13 @@ over ``byte_vocabulary`` at every prefix.
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import lark
 import pytest
+import reference
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -37,19 +35,6 @@ from constrain.testing import byte_vocabulary
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
 
-
-def _load_reference() -> ModuleType:
-    if "reference" not in sys.modules:
-        path = ROOT / "tests" / "reference.py"
-        spec = importlib.util.spec_from_file_location("reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["reference"] = module
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 TINY = {
     "ambiguous": 'start: e\ne: e "+" e | e "*" e | "(" e ")" | NUM\nNUM: /[0-9]+/\n',

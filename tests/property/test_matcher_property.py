@@ -17,16 +17,13 @@ Hypothesis runs derandomized (fixed seeds), without deadlines or an example data
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,19 +33,7 @@ from constrain.frontends.regex import parse_regex
 from constrain.ir import ANY_CHAR, Alt, CharSet, Concat, Literal, Regex, Repeat, regex_to_pattern
 from constrain.testing import byte_vocabulary, tiny_vocabulary
 
-
-def _load_reference() -> ModuleType:
-    if "reference" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "reference.py"
-        spec = importlib.util.spec_from_file_location("reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["reference"] = module
-    return sys.modules["reference"]
-
-
-naive_mask = _load_reference().naive_mask
+naive_mask = reference.naive_mask
 
 SETTINGS = settings(
     max_examples=60,

@@ -6,11 +6,10 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 import torch
 
 from constrain import bitmask as bm
@@ -22,22 +21,6 @@ from constrain.bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
-
-
-def _load_reference() -> ModuleType:
-    # tests/ is not on sys.path under --import-mode=importlib; load the oracle module by path.
-    if "reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "reference", Path(__file__).resolve().parents[1] / "reference.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 # --------------------------------------------------------------------------------------------
 # Shape, allocation, reset

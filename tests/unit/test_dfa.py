@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
-import sys
 import time
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 
 from constrain.automata.dfa import (
     NfaBuilder,
@@ -25,20 +22,6 @@ from constrain.errors import CompileLimitError
 from constrain.frontends.regex import parse_regex
 from constrain.ir import EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Regex, Repeat
 from constrain.kernels.numba_dfa import determinize_kernel, minimize_kernel, nfa_live_kernel
-
-
-def _load_reference() -> ModuleType:
-    if "reference" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "reference.py"
-        spec = importlib.util.spec_from_file_location("reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["reference"] = module
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 
 def dfa_of(pattern: str) -> object:

@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 
 from constrain.automata.dfa import compile_regex
 from constrain.automata.lexer import LexerDfa, build_lexer
 from constrain.errors import CompileLimitError, GrammarError
 from constrain.frontends.regex import parse_regex
 from constrain.ir import NOTHING, Literal
-
-
-def _load_reference() -> ModuleType:
-    if "reference" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "reference.py"
-        spec = importlib.util.spec_from_file_location("reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["reference"] = module
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 TERMINALS = {
     "IF": "if",

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 import unicodedata
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+import reference
 
 from constrain.automata.dfa import compile_regex
 from constrain.errors import GrammarError, RegexError
 from constrain.frontends.regex import literal_regex, parse_regex
 from constrain.ir import EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Repeat, regex_to_pattern
-
-
-def _load_reference() -> ModuleType:
-    if "reference" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "reference.py"
-        spec = importlib.util.spec_from_file_location("reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["reference"] = module
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 # Strings that exercise Unicode classes, case folding and multi-byte encodings.
 PROBES = [

