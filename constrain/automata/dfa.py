@@ -30,7 +30,7 @@ import numpy as np
 
 from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
 from constrain.errors import CompileLimitError
-from constrain.ir import Alt, CharSet, Concat, Literal, Regex, Repeat
+from constrain.ir import Alt, CharSet, Concat, Literal, Regex, Repeat, matches_empty
 from constrain.kernels.numba_dfa import (
     determinize_kernel,
     merge_classes_kernel,
@@ -175,17 +175,7 @@ def _charset_template(cs: CharSet) -> _Template:
 
 def nullable(node: Regex) -> bool:
     """Return whether the language of ``node`` contains the empty string."""
-    if isinstance(node, CharSet):
-        return False
-    if isinstance(node, Literal):
-        return not node.text
-    if isinstance(node, Concat):
-        return all(nullable(item) for item in node.items)
-    if isinstance(node, Alt):
-        return any(nullable(item) for item in node.items)
-    if isinstance(node, Repeat):
-        return node.min == 0 or nullable(node.item)
-    raise TypeError(f"not a regex IR node: {node!r}")
+    return matches_empty(node)
 
 
 def _simplify_repeat(node: Repeat) -> Regex:
