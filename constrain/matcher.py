@@ -37,6 +37,7 @@ _Snapshot = tuple[Int32Array, int, int, bool]
 
 _MEMO_SIZE = 1 << 12
 _SHARED_HYPS = 32
+_ROW_MEMO = 4
 _MAX_FORCED = 4096
 
 
@@ -127,6 +128,7 @@ class Matcher:
         self._kernels: dict[int, Int32Array] = {}
         self._entry_index: object = None
         self._entry_memo: dict[tuple[int, int], int] = {}
+        self._row_memo: dict[tuple[tuple[int, int], ...], np.ndarray] = {}
         self._ids4 = np.zeros(4, dtype=np.int32)
         self._last_bitmask: Any = None
         self._last_rows = np.zeros((0, 0), dtype=np.uint32)
@@ -227,6 +229,11 @@ class Matcher:
                      "_result", "_ids4"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
         other._history = list(self._history)
+        # Earley set uids are per matcher: after the fork both sides number new sets from the
+        # same counter, so memos keyed by uid must not be shared.
+        other._kernels = dict(self._kernels)
+        other._entry_memo = dict(self._entry_memo)
+        other._row_memo = dict(self._row_memo)
         other._rebuild_args()
         return other
 
@@ -426,6 +433,15 @@ class Matcher:
             self._set_eos(row)
             return
         n = self._n
+        # The mask is a function of the hypotheses (Earley set uid, lexer state) alone: sets are
+        # immutable once built. Inside a JSON string or a long identifier the hypotheses repeat
+        # token after token, so the last few rows are memoised.
+        uid_row = self._sets[5]
+        key = tuple((int(uid_row[self._hyp[0, h]]), int(self._hyp[1, h])) for h in range(n))
+        cached = self._row_memo.get(key)
+        if cached is not None:
+            row[:] = cached
+            return
         entry_ids, snap = self._entries(n)
         vocab = self.vocab
         while True:
@@ -439,6 +455,9 @@ class Matcher:
             row[:] = 0
         if res == 1:
             self._set_eos(row)
+        if len(self._row_memo) >= _ROW_MEMO:
+            self._row_memo.pop(next(iter(self._row_memo)))
+        self._row_memo[key] = row.copy()
 
     def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""

@@ -288,3 +288,31 @@ def test_compiler_cache_is_bounded() -> None:
 def test_empty_language_is_a_compile_error() -> None:
     with pytest.raises(constrain.GrammarError):
         Compiler(byte_vocabulary()).compile(Grammar.from_lark('start: a\na: a "x"'))
+
+
+def test_forks_diverging_keep_exact_masks() -> None:
+    """Both sides of a fork number new Earley sets alike: no memo may leak between them."""
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.builtin("json"))
+    base = Matcher(compiled)
+    assert base.accept_bytes(b'{"a": [')
+    left, right = base.fork(), base.fork()
+    for side, text in ((left, b'1, {"b": "x"}'), (right, b'"s", [true, null')):
+        for k in range(1, len(text) + 1):
+            assert side.accept_bytes(text[k - 1 : k])
+            fresh = Matcher(compiled)
+            assert fresh.accept_bytes(b'{"a": [' + text[:k])
+            assert _mask(side) == _mask(fresh), (text[:k], side is left)
+
+
+def test_repeated_masks_are_memoised_exactly() -> None:
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.builtin("json"))
+    m = Matcher(compiled)
+    assert m.accept_bytes(b'{"key": "some long string value')
+    first = _mask(m)
+    for b in b" with more words":
+        assert m.accept_token(b)
+        fresh = Matcher(compiled)
+        assert fresh.accept_bytes(b'{"key": "some long string value')
+        assert _mask(m) == first == _mask(fresh)
