@@ -280,3 +280,66 @@ def memo_scan(
     memo[1, h] = q
     memo[2, h] = sets[UID, q] if q >= 0 else -1
     return q
+
+
+@njit(cache=True, nogil=True)
+def _union_key(uid_a: int, uid_b: int) -> int:
+    # negative keys never collide with scan keys (uid * T + term >= 0)
+    return -1 - (uid_a * 2147483647 + uid_b)
+
+
+@njit(cache=True, nogil=True)
+def memo_union(
+    a: int,
+    b: int,
+    memo: np.ndarray,
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+) -> int:
+    """Return a set whose items are the union of sets ``a`` and ``b`` (memoised by their uids).
+
+    Two hypotheses at the same input position whose lexemes are in the same lexer state differ
+    only by how the text was split into terminals; the union of their (closed) Earley sets is
+    closed and continues exactly like the two together, so one hypothesis replaces both. This
+    keeps ambiguous lexings (a keyword that is also a name, ...) from multiplying hypotheses.
+    """
+    key = _union_key(sets[UID, a], sets[UID, b])
+    mask = memo.shape[1] - 1
+    h = (key * 0x9E3779B1) & mask
+    for _ in range(memo.shape[1]):
+        k = memo[0, h]
+        if k == key:
+            q = memo[1, h]
+            if q < counts[0] and sets[UID, q] == memo[2, h]:
+                return int(q)
+            break
+        if k == -1:
+            break
+        h = (h + 1) & mask
+    saved_sets = counts[0]
+    saved_items = counts[1]
+    q = _open_set(-1, -1, sets, set_bits, counts)
+    if q < 0:
+        return q
+    stamp = counts[2]
+    for p in (a, b):
+        for j in range(sets[START, p], sets[END, p]):
+            st = _add_item(items[ITEM, j], items[ORIGIN, j], items, counts, scratch, stamp)
+            if st < 0:
+                counts[0] = saved_sets
+                counts[1] = saved_items
+                return st
+        for w in range(set_bits.shape[1]):
+            set_bits[q, w] |= set_bits[p, w]
+        if sets[ACC, p]:
+            sets[ACC, q] = 1
+    sets[END, q] = counts[1]
+    if memo[0, h] == -1:
+        counts[3] += 1
+    memo[0, h] = key
+    memo[1, h] = q
+    memo[2, h] = sets[UID, q]
+    return int(q)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from constrain.kernels.numba_earley import ACC, MEMO_MISS, memo_get, memo_scan
+from constrain.kernels.numba_earley import ACC, MEMO_MISS, memo_get, memo_scan, memo_union
 
 __all__ = [
     "STATUS_HYPOTHESES",
@@ -274,10 +274,25 @@ def _normalize(
                                 return m
                 bits = bits >> np.uint64(1)
                 t += 1
+    # one hypothesis per lexer state: merge the Earley sets of hypotheses that share it
+    n_out = 0
     for h in range(m):
-        cur[0, h] = nxt[0, h]
-        cur[1, h] = nxt[1, h]
-    return m
+        p = nxt[0, h]
+        s = nxt[1, h]
+        merged = False
+        for k in range(n_out):
+            if cur[1, k] == s:
+                q = memo_union(cur[0, k], p, memo, items, sets, set_bits, counts, scratch)
+                if q < 0:
+                    return q
+                cur[0, k] = q
+                merged = True
+                break
+        if not merged:
+            cur[0, n_out] = p
+            cur[1, n_out] = s
+            n_out += 1
+    return n_out
 
 
 @njit(cache=True, nogil=True)
