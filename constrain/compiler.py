@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,9 @@ class CompileLimits:
         Simultaneous lexing/parsing hypotheses of one matcher.
     mask_cache_bytes : int
         Memory budget of each compiled grammar's lazily filled token tables.
+    precompute_ms : float
+        Time budget spent at compile time building the token tables of a regular grammar's
+        first lexer states (breadth first from the start); the rest are built lazily.
     """
 
     max_lexer_states: int = 200_000
@@ -59,6 +63,7 @@ class CompileLimits:
     max_set_items: int = 200_000
     max_hypotheses: int = 1024
     mask_cache_bytes: int = 256 * 2**20
+    precompute_ms: float = 5.0
 
 
 def _dataclass_arrays(obj: Any, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -133,6 +138,57 @@ class CompiledGrammar:
         self.tables = MaskTables(vocab, lexer, parser, max_bytes=limits.mask_cache_bytes)
         self.terminal_names = tuple(lexer.names)
         self.cont_bits = continuation_bits(lexer)
+
+    def precompute(self, budget_s: float) -> int:
+        """Build the token tables of the lexer states reachable from the start, breadth first.
+
+        Only meaningful for a grammar that is one regular terminal (its Earley set never
+        changes while the terminal is being matched, so each lexer state has one table).
+        Stops when ``budget_s`` seconds are spent; returns the number of tables built.
+
+        Parameters
+        ----------
+        budget_s : float
+            Time budget in seconds.
+        """
+        deadline = time.perf_counter() + budget_s
+        kernel = self.root_kernel()
+        trans = self.lexer.trans
+        seen = {0}
+        order = [0]
+        built = 0
+        for state in order:
+            if time.perf_counter() > deadline:
+                break
+            self.tables.lookup(np.array([state], dtype=np.int32), [kernel])
+            built += 1
+            for nxt in np.unique(trans[state]).tolist():
+                if nxt >= 0 and nxt not in seen:
+                    seen.add(nxt)
+                    order.append(nxt)
+        return built
+
+    def root_kernel(self) -> np.ndarray:
+        """Return the kernel (sorted item ids with a terminal after the dot) of the start set."""
+        par = self.parser
+        todo = [int(par.rule_first_item[0])]
+        seen = set(todo)
+        while todo:
+            item = todo.pop()
+            nt = int(par.item_next_nt[item])
+            if nt < 0:
+                continue
+            nxt = [int(par.rule_first_item[r]) for r in par.nt_rules[
+                par.nt_rules_indptr[nt] : par.nt_rules_indptr[nt + 1]
+            ]]  # fmt: skip
+            if par.nullable[nt]:
+                nxt.append(item + 1)
+            for other in nxt:
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+        kernel = sorted(i for i in seen if par.item_next_t[i] >= 0)
+        return np.array(kernel, dtype=np.int32)
 
     def nbytes(self) -> int:
         """Return the memory held by the static tables (lexer + parser), in bytes."""
@@ -285,7 +341,10 @@ class Compiler:
             [(t.name, t.regex) for t in g.terminals], max_states=self.limits.max_lexer_states
         )
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
-        return CompiledGrammar(g, self.vocab, lexer, parser, self.limits)
+        compiled = CompiledGrammar(g, self.vocab, lexer, parser, self.limits)
+        if g.is_regular_terminal() and self.limits.precompute_ms > 0:
+            compiled.precompute(self.limits.precompute_ms / 1e3)
+        return compiled
 
     def compile_regex(self, pattern: str) -> CompiledGrammar:
         """Compile a Python ``re`` pattern (full match)."""

@@ -316,3 +316,18 @@ def test_repeated_masks_are_memoised_exactly() -> None:
         fresh = Matcher(compiled)
         assert fresh.accept_bytes(b'{"key": "some long string value')
         assert _mask(m) == first == _mask(fresh)
+
+
+@pytest.mark.parametrize("name", ["json", "sql", "arithmetic", "csv"])
+def test_root_kernel_matches_the_matchers_start_set(name: str) -> None:
+    compiled = _compile(tiny_vocabulary(), Grammar.builtin(name))
+    assert compiled.root_kernel().tolist() == Matcher(compiled)._kernel(0).tolist()
+
+
+def test_regular_grammars_precompute_tables_within_budget() -> None:
+    vocab = tiny_vocabulary()
+    limits = constrain.CompileLimits(precompute_ms=10_000)
+    compiled = Compiler(vocab, limits=limits).compile(Grammar.from_regex(r"[0-9]{2}-[a-c]+"))
+    assert len(compiled.tables) == compiled.lexer.trans.shape[0]  # every state, start included
+    none = Compiler(vocab, limits=constrain.CompileLimits(precompute_ms=0))
+    assert len(none.compile(Grammar.from_regex(r"[0-9]{2}-[a-c]+")).tables) == 0
