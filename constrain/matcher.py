@@ -129,6 +129,8 @@ class Matcher:
         self._entry_index: object = None
         self._entry_memo: dict[tuple[int, int], int] = {}
         self._row_memo: dict[tuple[tuple[int, int], ...], np.ndarray] = {}
+        self._allowed_int: dict[int, int] = {}
+        self._ignore_int = int.from_bytes(parser.ignore_bits.tobytes(), "little")
         self._ids4 = np.zeros(4, dtype=np.int32)
         self._last_bitmask: Any = None
         self._last_rows = np.zeros((0, 0), dtype=np.uint32)
@@ -234,6 +236,7 @@ class Matcher:
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
         other._row_memo = dict(self._row_memo)
+        other._allowed_int = dict(self._allowed_int)
         other._rebuild_args()
         return other
 
@@ -325,6 +328,8 @@ class Matcher:
             self._history.append(self._snapshot())
             self._terminated = True
             return True
+        if self._n == 1 and self._fast_accept(tok):
+            return True
         start, end = int(vocab.token_indptr[tok]), int(vocab.token_indptr[tok + 1])
         if start == end:
             return False
@@ -332,6 +337,32 @@ class Matcher:
         if n <= 0:
             return False
         self._commit(n)
+        return True
+
+    def _fast_accept(self, tok: int) -> bool:
+        """Accept a token that stays inside the current lexeme without calling a kernel.
+
+        Applies to a single hypothesis ``(P, s)`` when no lexeme can end inside or at the end of
+        the token (so no scan and no split happens) and the lexeme stays alive: the new state is
+        ``(P, walk(s, token))``. Returns False when the general path must decide.
+        """
+        p = int(self._hyp[0, 0])
+        s = int(self._hyp[1, 0])
+        step = self.compiled.lexer_step(s, tok)
+        if step is None:
+            return False
+        s_end, acc_inside, acc_end, alive_end = step
+        uid = int(self._sets[5, p])
+        allowed = self._allowed_int.get(uid)
+        if allowed is None:
+            allowed = int.from_bytes(self._set_bits[p].tobytes(), "little") | self._ignore_int
+            if len(self._allowed_int) > 4096:
+                self._allowed_int.clear()
+            self._allowed_int[uid] = allowed
+        if acc_inside & allowed or acc_end & allowed or not alive_end & allowed:
+            return False
+        self._history.append(self._snapshot())
+        self._hyp[1, 0] = s_end
         return True
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:

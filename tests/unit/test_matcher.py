@@ -331,3 +331,16 @@ def test_regular_grammars_precompute_tables_within_budget() -> None:
     assert len(compiled.tables) == compiled.lexer.trans.shape[0]  # every state, start included
     none = Compiler(vocab, limits=constrain.CompileLimits(precompute_ms=0))
     assert len(none.compile(Grammar.from_regex(r"[0-9]{2}-[a-c]+")).tables) == 0
+
+
+def test_kernel_free_accept_path_agrees_with_the_kernel() -> None:
+    """Tokens inside a lexeme take a Python fast path; its states must equal the kernel's."""
+    vocab = tiny_vocabulary()
+    compiled = _compile(vocab, Grammar.builtin("json"))
+    text = b'{"name": "hello world", "age": 1234, "tags": ["ab", "abc"]}'
+    fast, slow = Matcher(compiled), Matcher(compiled)
+    slow._fast_accept = lambda tok: False  # type: ignore[method-assign]
+    for b in text:
+        assert fast.accept_token(b) and slow.accept_token(b)
+        assert _mask(fast) == _mask(slow)
+    assert fast.is_accepting() and slow.is_accepting()
