@@ -586,6 +586,15 @@ def _freeze(*arrays: np.ndarray) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def walk_bytes(trans: Int32Array, byte_class: ByteArray, state: int, data: bytes) -> int:
+    """Return the state of a byte DFA after reading ``data`` from ``state``; -1 once dead."""
+    for byte in data:
+        if state < 0:
+            return -1
+        state = int(trans[state, byte_class[byte]])
+    return state
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Dfa:
     """A minimal deterministic automaton over bytes; state 0 is initial.
@@ -661,13 +670,7 @@ class Dfa:
         int
             The final state, or -1.
         """
-        trans = self.trans
-        classes = self.byte_class
-        for byte in data:
-            if state < 0:
-                return -1
-            state = int(trans[state, classes[byte]])
-        return state
+        return walk_bytes(self.trans, self.byte_class, state, data)
 
     def matches(self, data: bytes) -> bool:
         """Return whether the whole of ``data`` is in the language."""

@@ -23,6 +23,7 @@ from constrain.automata.dfa import (
     minimize,
     nfa_live,
     nullable,
+    walk_bytes,
 )
 from constrain.errors import GrammarError
 from constrain.ir import Regex
@@ -112,13 +113,7 @@ class LexerDfa:
         int
             The final state, or -1.
         """
-        trans = self.trans
-        classes = self.byte_class
-        for byte in data:
-            if state < 0:
-                return -1
-            state = int(trans[state, classes[byte]])
-        return state
+        return walk_bytes(self.trans, self.byte_class, state, data)
 
     def terminals_accepting(self, state: int) -> list[int]:
         """Return the ids of the terminals that match exactly the bytes read to ``state``."""
