@@ -261,45 +261,13 @@ def regex_to_pattern(node: Regex) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _str_tolower(cp: int) -> int:
-    low = chr(cp).lower()
-    return ord(low) if len(low) == 1 else cp
-
-
-try:
-    from _sre import unicode_tolower as _tolower  # the simple lowercase ``re`` itself uses
-except ImportError:  # pragma: no cover - other Python implementations
-    _tolower = _str_tolower
-
-
-@functools.cache
-def _lower_preimages() -> dict[int, tuple[int, ...]]:
-    """Map each code point to the others whose simple lowercase it is (built once, ~0.1 s)."""
-    table: dict[int, list[int]] = {}
-    for cp in range(MAX_CODEPOINT + 1):
-        low = _tolower(cp)
-        if low != cp:
-            table.setdefault(low, []).append(cp)
-    return {k: tuple(v) for k, v in table.items()}
-
-
-def _extra_cases() -> Mapping[int, tuple[int, ...]]:
-    """Python's extra case equivalences (``i``/``ı``, ``s``/``ſ``, ...), when available."""
-    try:
-        from re._casefix import _EXTRA_CASES  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - Python 3.10 keeps them in sre_compile
-        import sre_compile
-
-        return dict(getattr(sre_compile, "_ignorecase_fixes", {}))
-    return dict(_EXTRA_CASES)
-
-
 @functools.cache
 def ignorecase_charset(ch: str) -> CharSet:
     """Return the characters that ``re.fullmatch(re.escape(ch), c, re.IGNORECASE)`` accepts.
 
     This is how Lark matches a case-insensitive string (``"select"i``), so ``"k"i`` also
-    accepts the Kelvin sign U+212A and ``"s"i`` the long s U+017F.
+    accepts the Kelvin sign U+212A and ``"s"i`` the long s U+017F. The case folding is the regex
+    front end's (one implementation of Python's rules in the package).
 
     Parameters
     ----------
@@ -311,18 +279,16 @@ def ignorecase_charset(ch: str) -> CharSet:
     CharSet
         ``ch`` and its case variants.
     """
-    preimages, extra = _lower_preimages(), _extra_cases()
-    seen = {ord(ch)}
-    todo = [ord(ch)]
-    while todo:  # closure over lowercase, its preimages and the extra equivalences
-        cp = todo.pop()
-        low = _tolower(cp)
-        for other in (low, *preimages.get(cp, ()), *preimages.get(low, ()), *extra.get(low, ())):
-            if other not in seen:
-                seen.add(other)
-                todo.append(other)
-    pattern = re.compile(re.escape(ch), re.IGNORECASE)
-    return CharSet.of((cp, cp) for cp in seen if pattern.fullmatch(chr(cp)))
+    from constrain.frontends.regex import parse_regex  # the front end owns case folding
+
+    node = parse_regex(re.escape(ch), flags=re.IGNORECASE)
+    if isinstance(node, CharSet):
+        return node
+    if isinstance(node, Literal) and len(node.text) == 1:
+        return CharSet.chars(node.text)
+    if isinstance(node, Concat) and len(node.items) == 1 and isinstance(node.items[0], CharSet):
+        return node.items[0]
+    raise TypeError(f"unexpected case-insensitive form of {ch!r}: {node!r}")
 
 
 def ignorecase_literal(text: str) -> Concat:
