@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 # --------------------------------------------------------------------------------------------
@@ -521,3 +522,11 @@ def naive_mask(
     if complete(prefix):
         out.update(int(e) for e in vocab.eos_ids)
     return out
+
+
+def load_examples(path: Path) -> list[str]:
+    """Examples of a corpus file, separated by lines holding only ``---`` (bytes kept exact)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    assert text.endswith("\n"), f"{path} must end with a newline"
+    return text[:-1].split("\n---\n")

@@ -262,7 +262,10 @@ def memo_scan(
     scratch: np.ndarray,
     max_set_items: int,
 ) -> int:
-    """Scan ``(parent, term)`` and record the result in the memo table (the slow path)."""
+    """Scan ``(parent, term)``, memoised: the memo table is consulted first, then filled."""
+    q = memo_get(parent, term, num_terminals, memo, sets, counts)
+    if q != MEMO_MISS:
+        return q
     q = earley_scan_kernel(parent, term, par, items, sets, set_bits, counts, scratch, max_set_items)
     if q < NO_SET:
         return q

@@ -260,14 +260,12 @@ def _normalize(
                         if m < 0:
                             return m
                     if set_bits[p, w] & one:
-                        q = memo_get(p, t, num_terminals, memo, sets, counts)
-                        if q == MEMO_MISS:
-                            q = memo_scan(
-                                p, t, num_terminals, memo, par, items, sets, set_bits, counts,
-                                scratch, max_set_items,
-                            )  # fmt: skip
-                            if q < -1:
-                                return q
+                        q = memo_scan(
+                            p, t, num_terminals, memo, par, items, sets, set_bits, counts,
+                            scratch, max_set_items,
+                        )  # fmt: skip
+                        if q < -1:
+                            return q
                         if q >= 0:
                             m = _push(q, 0, nxt, m)
                             if m < 0:
@@ -328,14 +326,12 @@ def end_accepting_kernel(
                     if ignore[w] & one and sets[ACC, p]:
                         return 1
                     if set_bits[p, w] & one:
-                        q = memo_get(p, t, num_terminals, memo, sets, counts)
-                        if q == MEMO_MISS:
-                            q = memo_scan(
-                                p, t, num_terminals, memo, par, items, sets, set_bits, counts,
-                                scratch, max_set_items,
-                            )  # fmt: skip
-                            if q < -1:
-                                return q
+                        q = memo_scan(
+                            p, t, num_terminals, memo, par, items, sets, set_bits, counts,
+                            scratch, max_set_items,
+                        )  # fmt: skip
+                        if q < -1:
+                            return q
                         if q >= 0 and sets[ACC, q]:
                             return 1
                 bits = bits >> np.uint64(1)

@@ -51,11 +51,7 @@ TINY = {
 SHIPPED = ["arithmetic", "csv", "json", "sql"]
 
 
-def load_examples(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    assert text.endswith("\n"), f"{path} must end with a newline"
-    return text[:-1].split("\n---\n")
+load_examples = reference.load_examples
 
 
 @cache

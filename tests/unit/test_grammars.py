@@ -20,6 +20,7 @@ from pathlib import Path
 
 import lark
 import pytest
+import reference
 
 from constrain.frontends.lark import builtin_grammar, builtin_names, parse_lark
 from constrain.ir import Grammar
@@ -30,11 +31,7 @@ GRAMMARS = ROOT / "grammars"
 NAMES = ["arithmetic", "csv", "json", "sql"]
 
 
-def load_examples(path: Path) -> list[str]:
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    assert text.endswith("\n"), f"{path} must end with a newline"
-    return text[:-1].split("\n---\n")
+load_examples = reference.load_examples
 
 
 @cache
