@@ -28,9 +28,12 @@ __all__ = [
     "EMPTY",
     "NOTHING",
     "Alt",
+    "Automaton",
     "CharSet",
+    "Complement",
     "Concat",
     "Grammar",
+    "Intersect",
     "Literal",
     "Regex",
     "Repeat",
@@ -136,7 +139,38 @@ class Repeat:
     max: int | None = None
 
 
-Regex = Union[CharSet, Literal, Concat, Alt, Repeat]  # noqa: UP007  (runtime alias on 3.10)
+@dataclass(frozen=True, slots=True)
+class Intersect:
+    """The strings matched by every item (regular languages are closed under intersection)."""
+
+    items: tuple[Regex, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Complement:
+    """Every valid string (any sequence of :data:`ANY_CHAR`) that ``item`` does not match."""
+
+    item: Regex
+
+
+@dataclass(frozen=True, slots=True)
+class Automaton:
+    """A character-level finite automaton, for languages with no compact regex.
+
+    States are ``0 .. num_states - 1``; ``edges`` are ``(src, chars, dst)`` triples (several
+    edges may leave a state on overlapping sets: it is an NFA without epsilon moves). Used for
+    ``multipleOf`` (a remainder automaton) and other languages best written as a state machine.
+    """
+
+    num_states: int
+    edges: tuple[tuple[int, CharSet, int], ...]
+    start: int
+    accept: frozenset[int]
+
+
+Regex = Union[  # noqa: UP007  (runtime alias on 3.10)
+    CharSet, Literal, Concat, Alt, Repeat, Intersect, Complement, Automaton
+]
 
 EMPTY = Concat(())
 NOTHING = Alt(())
