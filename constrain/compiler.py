@@ -353,7 +353,9 @@ class Compiler:
                 f"compile() takes a constrain.Grammar, got {type(grammar).__name__}; build one "
                 "with Grammar.from_regex / from_lark / builtin"
             )
-        text = grammar.to_lark()
+        # The IR is frozen dataclasses: its repr is a faithful, deterministic fingerprint (the
+        # Lark printer cannot print intersections or complements).
+        text = repr((grammar.rules, grammar.terminals, grammar.ignore))
         key = hashlib.sha256(f"{grammar.start}\n{text}".encode()).hexdigest()
         with self._lock:
             hit = self._cache.get(key)

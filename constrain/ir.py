@@ -177,76 +177,15 @@ NOTHING = Alt(())
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
 
 # --------------------------------------------------------------------------------------------
-# Regex printing (Python ``re`` syntax, the syntax ``Grammar.from_regex`` reads)
+# Regex printing (Python ``re`` syntax; the printer lives with the regex front end)
 # --------------------------------------------------------------------------------------------
-
-_META = set("\\.^$|?*+()[]{}")
-
-
-def _escape_char(cp: int, in_class: bool) -> str:
-    ch = chr(cp)
-    if ch == "\n":
-        return "\\n"
-    if ch == "\t":
-        return "\\t"
-    if ch == "\r":
-        return "\\r"
-    if not ch.isprintable() or 0xD800 <= cp <= 0xDFFF:
-        # Control, format, separator (U+2028...) and unassigned code points are escaped so the
-        # printed pattern stays on one line and survives a round trip through a text file.
-        if cp <= 0xFF:
-            return f"\\x{cp:02x}"
-        return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
-    if in_class:
-        return "\\" + ch if ch in "\\]^-[" else ch
-    return "\\" + ch if ch in _META else ch
-
-
-def _charset_pattern(cs: CharSet) -> str:
-    if len(cs.ranges) == 1 and cs.ranges[0][0] == cs.ranges[0][1]:
-        return _escape_char(cs.ranges[0][0], False)
-    if cs == ANY_CHAR.union(CharSet(((0xD800, 0xDFFF),))) or cs == ANY_CHAR:
-        return "[\\s\\S]"
-    neg = cs.negate()
-    use_neg = len(neg.ranges) < len(cs.ranges) and neg.ranges
-    body = []
-    for lo, hi in (neg if use_neg else cs).ranges:
-        if lo == hi:
-            body.append(_escape_char(lo, True))
-        elif hi == lo + 1:
-            body.append(_escape_char(lo, True) + _escape_char(hi, True))
-        else:
-            body.append(_escape_char(lo, True) + "-" + _escape_char(hi, True))
-    return "[" + ("^" if use_neg else "") + "".join(body) + "]"
-
-
-# The empty language, written without lookaround so that Lark's Earley parser (which rejects
-# zero-width patterns) and our own regex front end both read it back.
-_NO_CHAR = "[^\\s\\S]"
-
-
-def _prec(node: Regex) -> int:
-    """Binding strength: 0 alternation, 1 concatenation, 2 atom."""
-    if isinstance(node, Alt):
-        return 0 if len(node.items) != 1 else _prec(node.items[0])
-    if isinstance(node, Concat):
-        return 1 if len(node.items) != 1 else _prec(node.items[0])
-    if isinstance(node, Literal):
-        return 2 if len(node.text) == 1 else 1
-    return 2
-
-
-def _is_repeat(node: Regex) -> bool:
-    """Return whether ``node`` prints as a quantified atom (a Repeat, maybe in a 1-item group)."""
-    while isinstance(node, (Concat, Alt)) and len(node.items) == 1:
-        node = node.items[0]
-    return isinstance(node, Repeat)
 
 
 def regex_to_pattern(node: Regex) -> str:
     """Print a regex IR node in Python ``re`` syntax.
 
-    The result parses back (``Grammar.from_regex``) to an automaton with the same language.
+    The result parses back (``Grammar.from_regex``) to an automaton with the same language. A
+    small :class:`Automaton` is printed exactly (state elimination).
 
     Parameters
     ----------
@@ -257,37 +196,16 @@ def regex_to_pattern(node: Regex) -> str:
     -------
     str
         A pattern string, without delimiters.
+
+    Raises
+    ------
+    GrammarError
+        If ``node`` contains an :class:`Intersect` or a :class:`Complement` (Python ``re`` has
+        neither), or an automaton too large to print.
     """
-    if isinstance(node, CharSet):
-        return _NO_CHAR if node.is_empty() else _charset_pattern(node)
-    if isinstance(node, Literal):
-        return "".join(_escape_char(ord(c), False) for c in node.text)
-    if isinstance(node, Concat):
-        parts = []
-        for item in node.items:
-            p = regex_to_pattern(item)
-            parts.append(f"(?:{p})" if _prec(item) < 1 else p)
-        return "".join(parts)
-    if isinstance(node, Alt):
-        if not node.items:
-            return _NO_CHAR
-        return "|".join(regex_to_pattern(item) for item in node.items)
-    if isinstance(node, Repeat):
-        inner = regex_to_pattern(node.item)
-        if _prec(node.item) < 2 or _is_repeat(node.item):
-            # A quantifier right after another one would read as lazy (``+?``) or possessive.
-            inner = f"(?:{inner})"
-        lo, hi = node.min, node.max
-        if hi is None:
-            q = "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
-        elif lo == 0 and hi == 1:
-            q = "?"
-        elif lo == hi:
-            q = f"{{{lo}}}"
-        else:
-            q = f"{{{lo},{hi}}}"
-        return inner + q
-    raise TypeError(f"not a regex IR node: {node!r}")
+    from constrain.frontends.printer import regex_to_pattern as print_pattern
+
+    return print_pattern(node)
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,6 +391,67 @@ class Grammar:
 
         return builtin_grammar(name)
 
+    @classmethod
+    def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
+        """Return the grammar of the JSON texts of a JSON Schema's instances.
+
+        Parameters
+        ----------
+        schema : dict, bool or str
+            The schema (draft 2020-12, and the draft 4-7 spellings), or its JSON text.
+        whitespace : {"compact", "flexible", "indent"}, optional
+            ``"compact"`` (default): no whitespace. ``"flexible"``: up to ``max_whitespace``
+            characters of whitespace after every token. ``"indent"``: an optional newline and
+            bounded indentation. Whitespace is never unbounded.
+        max_whitespace : int, optional
+            Longest whitespace run (default 4).
+        any_order : bool, optional
+            Accept object properties in any order (required ones enforced, none repeated); the
+            default is declaration order.
+        one_of : {"exact", "any"}, optional
+            ``"exact"`` (default): ``oneOf`` means exactly one branch (an error if that cannot
+            be enforced); ``"any"``: read it as ``anyOf``.
+        formats : {"enforce", "ignore"}, optional
+            Enforce ``format`` (default) or treat it as an annotation.
+        lenient : bool, optional
+            Turn unsupported keywords into warnings (``grammar.warnings``) instead of errors.
+
+        Raises
+        ------
+        JsonSchemaError
+            With the JSON pointer of a keyword that cannot be enforced (see docs/json_schema.md).
+        CompileLimitError
+            When a limit (``max_branches``, ``max_repeat``, ``max_any_order_properties``) is hit.
+        """
+        from constrain.frontends.json_emit import compile_json_schema
+        from constrain.frontends.json_schema import JsonSchemaOptions
+
+        try:
+            opts = JsonSchemaOptions(**options)
+        except TypeError as err:
+            raise TypeError(f"Grammar.from_json_schema: {err}") from err
+        return compile_json_schema(schema, opts)
+
+    @classmethod
+    def from_json_schema_file(cls, path: str | Path, **options: Any) -> Grammar:
+        """Return :meth:`from_json_schema` of a schema read from a JSON file."""
+        return cls.from_json_schema(Path(path).read_text(encoding="utf-8"), **options)
+
+    @classmethod
+    def from_pydantic(cls, model: Any, **options: Any) -> Grammar:
+        """Return the grammar of a pydantic model's JSON (options of :meth:`from_json_schema`).
+
+        The output parses with ``Model.model_validate_json``.
+        """
+        from constrain.frontends.pydantic import pydantic_schema
+
+        return cls.from_json_schema(pydantic_schema(model), **options)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a lenient front end did not enforce (empty for a strict grammar)."""
+        return tuple(self._meta.get("warnings", ()))
+
     # -- queries ----------------------------------------------------------------------------
 
     def terminal_map(self) -> dict[str, Terminal]:
@@ -636,7 +615,15 @@ class Grammar:
         -------
         str
             Rules first (start rule first), then terminals, then ``%ignore`` lines.
+
+        Raises
+        ------
+        GrammarError
+            If a terminal uses :class:`Intersect` or :class:`Complement`, which Lark's regexes
+            cannot express (the grammar still compiles).
         """
+        from constrain.frontends.printer import terminal_to_lark
+
         names = _lark_names(self)
         terms = self.terminal_map()
         # Nullable terminal -> its non-empty part (None when it matches only the empty string).
@@ -655,7 +642,7 @@ class Grammar:
         for term in printed:
             regex = nullable.get(term.name, term.regex)
             assert regex is not None
-            lines.append(f"{names[term.name]}: {_terminal_to_lark(regex)}")
+            lines.append(f"{names[term.name]}: {terminal_to_lark(regex)}")
         lines.extend(
             f"%ignore {names[name]}"
             for name in dict.fromkeys(self.ignore)
@@ -717,20 +704,30 @@ def _expand_nullable(
 
 
 def matches_empty(node: Regex) -> bool:
-    """Return whether a regex IR node matches the empty string."""
+    """Return whether a regex IR node matches the empty string (exactly, for every node type)."""
     if isinstance(node, CharSet):
         return False
     if isinstance(node, Literal):
         return not node.text
-    if isinstance(node, Concat):
+    if isinstance(node, (Concat, Intersect)):
         return all(matches_empty(i) for i in node.items)
     if isinstance(node, Alt):
         return any(matches_empty(i) for i in node.items)
-    return node.min == 0 or matches_empty(node.item)
+    if isinstance(node, Repeat):
+        return node.min == 0 or matches_empty(node.item)
+    if isinstance(node, Complement):
+        return not matches_empty(node.item)
+    if isinstance(node, Automaton):
+        return node.start in node.accept
+    raise TypeError(f"not a regex IR node: {node!r}")
 
 
 def _non_empty(node: Regex) -> Regex | None:
-    """Return a regex for the non-empty strings of ``node`` (None if there are none)."""
+    """Return a regex for the non-empty strings of ``node`` (None if there are none).
+
+    Exact for every node type, except that the non-empty part of a :class:`Complement` may be
+    empty without being reported as None (deciding it needs the automaton).
+    """
     if not matches_empty(node):
         return node
     if isinstance(node, Concat):
@@ -751,52 +748,33 @@ def _non_empty(node: Regex) -> Regex | None:
         if inner is None or node.max == 0:
             return None
         return Repeat(inner, 1, node.max)
+    if isinstance(node, Intersect):
+        if not node.items:  # every string
+            return Repeat(ANY_CHAR, 1, None)
+        # Every item is nullable: removing "" from one item removes it from the intersection.
+        first = _non_empty(node.items[0])
+        return None if first is None else Intersect((first, *node.items[1:]))
+    if isinstance(node, Complement):
+        return Complement(Alt((node.item, EMPTY)))
+    if isinstance(node, Automaton):
+        return _automaton_non_empty(node)
     return None  # the empty Literal
 
 
-def _lark_string(text: str, flags: str = "") -> str:
-    """Quote ``text`` as a Lark string literal, escaping quotes, backslashes and controls."""
-    out = []
-    for ch in text:
-        cp = ord(ch)
-        if ch in '\\"':
-            out.append("\\" + ch)
-        elif ch in "\n\t\r\f":
-            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r", "\f": "\\f"}[ch])
-        elif not ch.isprintable() or 0xD800 <= cp <= 0xDFFF:
-            out.append(
-                f"\\x{cp:02x}" if cp <= 0xFF else f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
-            )
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"' + flags
-
-
-def _ignorecase_text(regex: Regex) -> str | None:
-    """Return ``text`` if ``regex`` is exactly :func:`ignorecase_literal` of it, else None."""
-    if not isinstance(regex, Concat) or not regex.items:
+def _automaton_non_empty(node: Automaton) -> Automaton | None:
+    """Return ``node`` without the empty string: a fresh start state with no edge into it."""
+    fresh = node.num_states
+    edges = node.edges + tuple((fresh, cs, dst) for src, cs, dst in node.edges if src == node.start)
+    succ: dict[int, list[int]] = {}
+    for src, cs, dst in edges:
+        if not cs.intersect(ANY_CHAR).is_empty():
+            succ.setdefault(src, []).append(dst)
+    seen, stack = {fresh}, [fresh]
+    while stack:
+        for dst in succ.get(stack.pop(), ()):
+            if dst not in seen:
+                seen.add(dst)
+                stack.append(dst)
+    if not seen & node.accept:
         return None
-    chars = []
-    is_cased = False
-    for item in regex.items:
-        if not isinstance(item, CharSet) or not item.ranges:
-            return None
-        first = chr(item.ranges[0][0])
-        candidates = [c for c in (first.lower(), first) if len(c) == 1]
-        rep = next((c for c in candidates if ignorecase_charset(c) == item), None)
-        if rep is None:
-            return None
-        chars.append(rep)
-        is_cased = is_cased or item.ranges != ((ord(rep), ord(rep)),)
-    # With no cased character a plain string (a Concat of single characters) prints better.
-    return "".join(chars) if is_cased else None
-
-
-def _terminal_to_lark(regex: Regex) -> str:
-    if isinstance(regex, Literal) and regex.text:
-        return _lark_string(regex.text)
-    text = _ignorecase_text(regex)
-    if text is not None:
-        return _lark_string(text, "i")
-    pattern = regex_to_pattern(regex)
-    return "/" + pattern.replace("/", "\\/") + "/"
+    return Automaton(fresh + 1, edges, fresh, node.accept)

@@ -6,7 +6,11 @@ Pipeline (:func:`compile_regex`):
    :class:`~constrain.ir.CharSet` is compiled once (and cached) into the few UTF-8 byte-range
    sequences that encode it, as RE2 and Rust's ``utf8-ranges`` do, with suffixes shared;
    surrogates are dropped. Alternations of literals share a byte trie. Counted repetition is
-   unrolled (``x{2,4}`` = ``xx(x(x)?)?``) after an upfront size check.
+   unrolled (``x{2,4}`` = ``xx(x(x)?)?``) after an upfront size check. An
+   :class:`~constrain.ir.Automaton` becomes one NFA state per state and a character-set fragment
+   per edge. :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` are compiled
+   to minimal DFAs by products (:mod:`constrain.automata.product`, cached by value) and spliced
+   in whole.
 2. **Byte classes.** Bytes that no edge tells apart form one class, so the DFA has ``C <= 256``
    columns.
 3. **Subset construction** over byte classes, skipping NFA states that cannot reach a final
@@ -25,20 +29,33 @@ import functools
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
-from constrain.errors import CompileLimitError
-from constrain.ir import Alt, CharSet, Concat, Literal, Regex, Repeat, matches_empty
-from constrain.kernels.numba_dfa import (
-    determinize_kernel,
-    merge_classes_kernel,
-    minimize_kernel,
-    nfa_live_kernel,
-    quotient_kernel,
-    state_bits_kernel,
+from constrain.automata.subsets import compress_classes as compress_classes
+from constrain.automata.subsets import determinize as determinize
+from constrain.automata.subsets import minimize as minimize
+from constrain.automata.subsets import nfa_live as nfa_live
+from constrain.automata.utf8 import utf8_sequences
+from constrain.errors import CompileLimitError, GrammarError
+from constrain.ir import (
+    Alt,
+    Automaton,
+    CharSet,
+    Complement,
+    Concat,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+    matches_empty,
 )
+from constrain.kernels.numba_dfa import state_bits_kernel
+
+if TYPE_CHECKING:
+    from constrain.automata.product import DfaFragment
 
 __all__ = ["Dfa", "compile_regex", "nullable", "utf8_sequences"]
 
@@ -47,61 +64,8 @@ _NFA_SLACK = 4096
 
 
 # --------------------------------------------------------------------------------------------
-# UTF-8 byte-range sequences
+# Character sets as NFA fragments
 # --------------------------------------------------------------------------------------------
-
-
-def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
-    """Return the byte-range sequences whose UTF-8 strings are exactly the code points lo..hi.
-
-    Each sequence is a tuple of inclusive byte ranges, one per byte of the encoding; the
-    sequences are disjoint and in increasing code-point order. Surrogates are skipped.
-
-    Parameters
-    ----------
-    lo, hi : int
-        Inclusive code-point range within ``[0, 0x10FFFF]``.
-
-    Returns
-    -------
-    list of tuple of (int, int)
-        For example ``utf8_sequences(0, 0x7FF)`` is ``[((0, 0x7F),), ((0xC2, 0xDF), (0x80,
-        0xBF))]``.
-    """
-    out: list[tuple[tuple[int, int], ...]] = []
-    stack = [(lo, hi)]
-    while stack:
-        s, e = stack.pop()
-        while s <= e:
-            if s <= 0xDFFF and e >= 0xD800:  # drop surrogates
-                if e > 0xDFFF:
-                    stack.append((0xE000, e))
-                e = 0xD7FF
-                continue
-            for top in (0x7F, 0x7FF, 0xFFFF):  # one encoded length at a time
-                if s <= top < e:
-                    stack.append((top + 1, e))
-                    e = top
-                    break
-            else:
-                if e <= 0x7F:
-                    out.append(((s, e),))
-                    break
-                for i in (1, 2, 3):  # align so that each byte position is a plain range
-                    m = (1 << (6 * i)) - 1
-                    if s & ~m != e & ~m:
-                        if s & m:
-                            stack.append(((s | m) + 1, e))
-                            e = s | m
-                            break
-                        if e & m != m:
-                            stack.append((e & ~m, e))
-                            e = (e & ~m) - 1
-                            break
-                else:
-                    out.append(tuple(zip(chr(s).encode(), chr(e).encode(), strict=True)))
-                    break
-    return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -196,6 +160,18 @@ def _simplify_repeat(node: Repeat) -> Regex:
     return node
 
 
+def _check_automaton(node: Automaton) -> None:
+    """Raise :class:`GrammarError` unless every state id of ``node`` is in range."""
+    n = node.num_states
+    ids = [node.start, *node.accept, *(q for src, _, dst in node.edges for q in (src, dst))]
+    bad = next((q for q in ids if not 0 <= q < n), None)
+    if n < 1 or bad is not None:
+        raise GrammarError(
+            f"invalid Automaton: state {bad if n >= 1 else node.start} is out of range for "
+            f"num_states={n} (states are 0 .. num_states - 1)"
+        )
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Nfa:
     """A byte-level NFA as flat arrays (internal to stage 3).
@@ -258,6 +234,7 @@ class NfaBuilder:
         self._eps = array("i")  # src, dst, ...
         self._chunks: list[Int32Array] = []
         self._sizes: dict[int, tuple[Regex, int]] = {}
+        self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
 
     def new_state(self) -> int:
         """Add a state and return its id."""
@@ -289,6 +266,12 @@ class NfaBuilder:
             else:
                 copies = node.min + (1 if node.max is None else node.max - node.min)
                 size = 2 + copies * self._size(node.item)
+        elif isinstance(node, Automaton):
+            _check_automaton(node)
+            inner = sum(_charset_template(cs).num_states - 2 for _, cs, _ in node.edges)
+            size = node.num_states + 1 + inner
+        elif isinstance(node, (Intersect, Complement)):
+            size = self._fragment(node).num_states + 1
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
         self._sizes[id(node)] = (node, size)  # holding `node` keeps its id from being reused
@@ -332,22 +315,69 @@ class NfaBuilder:
             return self._alt(node, start)
         if isinstance(node, Repeat):
             return self._repeat(node, start)
+        if isinstance(node, Automaton):
+            return self._automaton(node, start)
+        if isinstance(node, (Intersect, Complement)):
+            return self._splice(self._fragment(node), start)
         raise TypeError(f"not a regex IR node: {node!r}")
 
-    def _charset(self, cs: CharSet, start: int) -> int:
+    def _charset(self, cs: CharSet, start: int, exit_state: int = -1) -> int:
+        """Add the fragment of ``cs`` from ``start`` to ``exit_state`` (a new state if -1)."""
         tpl = _charset_template(cs)
-        base = self.num_states - 1  # template state r >= 1 becomes base + r
-        self.num_states += tpl.num_states - 1
+        if exit_state < 0:
+            exit_state = self.new_state()
+        base = self.num_states - 2  # template state r >= 2 becomes base + r
+        self.num_states += tpl.num_states - 2
         if len(tpl.edges) <= 8:
             edges = self._edges
             for s, lo, hi, d in tpl.edges:
-                edges.extend((start if s == 0 else base + s, lo, hi, base + d))
+                src = start if s == 0 else exit_state if s == 1 else base + s
+                edges.extend((src, lo, hi, exit_state if d == 1 else base + d))
         else:
-            chunk = tpl.table + base
-            chunk[0, tpl.from_entry] = start
-            chunk[1:3] = tpl.table[1:3]
+            relabel = np.arange(base, base + tpl.num_states, dtype=np.int32)
+            relabel[:2] = start, exit_state
+            chunk = tpl.table.copy()
+            chunk[0] = relabel[tpl.table[0]]
+            chunk[3] = relabel[tpl.table[3]]
             self._chunks.append(chunk)
-        return base + 1
+        return exit_state
+
+    def _automaton(self, node: Automaton, start: int) -> int:
+        """Add an automaton: one NFA state per state, a CharSet fragment per edge."""
+        self._check(self._size(node))
+        base = self.num_states
+        self.num_states += node.num_states + 1
+        end = base + node.num_states
+        self.add_eps(start, base + node.start)  # the start state may have edges into it
+        for src, chars, dst in node.edges:
+            self._charset(chars, base + src, base + dst)
+        for state in sorted(node.accept):
+            self.add_eps(base + state, end)
+        return end
+
+    def _fragment(self, node: Intersect | Complement) -> DfaFragment:
+        """Return the minimal DFA of ``node`` as a fragment (memoised by identity and value)."""
+        found = self._fragments.get(id(node))
+        if found is None:
+            # Deferred: the product module builds on this one (it compiles the operands).
+            from constrain.automata.product import boolean_fragment
+
+            frag = boolean_fragment(node, max_states=self.limit, limit_name=self.limit_name)
+            found = self._fragments[id(node)] = (node, frag)  # `node` keeps its id alive
+        return found[1]
+
+    def _splice(self, frag: DfaFragment, start: int) -> int:
+        """Add a DFA (a DFA is an NFA): its state 0 follows ``start`` by an epsilon edge."""
+        self._check(frag.num_states + 1)
+        base = self.num_states
+        self.num_states += frag.num_states + 1
+        end = base + frag.num_states
+        self.add_eps(start, base)
+        if frag.table.shape[1]:
+            self._chunks.append(frag.table + np.array([[base], [0], [0], [base]], np.int32))
+        for state in frag.accept_states.tolist():
+            self.add_eps(base + state, end)
+        return end
 
     def _alt(self, node: Alt, start: int) -> int:
         join = self.new_state()
@@ -417,163 +447,6 @@ class NfaBuilder:
             comp[:] = 0
         src, lo, hi, dst, eps_src, eps_dst = (np.ascontiguousarray(r) for r in (*table, *eps))
         return Nfa(n, src, lo, hi, dst, eps_src, eps_dst, start, tag, comp)
-
-
-# --------------------------------------------------------------------------------------------
-# Determinisation and minimisation (wrappers over the kernels)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Subsets:
-    """Result of the subset construction (internal to stage 3).
-
-    Parameters
-    ----------
-    byte_class : (256,) int64
-        Byte to class id (classes are byte intervals).
-    trans : (S, C) int32
-        Transitions, -1 = dead; state 0 initial.
-    set_ptr : (S + 1,) int64
-        CSR offsets of each state's NFA subset in ``pool``.
-    pool : (P,) int32
-        The NFA subsets.
-    """
-
-    byte_class: Int64Array
-    trans: Int32Array
-    set_ptr: Int64Array
-    pool: Int32Array
-
-
-def _csr(src: Int32Array, num_states: int) -> tuple[Int64Array, Int64Array]:
-    order = np.argsort(src, kind="stable")
-    indptr = np.zeros(num_states + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=num_states), out=indptr[1:])
-    return indptr, order
-
-
-def nfa_live(nfa: Nfa) -> BoolArray:
-    """Return ``live[q]``: whether NFA state ``q`` can reach a final state."""
-    live = np.zeros(nfa.num_states, dtype=np.bool_)
-    nfa_live_kernel(
-        np.concatenate((nfa.src, nfa.eps_src)),
-        np.concatenate((nfa.dst, nfa.eps_dst)),
-        np.flatnonzero(nfa.tag >= 0).astype(np.int32),
-        live,
-    )
-    return live
-
-
-def determinize(
-    nfa: Nfa,
-    *,
-    max_states: int,
-    limit_name: str,
-    keep_start: bool = False,
-    live: BoolArray | None = None,
-) -> Subsets:
-    """Run the subset construction on ``nfa`` over its byte classes.
-
-    Parameters
-    ----------
-    nfa : Nfa
-        The automaton.
-    max_states : int
-        Limit on the number of DFA states.
-    limit_name : str
-        Name reported in the error.
-    keep_start : bool, optional
-        Keep the start state in the initial subset, so no transition re-enters DFA state 0.
-    live : (N,) bool, optional
-        :func:`nfa_live` of ``nfa`` when already computed.
-
-    Returns
-    -------
-    Subsets
-        The DFA over byte classes, with no dead state; empty when the language is empty.
-
-    Raises
-    ------
-    CompileLimitError
-        As soon as more than ``max_states`` DFA states are needed.
-    """
-    n = nfa.num_states
-    boundary = np.zeros(257, dtype=np.bool_)
-    boundary[nfa.lo] = True
-    boundary[nfa.hi + 1] = True
-    byte_class = np.cumsum(boundary[:256], dtype=np.int64) - int(boundary[0])
-    num_classes = int(byte_class[255]) + 1
-    bptr, border = _csr(nfa.src, n)
-    eptr, eorder = _csr(nfa.eps_src, n)
-    if live is None:
-        live = nfa_live(nfa)
-    keep = live & ((np.diff(bptr) > 0) | (nfa.tag >= 0))
-    status, count, trans, set_ptr, pool = determinize_kernel(
-        bptr,
-        byte_class[nfa.lo[border]].astype(np.int32),
-        byte_class[nfa.hi[border]].astype(np.int32),
-        nfa.dst[border],
-        eptr,
-        nfa.eps_dst[eorder],
-        keep,
-        live,
-        nfa.start,
-        num_classes,
-        max_states,
-        keep_start,
-    )
-    if status != 0:
-        raise CompileLimitError(
-            limit_name,
-            max_states,
-            int(count),
-            hint="the automaton has too many states; simplify the pattern (bounded repetitions "
-            "of large classes and long alternations multiply states) or raise the limit",
-        )
-    return Subsets(byte_class, trans, set_ptr, pool)
-
-
-def minimize(
-    trans: Int32Array, init_block: Int32Array, num_init_blocks: int
-) -> tuple[Int32Array, Int64Array]:
-    """Merge equivalent states of a trimmed partial DFA.
-
-    Parameters
-    ----------
-    trans : (S, C) int32
-        Transitions, -1 = dead; every state reachable from state 0 and live.
-    init_block : (S,) int32
-        Initial blocks, ids ``0 .. num_init_blocks - 1``: states in different blocks (different
-        acceptance signatures) are never merged.
-    num_init_blocks : int
-        Number of initial blocks.
-
-    Returns
-    -------
-    trans : (S', C) int32
-        The quotient automaton, states numbered by first appearance (state 0 stays initial).
-    reps : (S',) int64
-        For each new state, the lowest original state it stands for.
-    """
-    block = np.empty(trans.shape[0], dtype=np.int32)
-    num_blocks = int(minimize_kernel(trans, init_block, num_init_blocks, block))
-    out = np.empty((num_blocks, trans.shape[1]), dtype=np.int32)
-    reps = np.empty(num_blocks, dtype=np.int64)
-    quotient_kernel(trans, block, num_blocks, out, reps)
-    return out, reps
-
-
-def compress_classes(trans: Int32Array, byte_class: Int64Array) -> tuple[ByteArray, Int32Array]:
-    """Merge byte classes whose columns are identical; return ``(byte_class, trans)``.
-
-    New class ids follow the order of the lowest byte of each class.
-    """
-    num_classes = trans.shape[1]
-    new_class = np.empty(num_classes, dtype=np.int32)
-    keep = np.empty(num_classes, dtype=np.int64)
-    count = int(merge_classes_kernel(trans, new_class, keep))
-    return new_class[byte_class].astype(np.uint8), np.ascontiguousarray(trans[:, keep[:count]])
 
 
 def _freeze(*arrays: np.ndarray) -> None:
@@ -706,7 +579,10 @@ def compile_regex(regex: Regex, *, max_states: int = 100_000) -> Dfa:
     Raises
     ------
     CompileLimitError
-        With ``limit_name="max_dfa_states"`` when the automaton is too large.
+        With ``limit_name="max_dfa_states"`` when the automaton (or an intersection or
+        complement inside it) is too large.
+    GrammarError
+        If an :class:`~constrain.ir.Automaton` names a state outside ``0 .. num_states - 1``.
 
     Examples
     --------
@@ -717,38 +593,59 @@ def compile_regex(regex: Regex, *, max_states: int = 100_000) -> Dfa:
     """
     if max_states < 1:
         raise ValueError(f"max_states must be positive, got {max_states}")
+    return build_dfa(regex, max_states=max_states, limit_name="max_dfa_states")
+
+
+def build_dfa(regex: Regex, *, max_states: int, limit_name: str) -> Dfa:
+    """Return :func:`compile_regex` of ``regex``, reporting ``limit_name`` when too large."""
     builder = NfaBuilder(
-        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK, "max_dfa_states", max_states
+        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK, limit_name, max_states
     )
     start = builder.new_state()
     end = builder.build(regex, start)
-    return _compile_nfa(
-        builder.finish(start, [end]), max_states=max_states, limit_name="max_dfa_states"
+    return _compile_nfa(builder.finish(start, [end]), max_states=max_states, limit_name=limit_name)
+
+
+def empty_dfa() -> Dfa:
+    """Return the one-state DFA of the empty language."""
+    dfa = Dfa(
+        np.zeros(256, dtype=np.uint8),
+        np.full((1, 1), -1, dtype=np.int32),
+        np.zeros(1, dtype=np.bool_),
+        np.zeros(1, dtype=np.bool_),
     )
+    _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
+    return dfa
+
+
+def minimal_dfa(trans: Int32Array, byte_class: Int64Array, accept: BoolArray) -> Dfa:
+    """Minimise a trimmed partial DFA (every state reachable and live) into a :class:`Dfa`.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions, -1 = dead; state 0 initial.
+    byte_class : (256,) int64
+        Class of each byte.
+    accept : (S,) bool
+        Accepting states.
+    """
+    blocks = accept.astype(np.int32)
+    if blocks[0] == 1 and blocks.all():
+        blocks[:] = 0
+    trans, reps = minimize(trans, blocks, int(blocks.max()) + 1)
+    classes, trans = compress_classes(trans, byte_class)
+    dfa = Dfa(classes, trans, accept[reps], np.ones(trans.shape[0], dtype=np.bool_))
+    _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
+    return dfa
 
 
 def _compile_nfa(nfa: Nfa, *, max_states: int, limit_name: str) -> Dfa:
     subsets = determinize(nfa, max_states=max_states, limit_name=limit_name)
     if subsets.trans.shape[0] == 0:
-        dfa = Dfa(
-            np.zeros(256, dtype=np.uint8),
-            np.full((1, 1), -1, dtype=np.int32),
-            np.zeros(1, dtype=np.bool_),
-            np.zeros(1, dtype=np.bool_),
-        )
-        _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
-        return dfa
+        return empty_dfa()
     num = subsets.trans.shape[0]
     accept_bits = np.zeros((num, 1), dtype=np.uint64)
     alive_bits = np.zeros((num, 1), dtype=np.uint64)
     state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
-    accept = accept_bits[:, 0] != 0
-    blocks = accept.astype(np.int32)
-    if blocks[0] == 1 and blocks.all():
-        blocks[:] = 0
-    trans, reps = minimize(subsets.trans, blocks, int(blocks.max()) + 1)
-    byte_class, trans = compress_classes(trans, subsets.byte_class)
-    accept = accept[reps]
-    dfa = Dfa(byte_class, trans, accept, np.ones(trans.shape[0], dtype=np.bool_))
-    _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
-    return dfa
+    return minimal_dfa(subsets.trans, subsets.byte_class, accept_bits[:, 0] != 0)

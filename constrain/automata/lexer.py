@@ -16,15 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from constrain._types import ByteArray, Int32Array, UInt64Array
-from constrain.automata.dfa import (
-    NfaBuilder,
-    compress_classes,
-    determinize,
-    minimize,
-    nfa_live,
-    nullable,
-    walk_bytes,
-)
+from constrain.automata.dfa import NfaBuilder, nullable, walk_bytes
+from constrain.automata.subsets import compress_classes, determinize, minimize, nfa_live
 from constrain.errors import GrammarError
 from constrain.ir import Regex
 from constrain.kernels.numba_dfa import state_bits_kernel
@@ -148,9 +141,11 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     Raises
     ------
     GrammarError
-        If a terminal matches the empty string or no string at all (the message names it).
+        If a terminal matches the empty string or no string at all (the message names it), or
+        an :class:`~constrain.ir.Automaton` in it names a state out of range.
     CompileLimitError
-        With ``limit_name="max_lexer_states"`` when the automaton is too large.
+        With ``limit_name="max_lexer_states"`` when the automaton (or an intersection or
+        complement inside a terminal) is too large.
     """
     if max_states < 1:
         raise ValueError(f"max_states must be positive, got {max_states}")

@@ -66,6 +66,9 @@ _POSSESSIVE_REPEAT = getattr(_C, "POSSESSIVE_REPEAT", None)
 _REPEATS = tuple(op for op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _POSSESSIVE_REPEAT) if op is not None)
 
 _NEWLINE = CharSet(((10, 10),))
+_BEGIN = frozenset((_C.AT_BEGINNING, _C.AT_BEGINNING_STRING))
+_END = frozenset((_C.AT_END, _C.AT_END_STRING))
+_ANY_RUN = Repeat(ANY_CHAR)
 _ECMA_DOT_EXCLUDED = CharSet.of([(10, 10), (13, 13), (0x2028, 0x2029)])
 _ECMA_SETS = {
     "digit": CharSet(((0x30, 0x39),)),
@@ -419,6 +422,7 @@ class _Converter:
         self.seen: dict[str, int] = {}
         self._found: dict[str, list[int]] | None = None
         self.verbose = False
+        self.search = False
 
     # -- errors -----------------------------------------------------------------------------
 
@@ -492,13 +496,23 @@ class _Converter:
     # -- sequences --------------------------------------------------------------------------
 
     def sequence(
-        self, data: Sequence[tuple[Any, Any]], flags: int, start: bool, end: bool
+        self,
+        data: Sequence[tuple[Any, Any]],
+        flags: int,
+        start: bool,
+        end: bool,
+        pinned: tuple[bool, bool] = (False, False),
     ) -> Regex:
-        """Convert a list of ``(op, av)`` items; ``start``/``end``: it begins/ends the pattern."""
+        """Convert a list of ``(op, av)`` items; ``start``/``end``: it begins/ends the pattern.
+
+        ``pinned`` (search mode): an enclosing sequence already anchors the start/end.
+        """
         items = list(data)
         solid = [i for i, (op, _) in enumerate(items) if op != _C.AT]
         first = solid[0] if solid else len(items)
         last = solid[-1] if solid else -1
+        pin_start = pinned[0] or any(op == _C.AT and av in _BEGIN for op, av in items[:first])
+        pin_end = pinned[1] or any(op == _C.AT and av in _END for op, av in items[last + 1 :])
         out: list[Regex] = []
         chars: list[str] = []
         for i, (op, av) in enumerate(items):
@@ -510,7 +524,8 @@ class _Converter:
                     continue
                 node: Regex = folded
             else:
-                node = self.item(op, av, flags, at_start, at_end)
+                pin = (pin_start or i != first, pin_end or i != last)
+                node = self.item(op, av, flags, at_start, at_end, pin)
             if chars:
                 out.append(Literal("".join(chars)))
                 chars = []
@@ -520,9 +535,30 @@ class _Converter:
                 out.append(node)
         if chars:
             out.append(Literal("".join(chars)))
+        if self.search:
+            if start and not pin_start and not self._delegates(items, first):
+                out.insert(0, _ANY_RUN)
+            if end and not pin_end and not self._delegates(items, last):
+                out.append(_ANY_RUN)
         return _concat(out)
 
-    def item(self, op: Any, av: Any, flags: int, start: bool, end: bool) -> Regex:
+    @staticmethod
+    def _delegates(items: list[Any], index: int) -> bool:
+        """Search mode: whether the item at an unpinned end is a group that handles the end."""
+        if 0 <= index < len(items):
+            op = items[index][0]
+            return bool(op in (_C.BRANCH, _C.SUBPATTERN) or op == _ATOMIC_GROUP)
+        return False
+
+    def item(
+        self,
+        op: Any,
+        av: Any,
+        flags: int,
+        start: bool,
+        end: bool,
+        pin: tuple[bool, bool] = (True, True),
+    ) -> Regex:
         if op == _C.NOT_LITERAL:
             folded = self.literal(av, flags)
             return (folded if folded is not None else CharSet(((av, av),))).negate()
@@ -531,13 +567,13 @@ class _Converter:
         if op == _C.IN:
             return self.char_class(av, flags)
         if op == _C.BRANCH:
-            alts = tuple(self.sequence(sub.data, flags, start, end) for sub in av[1])
+            alts = tuple(self.sequence(sub.data, flags, start, end, pin) for sub in av[1])
             return alts[0] if len(alts) == 1 else Alt(alts)
         if op == _C.SUBPATTERN:
             _, add, remove, sub = av
-            return self.sequence(sub.data, _combine_flags(flags, add, remove), start, end)
+            return self.sequence(sub.data, _combine_flags(flags, add, remove), start, end, pin)
         if _ATOMIC_GROUP is not None and op == _ATOMIC_GROUP:
-            return self.sequence(av.data, flags, start, end)
+            return self.sequence(av.data, flags, start, end, pin)
         if op in _REPEATS:
             lo, hi, sub = av
             body = self.sequence(sub.data, flags, False, False)
@@ -587,7 +623,9 @@ class _Converter:
 # --------------------------------------------------------------------------------------------
 
 
-def parse_regex(pattern: str, *, flavor: Flavor = "python", flags: int = 0) -> Regex:
+def parse_regex(
+    pattern: str, *, flavor: Flavor = "python", flags: int = 0, search: bool = False
+) -> Regex:
     r"""Convert a regular expression to the regex IR, with ``re.fullmatch`` semantics.
 
     Parameters
@@ -602,6 +640,10 @@ def parse_regex(pattern: str, *, flavor: Flavor = "python", flags: int = 0) -> R
         ``re`` flags: ``IGNORECASE``, ``DOTALL``, ``MULTILINE`` (no effect on anchors at the
         ends), ``VERBOSE``, ``ASCII``/``UNICODE``. Inline flags such as ``(?i)`` and scoped ones
         such as ``(?i:...)`` work too.
+    search : bool, optional
+        Search semantics instead (``re.search``, JSON Schema ``pattern``): the strings that
+        *contain* a match. Each alternative left (right) unanchored by ``^`` (``$``) gets any
+        prefix (suffix), so ``^a|b`` is "starts with a, or contains b".
 
     Returns
     -------
@@ -648,6 +690,7 @@ def parse_regex(pattern: str, *, flavor: Flavor = "python", flags: int = 0) -> R
     converter = _Converter(pattern, text, origin, flavor)
     top_flags = int(tree.state.flags)
     converter.verbose = bool(top_flags & _VERBOSE)
+    converter.search = search
     return converter.sequence(tree.data, top_flags, True, True)
 
 

@@ -1,4 +1,4 @@
-"""Numba kernels of stage 3: NFA liveness, subset construction and DFA minimisation.
+"""Numba kernels of stage 3: NFA liveness, subset construction, DFA products and minimisation.
 
 Every kernel works on flat numpy arrays and scalars only (no ``numba.typed`` containers, no
 strings). The public wrappers live in :mod:`constrain.automata.dfa`; they fix the dtypes
@@ -569,3 +569,113 @@ def merge_classes_kernel(trans, new_class, keep):  # type: ignore[no-untyped-def
             k += 1
         new_class[c] = found
     return k
+
+
+@njit(cache=True, nogil=True)
+def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type: ignore[no-untyped-def]
+    """Product construction of two partial DFAs over joint byte classes (reachable pairs only).
+
+    Semantics as a loop, with ``-1`` the dead state of either side::
+
+        pairs = [(0, 0)]
+        for a, b in pairs:                       # grows while it is walked
+            for c in range(C):
+                na = trans_a[a, col_a[c]]
+                nb = trans_b[b, col_b[c]] if b >= 0 else -1
+                if na < 0 or (nb < 0 and not b_sink):
+                    continue                     # dead pair
+                add (na, nb) to pairs if new; trans[pairs.index((a, b)), c] = its index
+
+    Parameters
+    ----------
+    trans_a : (SA, CA) int32
+        First DFA; state 0 initial, -1 dead.
+    trans_b : (SB, CB) int32
+        Second DFA.
+    col_a, col_b : (C,) int32
+        Class of each side for each joint class.
+    b_sink : bool
+        Keep pairs whose second component is dead (-1 then stands for a non-accepting sink, as
+        needed for the difference ``L(a) - L(b)``); otherwise such pairs are dead
+        (intersection).
+    max_states : int
+        Stop as soon as more pairs would be needed.
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 when ``max_states`` was exceeded.
+    num_states : int
+        Number of pairs ``S`` (``max_states + 1`` on failure).
+    trans : (S, C) int32
+        Transitions between pairs, -1 dead; pair 0 is ``(0, 0)``.
+    pair_a, pair_b : (S,) int32
+        The components of each pair (``pair_b`` may be -1 when ``b_sink``).
+    """
+    C = col_a.shape[0]
+    sb1 = np.int64(trans_b.shape[0] + 1)
+    cap = 16
+    trans = np.full((cap, C), -1, np.int32)
+    pair_a = np.zeros(cap, np.int32)
+    pair_b = np.zeros(cap, np.int32)
+    keys = np.zeros(cap, np.int64)
+    hcap = 64
+    htab = np.full(hcap, -1, np.int32)
+    keys[0] = 1  # the pair (0, 0)
+    htab[((keys[0] % _HASH_MOD) * _HASH_MUL % _HASH_MOD) & (hcap - 1)] = 0
+    n = 1
+    s = 0
+    while s < n:
+        a = pair_a[s]
+        b = pair_b[s]
+        for c in range(C):
+            na = trans_a[a, col_a[c]]
+            if na < 0:
+                continue
+            nb = -1
+            if b >= 0:
+                nb = trans_b[b, col_b[c]]
+            if nb < 0 and not b_sink:
+                continue
+            key = np.int64(na) * sb1 + nb + 1
+            slot = ((key % _HASH_MOD) * _HASH_MUL % _HASH_MOD) & (hcap - 1)
+            d = -1
+            while htab[slot] >= 0:
+                if keys[htab[slot]] == key:
+                    d = htab[slot]
+                    break
+                slot = (slot + 1) & (hcap - 1)
+            if d < 0:
+                if n >= max_states:
+                    return 1, n + 1, trans[:0], pair_a[:0], pair_b[:0]
+                if n == cap:
+                    cap *= 2
+                    grown = np.full((cap, C), -1, np.int32)
+                    grown[:n] = trans[:n]
+                    trans = grown
+                    grown_a = np.zeros(cap, np.int32)
+                    grown_a[:n] = pair_a[:n]
+                    pair_a = grown_a
+                    grown_b = np.zeros(cap, np.int32)
+                    grown_b[:n] = pair_b[:n]
+                    pair_b = grown_b
+                    grown_keys = np.zeros(cap, np.int64)
+                    grown_keys[:n] = keys[:n]
+                    keys = grown_keys
+                pair_a[n] = na
+                pair_b[n] = nb
+                keys[n] = key
+                htab[slot] = n
+                d = n
+                n += 1
+                if 2 * n > hcap:
+                    hcap *= 2
+                    htab = np.full(hcap, -1, np.int32)
+                    for q in range(n):
+                        slot = ((keys[q] % _HASH_MOD) * _HASH_MUL % _HASH_MOD) & (hcap - 1)
+                        while htab[slot] >= 0:
+                            slot = (slot + 1) & (hcap - 1)
+                        htab[slot] = q
+            trans[s, c] = d
+        s += 1
+    return 0, n, trans[:n], pair_a[:n], pair_b[:n]

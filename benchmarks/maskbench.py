@@ -1,0 +1,656 @@
+"""MaskBench: JSON-schema correctness and mask speed of constrain, llguidance and XGrammar.
+
+The method of MaskBench (guidance-ai/jsonschemabench) over ``maskbench-dev.jsonl.gz`` (8,532
+real-world schemas, each with valid and invalid instances), one engine at a time, each in its
+own worker process (restarted when it dies or passes a limit):
+
+1. Compile the schema with flexible whitespace (constrain ``whitespace="flexible"``; llguidance
+   ``grammar_from_json_schema(..., defaults={"whitespace_flexible": True})``; XGrammar
+   ``compile_json_schema(..., any_whitespace=True, strict_mode=False)``) and fill the first
+   mask: that is the TTFM (time to first mask).
+2. For each instance, a fresh matcher is fed the Llama 3.2 tokens of
+   ``json.dumps(data, ensure_ascii=False)``: per token the mask is filled (timed), the token's bit
+   checked (untimed) and the token accepted (timed); fill + accept is one TBM sample (time
+   between masks). A valid instance must be allowed and accepted to its end and the matcher then
+   accepting; an invalid one must be refused somewhere (mask bit clear or accept false) or not
+   be accepting at its end.
+3. Per schema: ``passing``, ``compile_error``, ``validation_error`` (a valid instance refused),
+   ``invalidation_error`` (an invalid instance accepted), or ``timeout`` (compile + first mask
+   past ``--limit-compile-s``, instances past ``--limit-instances-s``, the memory cap of
+   ``--limit-memory-gb`` hit, or the worker died; the reason is kept).
+
+Usage::
+
+    .venv/bin/python benchmarks/maskbench.py --engines llguidance,xgrammar --sample 50
+    .venv/bin/python benchmarks/maskbench.py --all --out benchmarks/results/maskbench-full.json
+    .venv/bin/python benchmarks/maskbench.py --resume --out benchmarks/results/maskbench-X.json
+
+Results go to ``--out`` (default ``benchmarks/results/maskbench-<UTC timestamp>.json``); every
+finished schema is appended to ``<out>.partial.jsonl`` first, which ``--resume`` reads back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import gzip
+import importlib.util
+import json
+import math
+import multiprocessing
+import multiprocessing.connection
+import os
+import random
+import re
+import resource
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+MASKBENCH_FILE = "maskbench-dev.jsonl.gz"
+ENGINE_NAMES = ("constrain", "llguidance", "xgrammar")
+PEERS = {"llguidance": "llguidance", "xgrammar": "xgrammar"}
+INSTALL_HINT = "install the benchmark peers with `make bench` or `pip install -e '.[bench]'`"
+STATUSES = ("passing", "compile_error", "validation_error", "invalidation_error", "timeout")
+TBM_PCTS = (25, 50, 75, 90, 99, 99.9)
+GRACE_S = 5.0  # parent-side slack past a limit before the worker is killed
+WARMUP_SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+WARMUP_TEXT = '{"a": 12}'
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Data: rows, stratified sample, tokens
+# --------------------------------------------------------------------------------------------
+
+
+def data_dir() -> Path | None:
+    """The shared data folder: ``$CONSTRAIN_DATA``, else ``../shared/data`` from the root."""
+    env = os.environ.get("CONSTRAIN_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "data")
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def load_rows() -> list[dict[str, Any]]:
+    """Every MaskBench row: ``{"id", "schema", "tests": [{"valid", "data", ...}], "meta"}``."""
+    found = data_dir()
+    if found is None or not (found / MASKBENCH_FILE).is_file():
+        raise FileNotFoundError(
+            f"{MASKBENCH_FILE} not found: set CONSTRAIN_DATA or provide ../shared/data"
+        )
+    with gzip.open(found / MASKBENCH_FILE, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def source_of(schema_id: str) -> str:
+    """The collection a row comes from: ``Github_hard---o1234.json`` -> ``Github_hard``."""
+    if "---" in schema_id:
+        return schema_id.split("---", 1)[0]
+    match = re.match(r"[A-Za-z]+", schema_id)  # BFCL_simple_3.json, JME_12.json
+    return match.group(0) if match else schema_id
+
+
+def stratified_sample(rows: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
+    """A fixed sample of ``n`` rows, each source represented in proportion (largest remainder).
+
+    The rows keep their file order; the same ``(n, seed)`` always gives the same sample.
+    """
+    if n >= len(rows):
+        return list(rows)
+    by_source: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_source.setdefault(source_of(row["id"]), []).append(i)
+    quotas = {s: n * len(ix) / len(rows) for s, ix in by_source.items()}
+    counts = {s: int(q) for s, q in quotas.items()}
+    by_remainder = sorted(quotas, key=lambda s: (-(quotas[s] - counts[s]), s))
+    for s in by_remainder[: n - sum(counts.values())]:
+        counts[s] += 1
+    rng = random.Random(seed)
+    chosen: list[int] = []
+    for s in sorted(by_source):
+        chosen += rng.sample(by_source[s], counts[s])
+    return [rows[i] for i in sorted(chosen)]
+
+
+def instance_text(data: Any) -> str:
+    """``json.dumps(data, ensure_ascii=False)``; ASCII escapes if it holds a lone surrogate."""
+    text = json.dumps(data, indent=None, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, indent=None)
+    return text
+
+
+def tokenize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tasks for the workers: ``{"id", "schema", "tests": [(valid, token_ids), ...]}``."""
+    import tokenizers
+    from workloads import tokenizer_path
+
+    tok = tokenizers.Tokenizer.from_file(str(tokenizer_path()))
+    tasks = []
+    for row in rows:
+        texts = [instance_text(t["data"]) for t in row["tests"]]
+        encoded = tok.encode_batch(texts, add_special_tokens=False) if texts else []
+        tests = [(bool(t["valid"]), e.ids) for t, e in zip(row["tests"], encoded, strict=True)]
+        tasks.append({"id": row["id"], "schema": row["schema"], "tests": tests})
+    return tasks
+
+
+# --------------------------------------------------------------------------------------------
+# Worker process
+# --------------------------------------------------------------------------------------------
+
+
+def _make_engine(name: str) -> Any:
+    """The ``engines.py`` adapter of ``name``, with this benchmark's JSON-schema options."""
+    import engines
+
+    class Constrain(engines.ConstrainEngine):
+        def grammar(self, spec: engines.GrammarSpec) -> Any:
+            if spec.kind != "json_schema":
+                return super().grammar(spec)
+            return self._cst.Grammar.from_json_schema(spec.source, whitespace="flexible")
+
+    class LLGuidance(engines.LLGuidanceEngine):
+        def grammar_string(self, spec: engines.GrammarSpec) -> str:
+            if spec.kind != "json_schema":
+                return super().grammar_string(spec)
+            text = json.dumps(spec.source)
+            options = {"whitespace_flexible": True}
+            return str(self._llg.LLMatcher.grammar_from_json_schema(text, defaults=options))
+
+    class XGrammar(engines.XGrammarEngine):
+        def compile(self, compiler: Any, spec: engines.GrammarSpec) -> Any:
+            if spec.kind != "json_schema":
+                return super().compile(compiler, spec)
+            text = json.dumps(spec.source)
+            return compiler.compile_json_schema(text, any_whitespace=True, strict_mode=False)
+
+    classes = {"constrain": Constrain, "llguidance": LLGuidance, "xgrammar": XGrammar}
+    return classes[name]()
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _allowed(words: Any, token_id: int) -> bool:
+    return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+
+
+def run_instance(
+    engine: Any,
+    compiled: Any,
+    bitmask: Any,
+    token_ids: Sequence[int],
+    samples: list[int],
+    deadline_ns: int,
+) -> tuple[bool, int] | None:
+    """Feed one instance to a fresh matcher; ``(accepted, tokens fed)``, None past the deadline.
+
+    ``accepted``: every token allowed by the mask and accepted, and the matcher then accepting.
+    Each fed token appends one fill + accept sample (ns) to ``samples``.
+    """
+    clock = time.perf_counter_ns
+    words = bitmask.numpy()[0]
+    handle = engine.new_matcher(compiled, bitmask)
+    fill, accept = handle.fill, handle.accept
+    fed = 0
+    for token_id in token_ids:
+        words.fill(0)
+        a = clock()
+        fill()
+        b = clock()
+        allowed = _allowed(words, token_id)
+        c = clock()
+        ok = allowed and accept(token_id)
+        d = clock()
+        samples.append(b - a + d - c)
+        fed += 1
+        if not ok:
+            return False, fed
+        if d > deadline_ns:
+            return None
+    return bool(handle.is_accepting()), fed
+
+
+def run_schema(
+    engine: Any, task: dict[str, Any], bitmask: Any, conn: Any, limits: dict[str, float]
+) -> dict[str, Any]:
+    """Compile one schema (sending ``("compiled", ...)`` as soon as it is), then its instances."""
+    from engines import GrammarSpec
+
+    clock = time.perf_counter_ns
+    spec = GrammarSpec("json_schema", task["id"], task["schema"])
+    compiler = engine.new_compiler()
+    gc.collect()
+    t0 = clock()
+    try:
+        compiled = engine.compile(compiler, spec)
+        t1 = clock()
+        engine.new_matcher(compiled, bitmask).fill()
+        t2 = clock()
+    except MemoryError:
+        conn.send(("compiled", None))
+        return {"status": "timeout", "reason": "memory limit (compile)"}
+    except Exception as exc:
+        conn.send(("compiled", None))
+        return {"status": "compile_error", "reason": f"{type(exc).__name__}: {exc}"[:1000]}
+    conn.send(("compiled", (t2 - t0) / 1e6))
+    out: dict[str, Any] = {"compile_ms": (t1 - t0) / 1e6, "ttfm_ms": (t2 - t0) / 1e6}
+    if (t2 - t0) / 1e9 > limits["compile_s"]:
+        return {**out, "status": "timeout", "reason": "compile + first mask past the limit"}
+    samples: list[int] = []
+    deadline = clock() + int(limits["instances_s"] * 1e9)
+    failures: list[str] = []
+    n_tokens = 0
+    gc.disable()
+    try:
+        for index, (valid, token_ids) in enumerate(task["tests"]):
+            try:
+                res = run_instance(engine, compiled, bitmask, token_ids, samples, deadline)
+            except MemoryError:
+                return {**out, "status": "timeout", "reason": "memory limit (instances)"}
+            except Exception as exc:  # an engine error on an instance counts as a refusal
+                res, error = (False, 0), f" ({type(exc).__name__}: {exc})"[:300]
+            else:
+                error = ""
+            if res is None:
+                return {**out, "status": "timeout", "reason": "instances past the limit"}
+            accepted, fed = res
+            n_tokens += fed
+            if accepted != valid:
+                kind = "valid rejected" if valid else "invalid accepted"
+                failures.append(f"{kind}: instance {index}, {fed}/{len(token_ids)} tokens{error}")
+    finally:
+        gc.enable()
+    status = "passing"
+    if any(f.startswith("valid") for f in failures):
+        status = "validation_error"
+    elif failures:
+        status = "invalidation_error"
+    out.update(status=status, n_tokens=n_tokens, tbm_ns=samples)
+    if failures:
+        out["reason"] = "; ".join(failures[:5])
+    return out
+
+
+def worker_main(name: str, conn: Any, limits: dict[str, float]) -> None:
+    """Worker loop: prepare the engine, warm up, cap memory, then run the tasks it is sent."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "RAYON_NUM_THREADS"):
+        os.environ[var] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        from workloads import load_tokenizer
+
+        t0 = time.perf_counter()
+        engine = _make_engine(name)
+        tokenizer = load_tokenizer()
+        engine.prepare(tokenizer)
+        bitmask = engine.allocate_bitmask()
+        warm = {
+            "id": "warmup",
+            "schema": WARMUP_SCHEMA,
+            "tests": [(True, tokenizer.encode(WARMUP_TEXT, add_special_tokens=False))],
+        }
+        warm_out = run_schema(
+            engine, warm, bitmask, _NullConn(), {"compile_s": 1e9, "instances_s": 1e9}
+        )
+        cap = int(limits["memory_gb"] * 2**30)
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (_vm_bytes() + cap, hard))
+        conn.send(
+            (
+                "ready",
+                {
+                    "version": engine.version,
+                    "prepare_s": time.perf_counter() - t0,
+                    "warmup": warm_out["status"],
+                    "warmup_reason": warm_out.get("reason"),
+                },
+            )
+        )
+    except Exception as exc:
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        conn.send(("done", run_schema(engine, task, bitmask, conn, limits)))
+
+
+class _NullConn:
+    def send(self, msg: Any) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------------------------
+# Parent: worker supervision, resume, progress
+# --------------------------------------------------------------------------------------------
+
+
+class Worker:
+    """A worker process for one engine, restarted after a kill or a death."""
+
+    def __init__(self, name: str, limits: dict[str, float]) -> None:
+        self.name = name
+        self.limits = limits
+        self.ctx = multiprocessing.get_context("spawn")
+        self.proc: Any = None
+        self.conn: Any = None
+        self.info: dict[str, Any] = {}
+        self.restarts = 0
+
+    def start(self) -> None:
+        parent, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(
+            target=worker_main,
+            args=(self.name, child, self.limits),
+            name=f"maskbench-{self.name}",
+            daemon=True,
+        )
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        msg = self._recv(600.0)
+        if msg is None or msg[0] != "ready":
+            detail = msg[1] if msg else f"no answer (exit code {self.proc.exitcode})"
+            self.stop()
+            raise RuntimeError(f"{self.name} worker failed to start: {detail}")
+        self.info = msg[1]
+
+    def _recv(self, timeout_s: float) -> Any:
+        try:
+            if self.conn.poll(timeout_s):
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        return None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.join(10)
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(None)
+                self.proc.join(10)
+            except (BrokenPipeError, OSError):
+                pass
+        self.stop()
+
+    def run(self, task: dict[str, Any]) -> dict[str, Any]:
+        """Run one schema; a worker past a limit is killed and restarted (status ``timeout``)."""
+        if self.proc is None:
+            self.start()
+        self.conn.send(task)
+        msg = self._recv(self.limits["compile_s"] + GRACE_S)
+        reason = "compile + first mask past the limit (killed)"
+        if msg is not None and msg[0] == "compiled":
+            msg = self._recv(self.limits["instances_s"] + GRACE_S)
+            reason = "instances past the limit (killed)"
+        if msg is not None and msg[0] == "done":
+            result: dict[str, Any] = msg[1]
+            return result
+        alive = self.proc.is_alive()
+        if not alive:
+            reason = f"worker died (exit code {self.proc.exitcode}; memory cap or crash)"
+        self.stop()
+        self.restarts += 1
+        return {"status": "timeout", "reason": reason}
+
+
+def partial_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+def load_partial(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Finished ``(engine, schema id) -> result`` from a partial file (torn lines ignored)."""
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[(rec["engine"], rec["id"])] = rec
+    return done
+
+
+def run_engine(
+    name: str,
+    tasks: list[dict[str, Any]],
+    limits: dict[str, float],
+    done: dict[tuple[str, str], dict[str, Any]],
+    partial: Any,
+) -> dict[str, Any]:
+    """Run every task on one engine; returns ``{"info", "restarts", "results": [...]}``."""
+    worker = Worker(name, limits)
+    todo = [t for t in tasks if (name, t["id"]) not in done]
+    results = [done[(name, t["id"])] for t in tasks if (name, t["id"]) in done]
+    counts = Counter(r["status"] for r in results)
+    log(f"[{name}] {len(results)} schemas from the partial file, {len(todo)} to run")
+    t_start = last = time.perf_counter()
+    try:
+        if todo:
+            worker.start()
+            log(f"[{name}] worker ready: {worker.info}")
+        for i, task in enumerate(todo, 1):
+            res = worker.run(task)
+            rec = {
+                "engine": name,
+                "id": task["id"],
+                "source": source_of(task["id"]),
+                "n_tests": len(task["tests"]),
+                **res,
+            }
+            partial.write(json.dumps(rec) + "\n")
+            partial.flush()
+            results.append(rec)
+            counts[rec["status"]] += 1
+            now = time.perf_counter()
+            if now - last > 10 or i == len(todo):
+                last = now
+                eta = (now - t_start) / i * (len(todo) - i)
+                summary = " ".join(f"{k}={counts[k]}" for k in STATUSES if counts[k])
+                log(f"[{name}] {i}/{len(todo)} {summary} ({now - t_start:.0f} s, eta {eta:.0f} s)")
+    finally:
+        worker.close()
+    return {"info": worker.info, "restarts": worker.restarts, "results": results}
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics and report
+# --------------------------------------------------------------------------------------------
+
+
+def _pcts(values: np.ndarray, scale: float) -> dict[str, float] | None:
+    if values.size == 0:
+        return None
+    v = values.astype(np.float64) / scale
+    out = {"mean": float(v.mean())}
+    for p in TBM_PCTS:
+        out[f"p{p:g}"] = float(np.percentile(v, p))
+    out["max"] = float(v.max())
+    return out
+
+
+def summarize(name: str, run: dict[str, Any]) -> dict[str, Any]:
+    """Counts per status, TBM (µs) and TTFM (ms) percentiles; raw results lose ``tbm_ns``."""
+    results = run["results"]
+    tbm = np.fromiter((x for r in results for x in r.get("tbm_ns", ())), dtype=np.int64)
+    ttfm = np.array([r["ttfm_ms"] for r in results if "ttfm_ms" in r], dtype=np.float64)
+    per_schema = []
+    for r in results:
+        slim = {k: v for k, v in r.items() if k not in ("tbm_ns", "engine")}
+        samples = r.get("tbm_ns")
+        if samples:
+            slim["tbm_mean_us"] = sum(samples) / len(samples) / 1e3
+            slim["tbm_max_us"] = max(samples) / 1e3
+        per_schema.append(slim)
+    counts = Counter(r["status"] for r in results)
+    return {
+        "engine": name,
+        "info": run["info"],
+        "restarts": run["restarts"],
+        "n_schemas": len(results),
+        "counts": {s: counts.get(s, 0) for s in STATUSES},
+        "n_tokens": int(tbm.size),
+        "tbm_us": _pcts(tbm, 1e3),
+        "ttfm_ms": _pcts(ttfm, 1.0),
+        "schemas": per_schema,
+    }
+
+
+def _cell(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def print_table(summaries: list[dict[str, Any]]) -> None:
+    """Status counts per engine, then TBM (µs) and TTFM (ms) percentiles."""
+    print(f"\n{'engine':<11}" + "".join(f"{s:>19}" for s in STATUSES) + f"{'schemas':>9}")
+    for s in summaries:
+        n = max(s["n_schemas"], 1)
+        cells = "".join(
+            f"{s['counts'][k]:>10} ({100 * s['counts'][k] / n:5.1f}%)" for k in STATUSES
+        )
+        print(f"{s['engine']:<11}{cells}{s['n_schemas']:>9}")
+    keys = ["mean", *(f"p{p:g}" for p in TBM_PCTS), "max"]
+    for field, unit in (("tbm_us", "TBM (µs)"), ("ttfm_ms", "TTFM (ms)")):
+        print(f"\n{unit:<11}" + "".join(f"{k:>9}" for k in keys) + f"{'n':>10}")
+        for s in summaries:
+            stats = s[field] or {}
+            n = (
+                s["n_tokens"]
+                if field == "tbm_us"
+                else sum(1 for r in s["schemas"] if "ttfm_ms" in r)
+            )
+            print(
+                f"{s['engine']:<11}"
+                + "".join(f"{_cell(stats.get(k)):>9}" for k in keys)
+                + f"{n:>10}"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="MaskBench: correctness and mask speed per engine.")
+    p.add_argument("--engines", default=",".join(ENGINE_NAMES), help="comma list (default: all)")
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=2000,
+        help="stratified, seeded sample of N schemas (default 2000)",
+    )
+    p.add_argument("--all", action="store_true", help="every schema (overrides --sample)")
+    p.add_argument("--seed", type=int, default=0, help="sample seed (default 0)")
+    p.add_argument("--limit-compile-s", type=float, default=30.0, help="compile + first mask")
+    p.add_argument("--limit-instances-s", type=float, default=120.0, help="all instances")
+    p.add_argument(
+        "--limit-memory-gb",
+        type=float,
+        default=8.0,
+        help="address-space growth cap of a worker after warm-up (GiB)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="results JSON")
+    p.add_argument("--resume", action="store_true", help="continue from <out>.partial.jsonl")
+    args = p.parse_args(argv)
+    args.engines = [e for e in args.engines.split(",") if e]
+    bad = [e for e in args.engines if e not in ENGINE_NAMES]
+    if bad or not args.engines:
+        p.error(f"unknown engines {bad}; choose from {','.join(ENGINE_NAMES)}")
+    if args.resume and args.out is None:
+        p.error("--resume needs the --out of the run to continue")
+    if args.out is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        args.out = RESULTS_DIR / f"maskbench-{stamp}.json"
+    return args
+
+
+def check_engines(names: Sequence[str]) -> str | None:
+    """An error message when a requested engine is not installed (never a silent skip)."""
+    missing = [n for n in names if n in PEERS and importlib.util.find_spec(PEERS[n]) is None]
+    if missing:
+        return f"error: {', '.join(missing)} not installed; {INSTALL_HINT}"
+    if "constrain" in names:
+        import constrain
+
+        if not hasattr(constrain.Grammar, "from_json_schema"):
+            return "error: constrain.Grammar.from_json_schema is not available in this checkout"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # engines, workloads (and workers)
+    error = check_engines(args.engines)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    rows = load_rows()
+    rows = rows if args.all else stratified_sample(rows, args.sample, args.seed)
+    log(f"{len(rows)} schemas, {sum(len(r['tests']) for r in rows)} instances; tokenizing")
+    tasks = tokenize_rows(rows)
+    limits = {
+        "compile_s": args.limit_compile_s,
+        "instances_s": args.limit_instances_s,
+        "memory_gb": args.limit_memory_gb,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    ppath = partial_path(args.out)
+    done = load_partial(ppath) if args.resume else {}
+    if not args.resume and ppath.exists():
+        ppath.unlink()
+    summaries = []
+    with open(ppath, "a", encoding="utf-8") as partial:
+        for name in args.engines:
+            try:
+                run = run_engine(name, tasks, limits, done, partial)
+            except RuntimeError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            summaries.append(summarize(name, run))
+    report = {
+        "benchmark": "maskbench",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "data": MASKBENCH_FILE,
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "n_schemas": len(tasks),
+        "engines": summaries,
+    }
+    args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print_table(summaries)
+    print(f"\nwrote {args.out} (per-schema results; partial file {ppath.name})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Stage 3: intersection and complement of regular languages, by products of byte DFAs.
+
+:class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` have no Thompson
+construction, so the NFA builder (:class:`~constrain.automata.dfa.NfaBuilder`) asks this module
+for their minimal DFA and splices it in as a :class:`DfaFragment` (a DFA is an NFA):
+
+- ``Intersect((a, b, ...))`` is the product automaton of the operands' minimal DFAs (each
+  compiled with :func:`~constrain.automata.dfa.build_dfa`, so operands nest freely), folded left
+  to right and minimised after each step;
+- ``Complement(a)`` is ``ANY_CHAR* - L(a)``: the product of the DFA of every valid UTF-8 string
+  with the DFA of ``a`` completed by a non-accepting sink, accepting where the first accepts and
+  the second does not. A complement therefore never accepts invalid UTF-8.
+
+Products visit reachable pairs only (kernel ``product_kernel``, which stops at the state limit
+before growing further), lose the pairs that cannot reach acceptance, and are minimised. Results
+are cached by node value (IR nodes are frozen and hashable), so a schema that repeats a
+sub-expression many times compiles it once.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from constrain._types import BoolArray, Int32Array, Int64Array
+from constrain.automata.dfa import Dfa, build_dfa, empty_dfa, minimal_dfa
+from constrain.errors import CompileLimitError
+from constrain.ir import ANY_CHAR, Complement, Intersect, Regex, Repeat
+from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel
+
+__all__ = ["DfaFragment", "boolean_dfa", "boolean_fragment", "dfa_fragment", "product_dfa"]
+
+# The cache of compiled intersections and complements: least recently used first, bounded by
+# entries and by the bytes of the arrays it holds.
+_CACHE_ENTRIES = 512
+_CACHE_BYTES = 64 << 20
+_cache: OrderedDict[Regex, tuple[Dfa, DfaFragment]] = OrderedDict()
+_cache_used = [0]  # bytes held, in a list so that it can change under the lock
+_cache_lock = threading.Lock()
+
+
+def _nbytes(entry: tuple[Dfa, DfaFragment]) -> int:
+    dfa, frag = entry
+    return int(dfa.trans.nbytes + frag.table.nbytes + 512)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DfaFragment:
+    """A minimal DFA as NFA material (internal to stage 3): state 0 is its entry.
+
+    Parameters
+    ----------
+    num_states : int
+        Number of states.
+    table : (4, E) int32
+        Byte edges ``src, lo, hi, dst`` over states ``0 .. num_states - 1``.
+    accept_states : (F,) int64
+        The accepting states.
+    """
+
+    num_states: int
+    table: Int32Array
+    accept_states: Int64Array
+
+
+def dfa_fragment(dfa: Dfa) -> DfaFragment:
+    """Return the byte edges of ``dfa``: one edge per state and run of bytes of one class.
+
+    Parameters
+    ----------
+    dfa : Dfa
+        The automaton.
+
+    Returns
+    -------
+    DfaFragment
+        Its states, edges and accepting states.
+    """
+    cls = dfa.byte_class.astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, cls[1:] != cls[:-1]])
+    ends = np.r_[starts[1:], 256] - 1
+    targets = dfa.trans[:, cls[starts]]  # (S, runs)
+    src, run = np.nonzero(targets >= 0)
+    table = np.stack((src, starts[run], ends[run], targets[src, run])).astype(np.int32)
+    return DfaFragment(dfa.num_states, table, np.flatnonzero(dfa.accept))
+
+
+@functools.cache
+def _universe() -> Dfa:
+    """Return the DFA of every valid UTF-8 string (``ANY_CHAR*``)."""
+    return build_dfa(Repeat(ANY_CHAR, 0, None), max_states=1 << 20, limit_name="max_dfa_states")
+
+
+def _trimmed_minimal(trans: Int32Array, byte_class: Int64Array, accept: BoolArray) -> Dfa:
+    """Drop the states that cannot reach acceptance, then minimise."""
+    num, num_classes = trans.shape
+    flat = trans.reshape(-1)
+    has_edge = flat >= 0
+    src = np.repeat(np.arange(num, dtype=np.int32), num_classes)[has_edge]
+    live = np.zeros(num, dtype=np.bool_)
+    nfa_live_kernel(src, flat[has_edge], np.flatnonzero(accept).astype(np.int32), live)
+    if not live[0]:
+        return empty_dfa()
+    if not live.all():
+        # Old id -> new id, with -1 (also the index of the last entry) for dead states.
+        remap = np.append(np.where(live, np.cumsum(live) - 1, -1), -1).astype(np.int32)
+        trans = np.ascontiguousarray(remap[trans[live]])
+        accept = accept[live]
+    return minimal_dfa(trans, byte_class, accept)
+
+
+def product_dfa(a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name: str) -> Dfa:
+    """Return the minimal DFA of ``L(a) & L(b)``, or of ``L(a) - L(b)`` when ``difference``.
+
+    Parameters
+    ----------
+    a, b : Dfa
+        The operands.
+    difference : bool
+        Compute the difference instead of the intersection.
+    max_states : int
+        Largest product allowed (reachable pairs, before minimisation).
+    limit_name : str
+        The limit reported in the error.
+
+    Returns
+    -------
+    Dfa
+        The minimal DFA of the result.
+
+    Raises
+    ------
+    CompileLimitError
+        As soon as the product needs more than ``max_states`` states.
+    """
+    pair_key = a.byte_class.astype(np.int64) * 256 + b.byte_class
+    joint, inverse = np.unique(pair_key, return_inverse=True)
+    byte_class = inverse.reshape(-1).astype(np.int64)
+    col_a = (joint // 256).astype(np.int32)
+    col_b = (joint % 256).astype(np.int32)
+    status, count, trans, pair_a, pair_b = product_kernel(
+        a.trans, b.trans, col_a, col_b, difference, max_states
+    )
+    if status != 0:
+        raise CompileLimitError(
+            limit_name,
+            max_states,
+            int(count),
+            hint=(
+                f"the {'complement' if difference else 'intersection'} of automata with "
+                f"{a.num_states} and {b.num_states} states needs more states (a product "
+                "construction); simplify the operands or raise the limit"
+            ),
+        )
+    accept_b = np.where(pair_b >= 0, b.accept[pair_b], False)
+    accept = a.accept[pair_a] & (~accept_b if difference else accept_b)
+    return _trimmed_minimal(trans, byte_class, accept)
+
+
+def _operand_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
+    if isinstance(node, (Intersect, Complement)):
+        return boolean_dfa(node, max_states=max_states, limit_name=limit_name)
+    return build_dfa(node, max_states=max_states, limit_name=limit_name)
+
+
+def _cached(
+    node: Intersect | Complement, max_states: int, limit_name: str
+) -> tuple[Dfa, DfaFragment]:
+    with _cache_lock:
+        hit = _cache.get(node)
+        if hit is not None:
+            _cache.move_to_end(node)
+    if hit is None:
+        if isinstance(node, Complement):
+            operand = _operand_dfa(node.item, max_states, limit_name)
+            dfa = product_dfa(
+                _universe(), operand, difference=True, max_states=max_states, limit_name=limit_name
+            )
+        elif not node.items:
+            dfa = _universe()
+        else:
+            dfa = _operand_dfa(node.items[0], max_states, limit_name)
+            for item in node.items[1:]:
+                if dfa.is_empty_language():
+                    break
+                dfa = product_dfa(
+                    dfa,
+                    _operand_dfa(item, max_states, limit_name),
+                    difference=False,
+                    max_states=max_states,
+                    limit_name=limit_name,
+                )
+        hit = (dfa, dfa_fragment(dfa))
+        with _cache_lock:
+            if node not in _cache:
+                _cache[node] = hit
+                _cache_used[0] += _nbytes(hit)
+            while len(_cache) > _CACHE_ENTRIES or _cache_used[0] > _CACHE_BYTES:
+                _cache_used[0] -= _nbytes(_cache.popitem(last=False)[1])
+    if hit[0].num_states > max_states:  # cached under a larger limit
+        raise CompileLimitError(
+            limit_name,
+            max_states,
+            hit[0].num_states,
+            hint="the intersection or complement has too many states; raise the limit",
+        )
+    return hit
+
+
+def boolean_dfa(node: Intersect | Complement, *, max_states: int, limit_name: str) -> Dfa:
+    """Return the minimal byte DFA of an intersection or a complement (cached by value).
+
+    Parameters
+    ----------
+    node : Intersect or Complement
+        The node; its operands may be any regex IR.
+    max_states : int
+        Limit on every automaton built on the way (operands and products).
+    limit_name : str
+        The limit reported in the error (``"max_dfa_states"``, ``"max_lexer_states"``).
+
+    Returns
+    -------
+    Dfa
+        The minimal DFA; ``Intersect(())`` is every valid string.
+
+    Raises
+    ------
+    CompileLimitError
+        When an operand or a product grows past ``max_states``.
+    """
+    return _cached(node, max_states, limit_name)[0]
+
+
+def boolean_fragment(
+    node: Intersect | Complement, *, max_states: int, limit_name: str
+) -> DfaFragment:
+    """Return :func:`boolean_dfa` of ``node`` as NFA material (see :func:`dfa_fragment`)."""
+    return _cached(node, max_states, limit_name)[1]

@@ -1,0 +1,182 @@
+"""Stage 3: subset construction and minimisation of byte automata (wrappers over the kernels).
+
+:func:`determinize` turns an NFA (:class:`~constrain.automata.dfa.Nfa`) into a partial DFA over
+byte classes, :func:`minimize` merges its equivalent states and :func:`compress_classes` merges
+byte classes that no state tells apart. The regex compiler (:mod:`constrain.automata.dfa`) and
+the lexer (:mod:`constrain.automata.lexer`) share them; the kernels live in
+:mod:`constrain.kernels.numba_dfa`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
+from constrain.errors import CompileLimitError
+from constrain.kernels.numba_dfa import (
+    determinize_kernel,
+    merge_classes_kernel,
+    minimize_kernel,
+    nfa_live_kernel,
+    quotient_kernel,
+)
+
+if TYPE_CHECKING:
+    from constrain.automata.dfa import Nfa
+
+__all__ = ["Subsets", "compress_classes", "determinize", "minimize", "nfa_live"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Subsets:
+    """Result of the subset construction (internal to stage 3).
+
+    Parameters
+    ----------
+    byte_class : (256,) int64
+        Byte to class id (classes are byte intervals).
+    trans : (S, C) int32
+        Transitions, -1 = dead; state 0 initial.
+    set_ptr : (S + 1,) int64
+        CSR offsets of each state's NFA subset in ``pool``.
+    pool : (P,) int32
+        The NFA subsets.
+    """
+
+    byte_class: Int64Array
+    trans: Int32Array
+    set_ptr: Int64Array
+    pool: Int32Array
+
+
+def _csr(src: Int32Array, num_states: int) -> tuple[Int64Array, Int64Array]:
+    order = np.argsort(src, kind="stable")
+    indptr = np.zeros(num_states + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=num_states), out=indptr[1:])
+    return indptr, order
+
+
+def nfa_live(nfa: Nfa) -> BoolArray:
+    """Return ``live[q]``: whether NFA state ``q`` can reach a final state."""
+    live = np.zeros(nfa.num_states, dtype=np.bool_)
+    nfa_live_kernel(
+        np.concatenate((nfa.src, nfa.eps_src)),
+        np.concatenate((nfa.dst, nfa.eps_dst)),
+        np.flatnonzero(nfa.tag >= 0).astype(np.int32),
+        live,
+    )
+    return live
+
+
+def determinize(
+    nfa: Nfa,
+    *,
+    max_states: int,
+    limit_name: str,
+    keep_start: bool = False,
+    live: BoolArray | None = None,
+) -> Subsets:
+    """Run the subset construction on ``nfa`` over its byte classes.
+
+    Parameters
+    ----------
+    nfa : Nfa
+        The automaton.
+    max_states : int
+        Limit on the number of DFA states.
+    limit_name : str
+        Name reported in the error.
+    keep_start : bool, optional
+        Keep the start state in the initial subset, so no transition re-enters DFA state 0.
+    live : (N,) bool, optional
+        :func:`nfa_live` of ``nfa`` when already computed.
+
+    Returns
+    -------
+    Subsets
+        The DFA over byte classes, with no dead state; empty when the language is empty.
+
+    Raises
+    ------
+    CompileLimitError
+        As soon as more than ``max_states`` DFA states are needed.
+    """
+    n = nfa.num_states
+    boundary = np.zeros(257, dtype=np.bool_)
+    boundary[nfa.lo] = True
+    boundary[nfa.hi + 1] = True
+    byte_class = np.cumsum(boundary[:256], dtype=np.int64) - int(boundary[0])
+    num_classes = int(byte_class[255]) + 1
+    bptr, border = _csr(nfa.src, n)
+    eptr, eorder = _csr(nfa.eps_src, n)
+    if live is None:
+        live = nfa_live(nfa)
+    keep = live & ((np.diff(bptr) > 0) | (nfa.tag >= 0))
+    status, count, trans, set_ptr, pool = determinize_kernel(
+        bptr,
+        byte_class[nfa.lo[border]].astype(np.int32),
+        byte_class[nfa.hi[border]].astype(np.int32),
+        nfa.dst[border],
+        eptr,
+        nfa.eps_dst[eorder],
+        keep,
+        live,
+        nfa.start,
+        num_classes,
+        max_states,
+        keep_start,
+    )
+    if status != 0:
+        raise CompileLimitError(
+            limit_name,
+            max_states,
+            int(count),
+            hint="the automaton has too many states; simplify the pattern (bounded repetitions "
+            "of large classes and long alternations multiply states) or raise the limit",
+        )
+    return Subsets(byte_class, trans, set_ptr, pool)
+
+
+def minimize(
+    trans: Int32Array, init_block: Int32Array, num_init_blocks: int
+) -> tuple[Int32Array, Int64Array]:
+    """Merge equivalent states of a trimmed partial DFA.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions, -1 = dead; every state reachable from state 0 and live.
+    init_block : (S,) int32
+        Initial blocks, ids ``0 .. num_init_blocks - 1``: states in different blocks (different
+        acceptance signatures) are never merged.
+    num_init_blocks : int
+        Number of initial blocks.
+
+    Returns
+    -------
+    trans : (S', C) int32
+        The quotient automaton, states numbered by first appearance (state 0 stays initial).
+    reps : (S',) int64
+        For each new state, the lowest original state it stands for.
+    """
+    block = np.empty(trans.shape[0], dtype=np.int32)
+    num_blocks = int(minimize_kernel(trans, init_block, num_init_blocks, block))
+    out = np.empty((num_blocks, trans.shape[1]), dtype=np.int32)
+    reps = np.empty(num_blocks, dtype=np.int64)
+    quotient_kernel(trans, block, num_blocks, out, reps)
+    return out, reps
+
+
+def compress_classes(trans: Int32Array, byte_class: Int64Array) -> tuple[ByteArray, Int32Array]:
+    """Merge byte classes whose columns are identical; return ``(byte_class, trans)``.
+
+    New class ids follow the order of the lowest byte of each class.
+    """
+    num_classes = trans.shape[1]
+    new_class = np.empty(num_classes, dtype=np.int32)
+    keep = np.empty(num_classes, dtype=np.int64)
+    count = int(merge_classes_kernel(trans, new_class, keep))
+    return new_class[byte_class].astype(np.uint8), np.ascontiguousarray(trans[:, keep[:count]])

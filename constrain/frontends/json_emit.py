@@ -1,0 +1,392 @@
+"""Stage 1 (JSON Schema): emit the Grammar IR for a schema's normal form.
+
+One rule per distinct conjunction of schema pieces (so ``$ref`` recursion is a recursive rule,
+never an unrolling), with these lexemes, each followed by the layout's bounded whitespace:
+
+- one terminal per value position holding every scalar the position allows (``null``,
+  booleans, numbers, strings: a single lexeme, so the lexer, not the parser, separates them);
+- ``{`` and ``[``, ``}`` and ``]``, ``,`` between array items;
+- one terminal per object key *with* its colon and, after the first key, the comma before it
+  (``,"name":``), so an object member costs the parser two lexemes.
+
+Arrays are counted by position (``prefixItems``, ``minItems``/``maxItems``) and by matches of
+``contains``; objects keep declaration order (``any_order=False``: declared properties in order,
+optional ones skippable, then additional properties) or any order (``any_order=True``: the set
+of properties seen so far is part of the rule, so required ones are enforced and none repeats).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from constrain.errors import CompileLimitError, JsonSchemaError
+from constrain.frontends.json_local import non_negative_int, pattern_regex
+from constrain.frontends.json_logic import number_language, value_number_text
+from constrain.frontends.json_schema import Piece, SchemaContext, Shape
+from constrain.frontends.json_strings import quoted, whitespace_regex
+from constrain.ir import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    Complement,
+    Concat,
+    Grammar,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+    Rule,
+    Terminal,
+)
+
+__all__ = ["Emitter"]
+
+Alternative = tuple[str, ...]
+
+
+class Emitter:
+    """Build the rules and terminals of one schema's grammar."""
+
+    def __init__(self, ctx: SchemaContext) -> None:
+        self.ctx = ctx
+        self.options = ctx.options
+        self.ws = whitespace_regex(ctx.options.whitespace, ctx.options.max_whitespace, 2)
+        self.rules: dict[str, list[Alternative]] = {}
+        self.terminals: dict[Regex, str] = {}
+        self.memo: dict[Any, str] = {}
+
+    # -- naming -------------------------------------------------------------------------------
+
+    def token(self, regex: Regex) -> str:
+        """Return the terminal for ``regex`` followed by the layout whitespace (interned)."""
+        name = self.terminals.get(regex)
+        if name is None:
+            name = f"T{len(self.terminals)}"
+            self.terminals[regex] = name
+        return name
+
+    def lexeme(self, regex: Regex) -> str:
+        """Return the terminal of one lexeme: ``regex`` then the bounded whitespace."""
+        return self.token(regex if self.ws is None else Concat((regex, self.ws)))
+
+    def rule(self, key: Any, build: Callable[[str], list[Alternative]]) -> str:
+        """Return the rule memoised under ``key``, building it on first use (recursion-safe)."""
+        name = self.memo.get(key)
+        if name is None:
+            name = f"r{len(self.memo)}"
+            self.memo[key] = name
+            self.rules[name] = []
+            self.rules[name] = build(name)
+            if len(self.rules) > 200_000:
+                raise CompileLimitError(
+                    "max_rules", 200_000, len(self.rules), "the schema's grammar is too large"
+                )
+        return name
+
+    # -- values -------------------------------------------------------------------------------
+
+    def value(self, pieces: tuple[Piece, ...]) -> str:
+        """Return the rule of the values satisfying every piece."""
+        key = ("v", tuple(p.key() for p in pieces))
+        return self.rule(key, lambda _: self._shapes_alts(self.ctx.shapes(pieces)))
+
+    def shapes_rule(self, key: Any, shapes: Callable[[], list[Shape]]) -> str:
+        """Return the rule of the values of a normal form computed on first use."""
+        return self.rule(("s", key), lambda _: self._shapes_alts(shapes()))
+
+    def _shapes_alts(self, shapes: list[Shape]) -> list[Alternative]:
+        scalars: list[Regex] = []
+        alts: list[Alternative] = []
+        for shape in shapes:
+            if shape.values is not None:
+                for value in shape.values:
+                    if self.ctx.is_valid(value, shape.pieces):
+                        self._const(value, shape.pieces[0], scalars, alts)
+                continue
+            if shape.null:
+                scalars.append(Literal("null"))
+            scalars.extend(Literal(json.dumps(b)) for b in sorted(shape.bools))
+            if shape.num is not None:
+                try:
+                    scalars.append(number_language(shape.num))
+                except NotImplementedError as err:
+                    self.ctx.unsupported(str(err), shape.pieces[0].path if shape.pieces else "#")
+            if shape.strs is not None:
+                content: Regex = Repeat(ANY_CHAR, 0, None)
+                if shape.strs:
+                    content = shape.strs[0] if len(shape.strs) == 1 else Intersect(shape.strs)
+                scalars.append(quoted(content))
+            if shape.arr is not None:
+                alts.append((self.array(shape.arr),))
+            if shape.obj is not None:
+                alts.append((self.object(shape.obj),))
+        scalars = [s for s in dict.fromkeys(scalars) if s != NOTHING]
+        if scalars:
+            alts.insert(0, (self.lexeme(scalars[0] if len(scalars) == 1 else Alt(tuple(scalars))),))
+        return list(dict.fromkeys(alts))
+
+    def _const(
+        self, value: Any, anchor: Piece, scalars: list[Regex], alts: list[Alternative]
+    ) -> None:
+        if value is None or isinstance(value, bool):
+            scalars.append(Literal(json.dumps(value)))
+        elif isinstance(value, (int, float)):
+            scalars.append(value_number_text(value))
+        elif isinstance(value, str):
+            scalars.append(quoted(Literal(value)))
+        else:
+            alts.append(
+                (
+                    self.value(
+                        (self.ctx.child(anchor, _const_schema(value, self.ctx.legacy), "const"),)
+                    ),
+                )
+            )
+
+    # -- arrays -------------------------------------------------------------------------------
+
+    def array(self, pieces: tuple[Piece, ...]) -> str:
+        """Return the rule of the arrays satisfying every piece's array keywords."""
+        return self.rule(("a", tuple(p.key() for p in pieces)), lambda _: self._array(pieces))
+
+    def _item(self, piece: Piece, index: int) -> Piece | None:
+        """Return the schema of item ``index`` under ``piece`` (None: unconstrained)."""
+        schema = piece.schema
+        prefix = schema.get("prefixItems")
+        items = schema.get("items")
+        if isinstance(items, list):  # draft 4-7 tuple form
+            if index < len(items):
+                return self.ctx.child(piece, items[index], "items", index)
+            if "additionalItems" in schema:
+                return self.ctx.child(piece, schema["additionalItems"], "additionalItems")
+            return None
+        if isinstance(prefix, list) and not self.ctx.legacy:
+            if index < len(prefix):
+                return self.ctx.child(piece, prefix[index], "prefixItems", index)
+        if items is not None:
+            return self.ctx.child(piece, items, "items")
+        return None
+
+    def _array(self, pieces: tuple[Piece, ...]) -> list[Alternative]:
+        ctx = self.ctx
+        lo, hi = 0, None
+        fixed = 0
+        contains: list[tuple[Piece, int, int | None]] = []
+        for piece in pieces:
+            s = piece.schema
+            lo = max(lo, non_negative_int(s.get("minItems", 0), piece.path + "/minItems"))
+            if "maxItems" in s:
+                m = non_negative_int(s["maxItems"], piece.path + "/maxItems")
+                hi = m if hi is None else min(hi, m)
+            items = s.get("items")
+            if isinstance(items, list):
+                fixed = max(fixed, len(items))
+            elif isinstance(s.get("prefixItems"), list) and not ctx.legacy:
+                fixed = max(fixed, len(s["prefixItems"]))
+            if "contains" in s:
+                cmin = non_negative_int(s.get("minContains", 1), piece.path + "/minContains")
+                cmax = s.get("maxContains")
+                cmax_n = (
+                    None if cmax is None else non_negative_int(cmax, piece.path + "/maxContains")
+                )
+                contains.append((ctx.child(piece, s["contains"], "contains"), cmin, cmax_n))
+            if s.get("uniqueItems") is True:
+                ctx.unsupported(
+                    "uniqueItems is not supported for these items", piece.path + "/uniqueItems"
+                )
+        if len(contains) > 1:
+            ctx.unsupported(
+                "more than one contains on the same array", pieces[0].path + "/contains"
+            )
+            contains = contains[:1]
+
+        def item_pieces(i: int) -> tuple[Piece, ...] | None:
+            out: list[Piece] = []
+            for piece in pieces:
+                sub = self._item(piece, i)
+                if sub is None:
+                    continue
+                if sub.schema is False:
+                    return None
+                out.append(sub)
+            return tuple(out)
+
+        if item_pieces(fixed) is None:  # no items past the fixed ones
+            hi = fixed if hi is None else min(hi, fixed)
+        if hi is not None and hi < lo:
+            return []
+        cmin, cmax = (contains[0][1], contains[0][2]) if contains else (0, None)
+        if cmax is not None and cmax < cmin:
+            return []
+        # Items are counted exactly up to cap_i; past it (no maxItems) every state is the same.
+        cap_i = max(fixed, lo, hi or 0, 1)
+        cap_c = max(cmin, (cmax + 1) if cmax is not None else 0)
+        limit = self.options.max_repeat
+        if cap_i > limit or cap_c > limit or cap_i * (cap_c + 1) > 8 * limit:
+            raise CompileLimitError(
+                "max_repeat",
+                limit,
+                max(cap_i, cap_c),
+                f"array bounds at {pieces[0].path} are too large to count exactly; lower "
+                "minItems/maxItems/minContains/maxContains or raise max_repeat",
+            )
+        open_t, close_t = self.lexeme(Literal("[")), self.lexeme(Literal("]"))
+        comma = self.lexeme(Literal(","))
+        cpiece = contains[0][0] if contains else None
+
+        def item_rules(i: int) -> list[tuple[str, int]]:
+            base = item_pieces(min(i, fixed))
+            if base is None:
+                return []
+            if cpiece is None:
+                return [(self.value(base), 0)]
+            yes = self.value((*base, cpiece))
+            no = self.shapes_rule(
+                ("notc", tuple(p.key() for p in base), cpiece.key()),
+                lambda: ctx._conjoin(
+                    ctx.shapes(base), ctx.negate(ctx.shapes((cpiece,)), cpiece.path), cpiece.path
+                ),
+            )
+            return [(yes, 1), (no, 0)]
+
+        def state(i: int, c: int) -> str:
+            key = ("as", tuple(p.key() for p in pieces), i, c)
+
+            def build(_: str) -> list[Alternative]:
+                alts: list[Alternative] = []
+                if i >= lo and c >= cmin and (cmax is None or c <= cmax):
+                    alts.append((close_t,))
+                if hi is None or i < hi:
+                    for rule, add in item_rules(i):
+                        ni = min(i + 1, cap_i)
+                        nc = min(c + add, cap_c)
+                        if cmax is not None and nc > cmax:
+                            continue
+                        nxt = state(ni, nc)
+                        alts.append((comma, rule, nxt) if i > 0 else (rule, nxt))
+                return alts
+
+            return self.rule(key, build)
+
+        return [(open_t, state(0, 0))]
+
+    # -- objects ------------------------------------------------------------------------------
+
+    def object(self, pieces: tuple[Piece, ...]) -> str:
+        """Return the rule of the objects satisfying every piece's object keywords."""
+        from constrain.frontends.json_objects import object_alternatives
+
+        return self.rule(
+            ("o", tuple(p.key() for p in pieces)), lambda _: object_alternatives(self, pieces)
+        )
+
+    def key_token(self, content: Regex, first: bool) -> str:
+        """Return the terminal of an object key (``"k":``, or ``,"k":`` after the first)."""
+        colon = Literal(":") if self.ws is None else Concat((self.ws, Literal(":"), self.ws))
+        body = Concat((quoted(content), colon))
+        if first:
+            return self.token(body)
+        comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+        return self.token(Concat((comma, body)))
+
+    # -- grammar ------------------------------------------------------------------------------
+
+    def grammar(self, root: str) -> Grammar:
+        """Return the Grammar with start rule ``root``."""
+        rules = [Rule("start", ((root,),))]
+        rules += [Rule(name, tuple(alts)) for name, alts in self.rules.items()]
+        terminals = tuple(Terminal(name, regex) for regex, name in self.terminals.items())
+        return Grammar(rules=tuple(rules), terminals=terminals, start="start")
+
+
+def _has_in_place_applicators(schema: dict[str, Any]) -> bool:
+    return any(
+        k in schema
+        for k in ("allOf", "anyOf", "oneOf", "not", "if", "$ref", "dependentSchemas", "$dynamicRef")
+    )
+
+
+def _const_schema(value: Any, legacy: bool) -> dict[str, Any]:
+    """Return a schema whose only instance is the array or object ``value``."""
+    if isinstance(value, dict):
+        return {
+            "type": "object",
+            "properties": {k: {"const": v} for k, v in value.items()},
+            "required": list(value),
+            "additionalProperties": False,
+        }
+    items = [{"const": v} for v in value]
+    if legacy:
+        return {"type": "array", "items": items, "additionalItems": False, "minItems": len(value)}
+    return {"type": "array", "prefixItems": items, "items": False, "minItems": len(value)}
+
+
+def key_language(
+    names: list[str], patterns: list[Regex], negated: list[Regex], extra: list[Regex]
+) -> Regex:
+    """Return the key strings that are none of ``names``, match ``patterns`` and not ``negated``."""
+    parts: list[Regex] = list(patterns) + list(extra)
+    if names:
+        parts.append(Complement(Alt(tuple(Literal(n) for n in names))))
+    parts.extend(Complement(p) for p in negated)
+    if not parts:
+        return Repeat(ANY_CHAR, 0, None)
+    return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
+
+
+def check_pattern(pattern: Any, pointer: str) -> Regex:
+    """Return the search-semantics IR of a patternProperties key (validated)."""
+    if not isinstance(pattern, str):
+        raise JsonSchemaError("patternProperties keys must be strings", pointer)
+    return pattern_regex(pattern, pointer)
+
+
+_ = EMPTY  # re-exported for json_objects
+
+
+def compile_json_schema(schema: Any, options: Any) -> Grammar:
+    """Return the grammar of the compact/flexible JSON texts of the instances of ``schema``.
+
+    Parameters
+    ----------
+    schema : dict, bool or str
+        The schema (JSON text is parsed first).
+    options : JsonSchemaOptions
+        Layout and strictness options.
+
+    Returns
+    -------
+    Grammar
+        The grammar; ``grammar.warnings`` lists what ``lenient=True`` did not enforce.
+
+    Raises
+    ------
+    JsonSchemaError
+        With the JSON pointer of a keyword that cannot be enforced, or when no value is valid.
+    CompileLimitError
+        When a configured limit is exceeded.
+    """
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as err:
+            raise JsonSchemaError(f"the schema is not valid JSON: {err}", "#") from err
+    if not isinstance(schema, (dict, bool)):
+        raise JsonSchemaError(
+            f"a schema must be an object or a boolean, got {type(schema).__name__}", "#"
+        )
+    ctx = SchemaContext(schema, options)
+    em = Emitter(ctx)
+    root = em.value((ctx.root,))
+    if not em.rules[root]:
+        raise JsonSchemaError("the schema accepts no JSON value", "#")
+    grammar = em.grammar(root)
+    return Grammar(
+        rules=grammar.rules,
+        terminals=grammar.terminals,
+        start=grammar.start,
+        _meta={"warnings": tuple(ctx.warnings), "source": "json_schema"},
+    )

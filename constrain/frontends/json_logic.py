@@ -1,0 +1,319 @@
+"""Stage 1 (JSON Schema): complements and disjointness of shapes (``not``, ``oneOf``, ``if``).
+
+The complement of a :class:`~constrain.frontends.json_schema.Shape` is computed type by type.
+It is exact where the shape's languages are exact: ``null``, booleans, numbers (the number
+language is exact on plain spellings ``-?int(.frac)?``, so its complement is taken among plain
+spellings), strings without ``format`` (a content regex's complement), finite value sets of
+scalars, and objects constrained by ``required`` alone (``not required [a, b]`` is "a is absent
+or b is absent"). Anything else raises :class:`~constrain.JsonSchemaError` (a warning under
+``lenient``, where the ``not`` is then not enforced for that type).
+
+:func:`disjoint` proves that two shapes share no value, which makes ``oneOf`` the plain union
+of its branches (the common case: a discriminator property, different types, disjoint ranges).
+"""
+
+from __future__ import annotations
+
+import functools
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from constrain.frontends.json_schema import NumC, Piece, Shape, json_equal_key
+from constrain.ir import (
+    NOTHING,
+    Alt,
+    CharSet,
+    Complement,
+    Concat,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+)
+
+if TYPE_CHECKING:
+    from constrain.frontends.json_schema import SchemaContext
+
+NEGATION_MARK = "x-constrain-complement"
+
+__all__ = ["NEGATION_MARK", "PLAIN_NUMBER", "disjoint", "negate_shape", "number_language"]
+
+_DIGIT = CharSet(((48, 57),))
+_DIGITS = Repeat(_DIGIT, 1, None)
+PLAIN_NUMBER: Regex = Concat(
+    (
+        Repeat(Literal("-"), 0, 1),
+        Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, None))))),
+        Repeat(Concat((Literal("."), _DIGITS)), 0, 1),
+    )
+)
+
+JSON_NUMBER: Regex = Concat(
+    (
+        PLAIN_NUMBER,
+        Repeat(
+            Concat(
+                (
+                    CharSet(((69, 69), (101, 101))),
+                    Repeat(CharSet(((43, 43), (45, 45))), 0, 1),
+                    _DIGITS,
+                )
+            ),
+            0,
+            1,
+        ),
+    )
+)
+
+_NONE = Shape(False, frozenset(), None, None, True, None, None)
+
+
+def number_language(num: NumC) -> Regex:
+    """Return the IR of the JSON number texts satisfying ``num`` (exact on plain spellings)."""
+    return _number_language(num)
+
+
+@functools.lru_cache(maxsize=4096)
+def _number_language(num: NumC) -> Regex:
+    if num.is_unconstrained():
+        return JSON_NUMBER
+    from constrain.frontends.json_numbers import number_regex
+
+    base: dict[str, Any] = {
+        "integer": num.integer,
+        "minimum": num.lo,
+        "maximum": num.hi,
+        "exclusive_minimum": num.lo_excl,
+        "exclusive_maximum": num.hi_excl,
+    }
+    if not num.multiples:
+        parts = [number_regex(**base)]
+    else:
+        parts = [number_regex(**base, multiple_of=num.multiples[0])]
+        parts += [number_regex(integer=num.integer, multiple_of=m) for m in num.multiples[1:]]
+    parts += list(num.extra)
+    if any(p == NOTHING for p in parts):
+        return NOTHING
+    return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
+
+
+def value_number_text(value: Any) -> Regex:
+    """Return the IR of every JSON spelling of the number ``value`` (plain ones exact)."""
+    from constrain.frontends.json_numbers import number_regex
+
+    exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    return number_regex(integer=False, minimum=exact, maximum=exact)
+
+
+def _only(**fields: Any) -> Shape:
+    return Shape(
+        null=fields.get("null", False),
+        bools=fields.get("bools", frozenset()),
+        num=fields.get("num"),
+        strs=fields.get("strs"),
+        str_exact=True,
+        arr=fields.get("arr"),
+        obj=fields.get("obj"),
+    )
+
+
+def _negate_values(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
+    kept = [v for v in shape.values or () if ctx.is_valid(v, shape.pieces)]
+    nums = [v for v in kept if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    strings = [v for v in kept if isinstance(v, str)]
+    containers = [v for v in kept if isinstance(v, (list, dict))]
+    if containers:
+        ctx.unsupported("not/oneOf/if of an array or object enum value", pointer)
+    num = NumC()
+    if nums:
+        spelled = Alt(tuple(value_number_text(v) for v in nums))
+        num = NumC(extra=(Intersect((Complement(spelled), PLAIN_NUMBER)),))
+    strs: tuple[Regex, ...] = ()
+    if strings:
+        strs = (Complement(Alt(tuple(Literal(s) for s in strings))),)
+    return [
+        Shape(
+            null=None not in kept,
+            bools=frozenset(b for b in (False, True) if not any(v is b for v in kept)),
+            num=num,
+            strs=strs,
+            arr=(),
+            obj=(),
+        )
+    ]
+
+
+def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
+    """Return the complement of one shape as a disjunction of single-type shapes.
+
+    Parameters
+    ----------
+    ctx : SchemaContext
+        The schema being compiled (for value checks and diagnostics).
+    shape : Shape
+        The shape to complement.
+    pointer : str
+        JSON pointer reported when a part cannot be complemented exactly.
+
+    Returns
+    -------
+    list of Shape
+        Shapes whose union is every JSON value outside ``shape``.
+    """
+    if shape.values is not None:
+        return _negate_values(ctx, shape, pointer)
+    out: list[Shape] = []
+    if not shape.null:
+        out.append(_only(null=True))
+    if len(shape.bools) < 2:
+        out.append(_only(bools=frozenset((False, True)) - shape.bools))
+    if shape.num is None:
+        out.append(_only(num=NumC()))
+    elif not shape.num.is_unconstrained():
+        lang = number_language(shape.num)
+        out.append(_only(num=NumC(extra=(Intersect((Complement(lang), PLAIN_NUMBER)),))))
+    if shape.strs is None:
+        out.append(_only(strs=()))
+    elif shape.strs:
+        if not shape.str_exact:
+            ctx.unsupported("the complement of a format (not/oneOf/if with format)", pointer)
+            out.append(_only(strs=()))
+        else:
+            inner = shape.strs[0] if len(shape.strs) == 1 else Intersect(shape.strs)
+            out.append(_only(strs=(Complement(inner),)))
+    for kind, pieces in (("array", shape.arr), ("object", shape.obj)):
+        if pieces is None:
+            out.append(_only(**{kind[:3]: ()}))
+            continue
+        for piece in pieces:
+            negated = _negate_container(ctx, piece, kind)
+            if negated is None:
+                ctx.unsupported(f"the complement of these {kind} keywords (not/oneOf/if)", pointer)
+                continue
+            for i, schema in enumerate(negated):
+                # Marked: a failed subschema evaluates nothing (for unevaluated*).
+                sub = ctx.child(piece, {"type": kind, NEGATION_MARK: True, **schema}, "not", i)
+                out.extend(ctx.shapes((sub,)))
+    return [s for s in out if not s.is_empty()]
+
+
+def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[str, Any]] | None:
+    """Return the complement of a piece's own array/object keywords as a union of schemas.
+
+    Each keyword's failure is itself a schema (``minItems: n`` fails as ``maxItems: n-1``,
+    ``properties: {a: S}`` as "a present and not S", ``contains`` as ``items: {not: C}``, ...),
+    so the union over keywords is exact. None when a keyword has no such form.
+    """
+    schema = piece.schema if isinstance(piece.schema, dict) else {}
+    out: list[dict[str, Any]] = []
+    if kind == "object":
+        out.extend({"properties": {name: False}} for name in schema.get("required", []))
+        for name, sub in (schema.get("properties") or {}).items():
+            if sub is not True:
+                out.append({"required": [name], "properties": {name: {"not": sub}}})
+        if schema.get("minProperties", 0) > 0:
+            out.append({"maxProperties": schema["minProperties"] - 1})
+        if "maxProperties" in schema:
+            out.append({"minProperties": schema["maxProperties"] + 1})
+        blocked = ("patternProperties", "additionalProperties", "propertyNames")
+        if any(k in schema and schema[k] is not True for k in blocked):
+            return None
+        return out
+    if schema.get("minItems", 0) > 0:
+        out.append({"maxItems": schema["minItems"] - 1})
+    if "maxItems" in schema:
+        out.append({"minItems": schema["maxItems"] + 1})
+    items = schema.get("items")
+    prefix = items if isinstance(items, list) else schema.get("prefixItems")
+    key = "items" if isinstance(items, list) or ctx.legacy else "prefixItems"
+    for i, sub in enumerate(prefix if isinstance(prefix, list) else []):
+        if sub is not True:
+            out.append({"minItems": i + 1, key: [True] * i + [{"not": sub}]})
+    if items is not None and not isinstance(items, list) and items is not True:
+        if prefix:
+            return None
+        out.append({"contains": {"not": items}})
+    if "contains" in schema:
+        low = schema.get("minContains", 1)
+        if low == 1:
+            out.append({"items": {"not": schema["contains"]}} if not ctx.legacy or True else {})
+        elif low > 1:
+            out.append({"contains": schema["contains"], "minContains": 0, "maxContains": low - 1})
+        if "maxContains" in schema:
+            out.append({"contains": schema["contains"], "minContains": schema["maxContains"] + 1})
+    if schema.get("uniqueItems") is True or "additionalItems" in schema and isinstance(items, list):
+        return None
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Disjointness
+# --------------------------------------------------------------------------------------------
+
+
+def _intervals_disjoint(a: NumC, b: NumC) -> bool:
+    def below(hi: Decimal | None, hi_x: bool, lo: Decimal | None, lo_x: bool) -> bool:
+        if hi is None or lo is None:
+            return False
+        return hi < lo or (hi == lo and (hi_x or lo_x))
+
+    return below(a.hi, a.hi_excl, b.lo, b.lo_excl) or below(b.hi, b.hi_excl, a.lo, a.lo_excl)
+
+
+def _strings_disjoint(a: tuple[Regex, ...], b: tuple[Regex, ...]) -> bool:
+    if not a and not b:
+        return False
+    from constrain.automata.dfa import compile_regex
+    from constrain.errors import CompileLimitError
+
+    try:
+        return compile_regex(Intersect(a + b), max_states=20_000).is_empty_language()
+    except CompileLimitError:
+        return False
+
+
+def _property_values(ctx: SchemaContext, pieces: tuple[Piece, ...]) -> dict[str, set[Any]]:
+    """Return required properties whose schema fixes a finite value set (discriminators)."""
+    required: set[str] = set()
+    values: dict[str, set[Any]] = {}
+    for piece in pieces:
+        schema = piece.schema
+        if not isinstance(schema, dict):
+            continue
+        required.update(r for r in schema.get("required", []) if isinstance(r, str))
+        for name, sub in (schema.get("properties") or {}).items():
+            if isinstance(sub, dict) and "$ref" in sub and len(sub) == 1:
+                try:
+                    sub = ctx.resolve(piece, sub["$ref"]).schema
+                except Exception:  # noqa: BLE001 - an unresolvable ref proves nothing
+                    continue
+            if not isinstance(sub, dict):
+                continue
+            found = [sub["const"]] if "const" in sub else sub.get("enum")
+            if isinstance(found, list):
+                keys = {json_equal_key(v) for v in found}
+                values[name] = values[name] & keys if name in values else keys
+    return {k: v for k, v in values.items() if k in required}
+
+
+def disjoint(ctx: SchemaContext, a: Shape, b: Shape) -> bool:
+    """Return True when no JSON value satisfies both shapes (False: unknown or overlapping)."""
+    if a.values is not None or b.values is not None:
+        first, second = (a, b) if a.values is not None else (b, a)
+        return not any(
+            ctx.is_valid(v, first.pieces) and ctx.is_valid(v, second.pieces)
+            for v in first.values or ()
+        )
+    if a.null and b.null or a.bools & b.bools:
+        return False
+    if a.num is not None and b.num is not None and not _intervals_disjoint(a.num, b.num):
+        return False
+    if a.strs is not None and b.strs is not None and not _strings_disjoint(a.strs, b.strs):
+        return False
+    if a.arr is not None and b.arr is not None:
+        return False
+    if a.obj is not None and b.obj is not None:
+        va, vb = _property_values(ctx, a.obj), _property_values(ctx, b.obj)
+        if not any(name in vb and not (va[name] & vb[name]) for name in va):
+            return False
+    return True

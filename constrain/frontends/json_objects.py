@@ -1,0 +1,277 @@
+"""Stage 1 (JSON Schema): the grammar of objects.
+
+The object keywords of every piece of a conjunction are merged here. A *declared* property
+(named in some ``properties`` or ``required``) gets the conjunction of every schema that applies
+to it: ``properties[name]``, each ``patternProperties`` entry whose pattern it matches, and
+``additionalProperties`` of a piece where neither applies; ``propertyNames`` filters the names.
+Any other key falls into a *region*: the set of patterns it matches. Each region is one key
+lexeme (the key strings that match exactly that set of patterns, are not declared and satisfy
+``propertyNames``: an intersection of regular languages) with its own value rule.
+
+Layout (see ``json_emit``): declaration order by default, optional properties skippable and
+additional ones after the declared ones; ``any_order=True`` tracks the set of declared
+properties already written, so any order is accepted, required ones are enforced and none
+repeats (exact up to ``max_any_order_properties`` declared properties, else
+:class:`~constrain.CompileLimitError`). ``minProperties``/``maxProperties`` count members.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from constrain.errors import CompileLimitError, JsonSchemaError
+from constrain.frontends.json_emit import check_pattern, key_language
+from constrain.frontends.json_local import non_negative_int
+from constrain.frontends.json_schema import Piece
+from constrain.ir import ANY_CHAR, Alt, Intersect, Literal, Regex, Repeat
+
+if TYPE_CHECKING:
+    from constrain.frontends.json_emit import Alternative, Emitter
+
+__all__ = ["object_alternatives"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_dfa(pattern: str) -> Any:
+    from constrain.automata.dfa import compile_regex
+    from constrain.frontends.json_local import pattern_regex
+
+    return compile_regex(pattern_regex(pattern, "#"))
+
+
+def _is_empty(regex: Regex) -> bool:
+    from constrain.automata.dfa import compile_regex
+
+    return compile_regex(regex).is_empty_language()
+
+
+class _Merged:
+    """The object keywords of a conjunction of pieces."""
+
+    def __init__(self, em: Emitter, pieces: tuple[Piece, ...]) -> None:
+        ctx = em.ctx
+        self.em = em
+        self.names: dict[str, None] = {}
+        self.required: dict[str, None] = {}
+        self.min_props = 0
+        self.max_props: int | None = None
+        # per piece: (properties, [(pattern, regex, sub piece)], additional piece or None)
+        self.parts: list[
+            tuple[Piece, dict[str, Any], list[tuple[str, Regex, Piece]], Piece | None]
+        ] = []
+        self.name_filters: list[Piece] = []
+        for piece in pieces:
+            s = piece.schema
+            props = s.get("properties", {})
+            if not isinstance(props, dict):
+                raise JsonSchemaError("properties must be an object", piece.path + "/properties")
+            self.names.update(dict.fromkeys(props))
+            req = s.get("required", [])
+            if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
+                raise JsonSchemaError(
+                    "required must be an array of strings", piece.path + "/required"
+                )
+            self.required.update(dict.fromkeys(req))
+            self.min_props = max(
+                self.min_props,
+                non_negative_int(s.get("minProperties", 0), piece.path + "/minProperties"),
+            )
+            if "maxProperties" in s:
+                m = non_negative_int(s["maxProperties"], piece.path + "/maxProperties")
+                self.max_props = m if self.max_props is None else min(self.max_props, m)
+            patterns = []
+            for pat, sub in (s.get("patternProperties") or {}).items():
+                pointer = f"{piece.path}/patternProperties"
+                patterns.append(
+                    (
+                        pat,
+                        check_pattern(pat, pointer),
+                        ctx.child(piece, sub, "patternProperties", pat),
+                    )
+                )
+            additional = None
+            if "additionalProperties" in s:
+                additional = ctx.child(piece, s["additionalProperties"], "additionalProperties")
+            if "propertyNames" in s:
+                self.name_filters.append(ctx.child(piece, s["propertyNames"], "propertyNames"))
+            self.parts.append((piece, props, patterns, additional))
+        self.names.update(self.required)
+
+    def conj(self, name: str) -> tuple[Piece, ...] | None:
+        """Return the schemas a declared property's value satisfies (None: name forbidden)."""
+        ctx = self.em.ctx
+        if self.name_filters and not ctx.is_valid(name, tuple(self.name_filters)):
+            return None
+        out: list[Piece] = []
+        for piece, props, patterns, additional in self.parts:
+            matched = False
+            if name in props:
+                out.append(ctx.child(piece, props[name], "properties", name))
+                matched = True
+            for pat, _, sub in patterns:
+                if _pattern_dfa(pat).matches(name.encode()):
+                    out.append(sub)
+                    matched = True
+            if not matched and additional is not None:
+                out.append(additional)
+        if any(p.schema is False for p in out):
+            return None
+        return tuple(p for p in out if p.schema is not True)
+
+    def name_language(self) -> Regex | None:
+        """Return the key strings ``propertyNames`` allows (None: any string)."""
+        if not self.name_filters:
+            return None
+        ctx = self.em.ctx
+        parts: list[Regex] = []
+        for shape in ctx.shapes(tuple(self.name_filters)):
+            if shape.values is not None:
+                parts.extend(
+                    Literal(v)
+                    for v in shape.values
+                    if isinstance(v, str) and ctx.is_valid(v, shape.pieces)
+                )
+            elif shape.strs is not None:
+                if not shape.str_exact:
+                    ctx.unsupported("propertyNames with a format", self.name_filters[0].path)
+                if not shape.strs:
+                    parts.append(Repeat(ANY_CHAR, 0, None))
+                else:
+                    parts.append(shape.strs[0] if len(shape.strs) == 1 else Intersect(shape.strs))
+        return Alt(tuple(parts))
+
+    def regions(self) -> list[tuple[Regex, tuple[Piece, ...]]]:
+        """Key languages of the undeclared keys, each with the schemas of its values."""
+        patterns = [(i, p) for i, part in enumerate(self.parts) for p in part[2]]
+        if len(patterns) > 6:
+            raise CompileLimitError(
+                "max_pattern_properties",
+                6,
+                len(patterns),
+                "too many patternProperties on one object",
+            )
+        names = list(self.names)
+        extra = self.name_language()
+        out = []
+        for mask in range(1 << len(patterns)):
+            chosen = [p for k, p in enumerate(patterns) if mask >> k & 1]
+            others = [p for k, p in enumerate(patterns) if not mask >> k & 1]
+            values = [sub for _, (_, _, sub) in chosen]
+            hit = {i for i, _ in chosen}
+            for i, (_, _, _, additional) in enumerate(self.parts):
+                if i not in hit and additional is not None:
+                    values.append(additional)
+            if any(v.schema is False for v in values):
+                continue
+            lang = key_language(
+                names,
+                [regex for _, (_, regex, _) in chosen],
+                [regex for _, (_, regex, _) in others],
+                [] if extra is None else [extra],
+            )
+            if (patterns or extra is not None or names) and _is_empty(lang):
+                continue
+            out.append((lang, tuple(v for v in values if v.schema is not True)))
+        return out
+
+
+def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternative]:
+    """Return the alternatives of the rule of the objects satisfying every piece.
+
+    Parameters
+    ----------
+    em : Emitter
+        The grammar under construction.
+    pieces : tuple of Piece
+        Schemas whose object keywords all apply.
+
+    Returns
+    -------
+    list of tuple of str
+        Alternatives (symbol sequences) of the object rule.
+    """
+    merged = _Merged(em, pieces)
+    lo, hi = merged.min_props, merged.max_props
+    if hi is not None and hi < lo:
+        return []
+    declared: list[tuple[str, tuple[Piece, ...]]] = []
+    for name in merged.names:
+        conj = merged.conj(name)
+        if conj is None:
+            if name in merged.required:
+                return []
+            continue
+        declared.append((name, conj))
+    regions = merged.regions()
+    cap = max(1, lo, (hi + 1) if hi is not None else 0)
+    if cap > em.options.max_repeat:
+        raise CompileLimitError(
+            "max_repeat", em.options.max_repeat, cap, "minProperties/maxProperties are too large"
+        )
+    open_t = em.lexeme(Literal("{"))
+    close_t = em.lexeme(Literal("}"))
+    required = {i for i, (name, _) in enumerate(declared) if name in merged.required}
+    key = tuple(p.key() for p in pieces)
+
+    def member(content: Regex, conj: tuple[Piece, ...], first: bool) -> tuple[str, str]:
+        return em.key_token(content, first), em.value(conj)
+
+    if not em.options.any_order:
+
+        def ordered(i: int, c: int) -> str:
+            def build(_: str) -> list[Alternative]:
+                alts: list[Alternative] = []
+                room = hi is None or c < hi
+                if i < len(declared):
+                    name, conj = declared[i]
+                    if room:
+                        alts.append(
+                            (*member(Literal(name), conj, c == 0), ordered(i + 1, min(c + 1, cap)))
+                        )
+                    if i not in required:
+                        alts.append((ordered(i + 1, c),))
+                    return alts
+                if c >= lo:
+                    alts.append((close_t,))
+                if room:
+                    for lang, conj in regions:
+                        alts.append((*member(lang, conj, c == 0), ordered(i, min(c + 1, cap))))
+                return alts
+
+            return em.rule(("oo", key, i, c), build)
+
+        return [(open_t, ordered(0, 0))]
+
+    limit = em.options.max_any_order_properties
+    if len(declared) > limit:
+        raise CompileLimitError(
+            "max_any_order_properties",
+            limit,
+            len(declared),
+            "any_order=True tracks which properties were written, exponential in their number; "
+            "use any_order=False (declaration order) or raise max_any_order_properties",
+        )
+    full_required = sum(1 << i for i in required)
+
+    def unordered(seen: int, extra: int) -> str:
+        def build(_: str) -> list[Alternative]:
+            count = bin(seen).count("1") + extra
+            alts: list[Alternative] = []
+            if seen & full_required == full_required and count >= lo:
+                alts.append((close_t,))
+            if hi is not None and count >= hi:
+                return alts
+            for j, (name, conj) in enumerate(declared):
+                if not seen >> j & 1:
+                    alts.append(
+                        (*member(Literal(name), conj, count == 0), unordered(seen | 1 << j, extra))
+                    )
+            for lang, conj in regions:
+                nxt = min(extra + 1, cap)
+                alts.append((*member(lang, conj, count == 0), unordered(seen, nxt)))
+            return alts
+
+        return em.rule(("ou", key, seen, extra), build)
+
+    return [(open_t, unordered(0, 0))]

@@ -1,0 +1,237 @@
+"""JSON Schema front end: table-driven acceptance, options, errors and pointers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import constrain
+from constrain import CompileLimitError, Grammar, JsonSchemaError
+from constrain.testing import byte_vocabulary
+
+_COMPILER = constrain.Compiler(byte_vocabulary())
+
+
+def accepts(grammar: Grammar, text: str) -> bool:
+    """Whether the byte-level matcher takes ``text`` to an accepting state."""
+    matcher = constrain.Matcher(_COMPILER.compile(grammar))
+    data = list(text.encode())
+    return matcher.accept_tokens(data) == len(data) and matcher.is_accepting()
+
+
+CASES: list[tuple[dict[str, Any], dict[str, Any], list[str], list[str]]] = [
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+        {},
+        ['{"a":1}', '{"a":1,"b":"x"}', '{"b":"x"}', "{}", '{"a":1,"b":"x","c":[1]}'],
+        ['{"b":"x","a":1}', '{"a":1.5}', '{"a":"1"}', '{"a":1,"a":2}', "[]"],
+    ),
+    (
+        {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]},
+        {"any_order": True},
+        ['{"b":1}', '{"b":1,"a":2}', '{"a":2,"b":1}'],
+        ['{"a":2}', '{"b":1,"b":1}', "{}"],
+    ),
+    (
+        {"type": "object", "additionalProperties": False, "properties": {"x": {"const": 1}}},
+        {},
+        ['{"x":1}', '{"x":1.0}', "{}"],
+        ['{"x":2}', '{"y":1}', '{"x":1,"y":1}'],
+    ),
+    (
+        {"type": "string", "minLength": 2, "maxLength": 3, "pattern": "^[a-zé]+$"},
+        {},
+        ['"ab"', '"éé"', '"abc"'],
+        ['"a"', '"abcd"', '"AB"', '"a1"'],
+    ),
+    (
+        {"type": "string", "pattern": "b"},
+        {},
+        ['"b"', '"abc"', '"xxbxx"'],
+        ['"a"', '""'],
+    ),
+    (
+        {"type": "array", "prefixItems": [{"type": "null"}], "items": {"type": "boolean"}},
+        {},
+        ["[]", "[null]", "[null,true,false]"],
+        ["[true]", "[null,null]"],
+    ),
+    (
+        {"type": "array", "contains": {"const": 2}, "minContains": 2, "maxContains": 3},
+        {},
+        ["[2,2]", "[1,2,3,2]", "[2,2,2]"],
+        ["[2]", "[2,2,2,2]", "[]"],
+    ),
+    (
+        {"oneOf": [{"type": "integer"}, {"minimum": 2}]},
+        {},
+        ["1", "2.5", '"x"'],
+        ["2", "3"],
+    ),
+    (
+        {"not": {"type": ["string", "null"]}},
+        {},
+        ["1", "true", "[]", "{}"],
+        ['"x"', "null"],
+    ),
+    (
+        {"if": {"properties": {"k": {"const": "n"}}}, "then": {"required": ["v"]}},
+        {"any_order": True},
+        ['{"k":"n","v":1}', '{"k":"m"}', '{"v":1}'],
+        ['{"k":"n"}', "{}"],
+    ),
+    (
+        {"dependentRequired": {"a": ["b"]}},
+        {"any_order": True},
+        ['{"a":1,"b":2}', '{"b":2}', "{}", "1"],
+        ['{"a":1}'],
+    ),
+    (
+        {
+            "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            "$ref": "#/$defs/node",
+        },
+        {},
+        ["{}", '{"next":{}}', '{"next":{"next":{"next":{}}}}'],
+        ['{"next":1}', '{"next":{"next":[]}}'],
+    ),
+    (
+        {"enum": ["a", 1, None, [1, 2], {"k": True}]},
+        {},
+        ['"a"', "1", "1.0", "null", "[1,2]", '{"k":true}'],
+        ['"b"', "2", "[2,1]", '{"k":false}', "true"],
+    ),
+    (
+        {"type": "integer", "minimum": -5, "exclusiveMaximum": 10, "multipleOf": 3},
+        {},
+        ["-3", "0", "3", "9", "6.0"],
+        ["-6", "10", "12", "4", "3.5"],
+    ),
+    (
+        {"type": "string", "format": "date"},
+        {},
+        ['"2024-02-29"', '"1999-12-31"'],
+        ['"2023-02-29"', '"2024-13-01"', '"x"'],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "options", "good", "bad"), CASES)
+def test_acceptance_matches_the_schema(
+    schema: dict[str, Any], options: dict[str, Any], good: list[str], bad: list[str]
+) -> None:
+    import jsonschema
+
+    grammar = Grammar.from_json_schema(schema, **options)
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    for text in good:
+        assert jsonschema.Draft202012Validator(schema, format_checker=checker).is_valid(
+            json.loads(text)
+        ), text  # the table itself is right
+        assert accepts(grammar, text), text
+    for text in bad:
+        assert not accepts(grammar, text), text
+
+
+def test_flexible_whitespace_is_bounded() -> None:
+    grammar = Grammar.from_json_schema(
+        {"type": "object", "properties": {"a": {"type": "array"}}},
+        whitespace="flexible",
+        max_whitespace=2,
+    )
+    assert accepts(grammar, '{ "a" : [ 1 , 2 ] }')
+    assert accepts(grammar, '{"a":  [1,2]}')
+    assert not accepts(grammar, '{"a":   [1,2]}')
+    assert not accepts(Grammar.from_json_schema({}), "[1, 2]")
+
+
+def test_string_escapes_are_decoded_before_checking() -> None:
+    grammar = Grammar.from_json_schema({"type": "string", "maxLength": 1})
+    assert accepts(grammar, '"\\n"')
+    assert accepts(grammar, '"\\u001f"')
+    assert accepts(grammar, '"\\""')
+    assert not accepts(grammar, '"\\n\\n"')
+    assert not accepts(grammar, '"\n"')  # a raw control character is not JSON
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        ({"properties": {"a": {"type": "array", "uniqueItems": True}}}, "#/properties/a"),
+        ({"items": {"$dynamicRef": "#x"}}, "#/items/$dynamicRef"),
+        ({"properties": {"p": {"pattern": "(?<=a)b"}}}, "#/properties/p/pattern"),
+        ({"type": "strin"}, "#/type"),
+        ({"$ref": "#/$defs/missing"}, "#/$ref"),
+    ],
+)
+def test_errors_carry_the_pointer(schema: dict[str, Any], pointer: str) -> None:
+    with pytest.raises(JsonSchemaError) as info:
+        Grammar.from_json_schema(schema)
+    assert info.value.pointer.startswith(pointer)
+    assert isinstance(info.value, ValueError)
+
+
+def test_lenient_records_warnings() -> None:
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    grammar = Grammar.from_json_schema(schema, lenient=True)
+    assert any("uniqueItems" in w for w in grammar.warnings)
+    assert accepts(grammar, '["a"]')
+    assert Grammar.from_json_schema({"type": "string"}).warnings == ()
+
+
+def test_unknown_format_is_a_warning_not_an_error() -> None:
+    grammar = Grammar.from_json_schema({"type": "string", "format": "int64"})
+    assert any("int64" in w for w in grammar.warnings)
+
+
+def test_unsatisfiable_schema_is_an_error() -> None:
+    with pytest.raises(JsonSchemaError, match="accepts no JSON value"):
+        Grammar.from_json_schema({"type": "integer", "minimum": 3, "maximum": 2})
+    with pytest.raises(JsonSchemaError):
+        Grammar.from_json_schema(False)
+
+
+def test_limits_raise_compile_limit_error() -> None:
+    many = {f"p{i}": {} for i in range(12)}
+    with pytest.raises(CompileLimitError) as info:
+        Grammar.from_json_schema({"properties": many}, any_order=True)
+    assert info.value.limit_name == "max_any_order_properties"
+    nested = {"anyOf": [{"type": "integer", "minimum": i} for i in range(20)]}
+    with pytest.raises(CompileLimitError):
+        Grammar.from_json_schema({"allOf": [nested, nested, nested]}, max_branches=100)
+    with pytest.raises(CompileLimitError):
+        Grammar.from_json_schema({"type": "array", "minItems": 10**6})
+
+
+def test_one_of_overlap_modes() -> None:
+    schema = {"oneOf": [{"type": "object", "patternProperties": {"a": {}}}, {"type": "object"}]}
+    with pytest.raises(JsonSchemaError, match="oneOf|complement"):
+        Grammar.from_json_schema(schema)
+    assert accepts(Grammar.from_json_schema(schema, one_of="any"), "{}")
+
+
+def test_json_text_and_file(tmp_path: Any) -> None:
+    path = tmp_path / "s.json"
+    path.write_text('{"type": "boolean"}')
+    grammar = Grammar.from_json_schema_file(path)
+    assert accepts(grammar, "true")
+    assert not accepts(grammar, "1")
+    assert accepts(Grammar.from_json_schema('{"const": "x"}'), '"x"')
+    with pytest.raises(JsonSchemaError):
+        Grammar.from_json_schema("{not json")
+
+
+def test_draft7_ref_overrides_siblings() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"s": {"type": "string"}},
+        "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 1}},
+        "items": [{"type": "integer"}],
+        "additionalItems": False,
+    }
+    grammar = Grammar.from_json_schema(schema)
+    assert accepts(grammar, '{"a":"long"}')  # draft 7: maxLength next to $ref is ignored
+    assert accepts(grammar, "[1]")
+    assert not accepts(grammar, "[1,2]")
