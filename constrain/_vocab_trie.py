@@ -192,3 +192,44 @@ def check_trie(trie: Trie, size: int, num_bytes: int) -> None:
     )
     if not ok:
         raise VocabularyError("inconsistent token trie arrays")
+
+
+def string_body_tokens(indptr: Int64Array, data: ByteArray, special: Int32Array) -> np.ndarray:
+    r"""Return a bool mask of the tokens that are complete, raw JSON string-body text.
+
+    A token qualifies when its bytes are valid UTF-8 made only of characters a JSON string may
+    hold unescaped (``U+0020`` and up, except ``"`` and ``\\``). Inside a lexer state that loops
+    on every such character, each of these tokens leaves the state unchanged (llguidance's
+    "slicer" idea), so the mask can take them wholesale and walk only the others.
+    """
+    v = indptr.shape[0] - 1
+    lens = np.diff(indptr)
+    out = np.zeros(v, dtype=bool)
+    if data.shape[0] == 0:
+        return out
+    starts = np.minimum(indptr[:-1], data.shape[0] - 1)
+    bad = (data < 0x20) | (data == 0x22) | (data == 0x5C)
+    high = data >= 0x80
+    has_bad = np.add.reduceat(bad.astype(np.int32), starts) > 0
+    has_high = np.add.reduceat(high.astype(np.int32), starts) > 0
+    clean = (lens > 0) & ~has_bad
+    out[clean & ~has_high] = True
+    raw = data.tobytes()
+    for t in np.flatnonzero(clean & has_high).tolist():
+        try:
+            raw[indptr[t] : indptr[t + 1]].decode("utf-8")  # strict: no surrogates, no overlongs
+        except UnicodeDecodeError:
+            continue
+        out[t] = True
+    out[special] = False
+    return out
+
+
+def subset_trie(indptr: Int64Array, data: ByteArray, keep: np.ndarray) -> Trie:
+    """Return the trie of the tokens where ``keep`` is True (the others become absent)."""
+    lens = np.diff(indptr)
+    lens = np.where(keep, lens, 0)
+    new_indptr = np.zeros_like(indptr)
+    np.cumsum(lens, out=new_indptr[1:])
+    pos = np.repeat(indptr[:-1] - new_indptr[:-1], lens) + np.arange(int(lens.sum()))
+    return build_trie(new_indptr, np.ascontiguousarray(data[pos]))

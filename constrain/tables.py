@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +79,7 @@ class MaskTables:
         self._lock = threading.Lock()
         self.num_builds = 0
         self.num_resets = 0
+        self._loops: dict[int, bool] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -135,6 +137,10 @@ class MaskTables:
         out_w = np.zeros(self.num_words, dtype=np.uint32)
         out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
         out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
+        trie: Any = vocab
+        if self.loops_on_string_body(state):
+            bits, trie = vocab.string_slice()
+            out_w |= bits
         nc = build_entry_kernel(
             state,
             expected,
@@ -148,17 +154,29 @@ class MaskTables:
             lexer.accept_bits,
             lexer.alive_bits,
             parser.follow_bits,
-            vocab.node_byte,
-            vocab.node_token,
-            vocab.node_end,
-            vocab.node_depth,
-            vocab.token_next_dup,
+            trie.node_byte,
+            trie.node_token,
+            trie.node_end,
+            trie.node_depth,
+            trie.token_next_dup,
             out_w,
             out_c,
             out_lcp,
         )
         self.num_builds += 1
         return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
+
+    def loops_on_string_body(self, state: int) -> bool:
+        """Whether every raw JSON string-body character leads lexer ``state`` back to itself.
+
+        Then each token of the vocabulary's string slice (complete raw string text) is allowed
+        from ``state`` without changing it, and only the other tokens need a trie walk.
+        """
+        hit = self._loops.get(state)
+        if hit is None:
+            hit = state != 0 and _loops_on_string_body(self.lexer, state)
+            self._loops[state] = hit
+        return hit
 
     def lookup(
         self, states: Int32Array, kernels: list[Int32Array]
@@ -228,3 +246,35 @@ class MaskTables:
         snap.index[key] = e
         self._snap = TableSnapshot(snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1)
         return e
+
+
+# UTF-8 encodings of the raw JSON string-body characters (U+0020.., minus '"' and '\\'), as
+# byte-range sequences: (lead range, continuation ranges...).
+_BODY_SEQUENCES = (
+    ((0x20, 0x21),),
+    ((0x23, 0x5B),),
+    ((0x5D, 0x7F),),
+    ((0xC2, 0xDF), (0x80, 0xBF)),
+    ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
+    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
+    ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
+)
+
+
+def _loops_on_string_body(lexer: LexerDfa, state: int) -> bool:
+    """Check, by byte classes, that every string-body character maps ``state`` to itself."""
+    byte_class, trans = lexer.byte_class, lexer.trans
+    for seq in _BODY_SEQUENCES:
+        frontier = {state}
+        for lo, hi in seq:
+            classes = {int(c) for c in byte_class[lo : hi + 1]}
+            frontier = {int(trans[s, c]) for s in frontier for c in classes}
+            if -1 in frontier:
+                return False
+        if frontier != {state}:
+            return False
+    return True

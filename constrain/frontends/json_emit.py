@@ -44,6 +44,8 @@ from constrain.ir import (
 
 __all__ = ["Emitter"]
 
+_BUSY = object()
+
 Alternative = tuple[str, ...]
 
 
@@ -57,6 +59,8 @@ class Emitter:
         self.rules: dict[str, list[Alternative]] = {}
         self.terminals: dict[Regex, str] = {}
         self.memo: dict[Any, str] = {}
+        self.parts: dict[Any, object] = {}
+        self.pending: dict[Any, list[str]] = {}
 
     # -- naming -------------------------------------------------------------------------------
 
@@ -90,14 +94,47 @@ class Emitter:
 
     def value(self, pieces: tuple[Piece, ...]) -> str:
         """Return the rule of the values satisfying every piece."""
-        key = ("v", tuple(p.key() for p in pieces))
-        return self.rule(key, lambda _: self._shapes_alts(self.ctx.shapes(pieces)))
+        key = tuple(p.key() for p in pieces)
+        name = self.memo.get(("v", key))
+        if name is not None:
+            return name
+        name = self.rule(("v", key), lambda _: [])
+        if self.parts.get(key) is _BUSY:  # filled in when value_parts(key) completes
+            self.pending.setdefault(key, []).append(name)
+        else:
+            self.rules[name] = self._body(self.value_parts(pieces))
+        return name
+
+    def _body(self, parts: tuple[Regex | None, list[Alternative]]) -> list[Alternative]:
+        scalar, alts = parts
+        return ([(self.lexeme(scalar),)] if scalar is not None else []) + alts
+
+    def value_parts(self, pieces: tuple[Piece, ...]) -> tuple[Regex | None, list[Alternative]]:
+        """Return the values satisfying every piece as (scalar language, container rules).
+
+        A position whose values are all scalars is a single regular language: callers fuse it
+        with the lexeme before it (an object key, an array comma), so the lexer never has to
+        tell this property's strings from another's (see the module docstring).
+        """
+        key = tuple(p.key() for p in pieces)
+        hit = self.parts.get(key)
+        if hit is _BUSY:  # a recursive reference to a value being built: use its rule
+            return None, [(self.value(pieces),)]
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        self.parts[key] = _BUSY
+        result = self._shapes_parts(self.ctx.shapes(pieces))
+        self.parts[key] = result
+        for name in self.pending.pop(key, []):
+            self.rules[name] = self._body(result)
+        return result
 
     def shapes_rule(self, key: Any, shapes: Callable[[], list[Shape]]) -> str:
         """Return the rule of the values of a normal form computed on first use."""
-        return self.rule(("s", key), lambda _: self._shapes_alts(shapes()))
 
-    def _shapes_alts(self, shapes: list[Shape]) -> list[Alternative]:
+        return self.rule(("s", key), lambda _: self._body(self._shapes_parts(shapes())))
+
+    def _shapes_parts(self, shapes: list[Shape]) -> tuple[Regex | None, list[Alternative]]:
         scalars: list[Regex] = []
         alts: list[Alternative] = []
         for shape in shapes:
@@ -124,9 +161,10 @@ class Emitter:
             if shape.obj is not None:
                 alts.append((self.object(shape.obj),))
         scalars = [s for s in dict.fromkeys(scalars) if s != NOTHING]
+        scalar = None
         if scalars:
-            alts.insert(0, (self.lexeme(scalars[0] if len(scalars) == 1 else Alt(tuple(scalars))),))
-        return list(dict.fromkeys(alts))
+            scalar = scalars[0] if len(scalars) == 1 else Alt(tuple(scalars))
+        return scalar, list(dict.fromkeys(alts))
 
     def _const(
         self, value: Any, anchor: Piece, scalars: list[Regex], alts: list[Alternative]
@@ -234,15 +272,14 @@ class Emitter:
                 "minItems/maxItems/minContains/maxContains or raise max_repeat",
             )
         open_t, close_t = self.lexeme(Literal("[")), self.lexeme(Literal("]"))
-        comma = self.lexeme(Literal(","))
         cpiece = contains[0][0] if contains else None
 
-        def item_rules(i: int) -> list[tuple[str, int]]:
+        def item_rules(i: int) -> list[tuple[Any, int]]:
             base = item_pieces(min(i, fixed))
             if base is None:
                 return []
             if cpiece is None:
-                return [(self.value(base), 0)]
+                return [(base, 0)]
             yes = self.value((*base, cpiece))
             no = self.shapes_rule(
                 ("notc", tuple(p.key() for p in base), cpiece.key()),
@@ -266,7 +303,7 @@ class Emitter:
                         if cmax is not None and nc > cmax:
                             continue
                         nxt = state(ni, nc)
-                        alts.append((comma, rule, nxt) if i > 0 else (rule, nxt))
+                        alts.append((*self.item_symbols(rule, i > 0), nxt))
                 return alts
 
             return self.rule(key, build)
@@ -282,6 +319,37 @@ class Emitter:
         return self.rule(
             ("o", tuple(p.key() for p in pieces)), lambda _: object_alternatives(self, pieces)
         )
+
+    def item_symbols(self, item: Any, after_comma: bool) -> tuple[str, ...]:
+        """Return the symbols of one array item (a rule name, or pieces to fuse with the comma)."""
+        if isinstance(item, str):
+            return (self.lexeme(Literal(",")), item) if after_comma else (item,)
+        scalar, alts = self.value_parts(item)
+        if scalar is not None and not alts:
+            if not after_comma:
+                return (self.lexeme(scalar),)
+            comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+            return (self.lexeme(Concat((comma, scalar))),)
+        rule = self.value(item)
+        return (self.lexeme(Literal(",")), rule) if after_comma else (rule,)
+
+    def member_symbols(
+        self, content: Regex, conj: tuple[Piece, ...], first: bool
+    ) -> tuple[str, ...]:
+        """Return the symbols of one object member: key (with colon and comma) and value."""
+        scalar, alts = self.value_parts(conj)
+        if scalar is not None and not alts:
+            return (self.lexeme(Concat((self.key_regex(content, first), scalar))),)
+        return self.key_token(content, first), self.value(conj)
+
+    def key_regex(self, content: Regex, first: bool) -> Regex:
+        """Return the regex of an object key with its colon (and the comma before, if not first)."""
+        colon = Literal(":") if self.ws is None else Concat((self.ws, Literal(":"), self.ws))
+        body = Concat((quoted(content), colon))
+        if first:
+            return body
+        comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+        return Concat((comma, body))
 
     def key_token(self, content: Regex, first: bool) -> str:
         """Return the terminal of an object key (``"k":``, or ``,"k":`` after the first)."""

@@ -214,8 +214,8 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
     required = {i for i, (name, _) in enumerate(declared) if name in merged.required}
     key = tuple(p.key() for p in pieces)
 
-    def member(content: Regex, conj: tuple[Piece, ...], first: bool) -> tuple[str, str]:
-        return em.key_token(content, first), em.value(conj)
+    def member(content: Regex, conj: tuple[Piece, ...], first: bool) -> tuple[str, ...]:
+        return em.member_symbols(content, conj, first)
 
     if not em.options.any_order:
 

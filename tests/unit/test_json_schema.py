@@ -235,3 +235,69 @@ def test_draft7_ref_overrides_siblings() -> None:
     assert accepts(grammar, '{"a":"long"}')  # draft 7: maxLength next to $ref is ignored
     assert accepts(grammar, "[1]")
     assert not accepts(grammar, "[1,2]")
+
+
+def test_masks_equal_brute_force_inside_strings_and_keys() -> None:
+    """Token masks (string-body slice included) equal the byte-level definition."""
+    import numpy as np
+
+    from constrain.testing import brute_force_mask, tiny_vocabulary
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "tag": {"enum": ["ab", "a\u20acb"]},
+            "list": {"type": "array", "items": {"type": "string", "maxLength": 2}},
+        },
+        "required": ["name"],
+    }
+    grammar = Grammar.from_json_schema(schema, whitespace="flexible", max_whitespace=1)
+    tiny = tiny_vocabulary()
+    compiled = constrain.Compiler(tiny).compile(grammar)
+    byte_compiled = _COMPILER.compile(grammar)
+
+    def accepts_prefix(data: bytes) -> bool:
+        m = constrain.Matcher(byte_compiled)
+        return m.accept_tokens(list(data)) == len(data)
+
+    def complete(data: bytes) -> bool:
+        m = constrain.Matcher(byte_compiled)
+        return m.accept_tokens(list(data)) == len(data) and m.is_accepting()
+
+    text = '{"name": "x\\"\u20ac ab", "tag":"a\u20acb","list":["ab", ""]}'.encode()
+    bitmask = constrain.allocate_token_bitmask(1, tiny.size)
+    for cut in range(len(text) + 1):
+        prefix = text[:cut]
+        matcher = constrain.Matcher(compiled)
+        assert matcher.accept_tokens(list(prefix)) == cut
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        words = bitmask.numpy()[0].view(np.uint32)
+        got = np.array([(words[t >> 5] >> (t & 31)) & 1 for t in range(tiny.size)], dtype=bool)
+        want = brute_force_mask(tiny, accepts_prefix, prefix, complete)[: tiny.size]
+        assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
+
+
+def test_string_slice_matches_its_definition() -> None:
+    from constrain.testing import tiny_vocabulary
+
+    vocab = tiny_vocabulary()
+    bits, trie = vocab.string_slice()
+    special = set(vocab.special_ids.tolist())
+    in_trie: set[int] = set()
+    for t in trie.node_token.tolist():
+        while t >= 0:
+            in_trie.add(t)
+            t = int(trie.token_next_dup[t])
+    for t in range(vocab.size):
+        lo, hi = int(vocab.token_indptr[t]), int(vocab.token_indptr[t + 1])
+        data = bytes(vocab.token_bytes[lo:hi])
+        try:
+            text = data.decode("utf-8")
+            want = bool(text) and all(c >= " " and c not in '"\\' for c in text)
+        except UnicodeDecodeError:
+            want = False
+        want = want and t not in special
+        assert bool(bits[t >> 5] >> (t & 31) & 1) == want, (t, data)
+        # every other token is walked through the slice's trie
+        assert (t in in_trie) == (bool(data) and not want and t not in special), (t, data)
