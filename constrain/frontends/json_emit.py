@@ -131,7 +131,6 @@ class Emitter:
 
     def shapes_rule(self, key: Any, shapes: Callable[[], list[Shape]]) -> str:
         """Return the rule of the values of a normal form computed on first use."""
-
         return self.rule(("s", key), lambda _: self._body(self._shapes_parts(shapes())))
 
     def _shapes_parts(self, shapes: list[Shape]) -> tuple[Regex | None, list[Alternative]]:
