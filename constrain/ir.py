@@ -415,6 +415,10 @@ class Grammar:
             Enforce ``format`` (default) or treat it as an annotation.
         lenient : bool, optional
             Turn unsupported keywords into warnings (``grammar.warnings``) instead of errors.
+        python_compatible : bool, optional
+            Also keep the output readable by Python's and pydantic's parsers: integers written
+            plainly (no fraction or exponent), other numbers within float64 range, no leap
+            second in ``date-time``/``time``. Default False (True for :meth:`from_pydantic`).
 
         Raises
         ------
@@ -445,6 +449,7 @@ class Grammar:
         """
         from constrain.frontends.pydantic import pydantic_schema
 
+        options.setdefault("python_compatible", True)
         return cls.from_json_schema(pydantic_schema(model), **options)
 
     @property

@@ -29,7 +29,7 @@ import numpy as np
 from constrain._types import Int32Array, Int64Array
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
-from constrain.kernels.numba_tables import build_entry_kernel
+from constrain.kernels.numba_tables import body_reach_kernel, build_entry_kernel
 from constrain.vocab import Vocabulary
 
 __all__ = ["MaskTables", "TableSnapshot"]
@@ -79,7 +79,8 @@ class MaskTables:
         self._lock = threading.Lock()
         self.num_builds = 0
         self.num_resets = 0
-        self._loops: dict[int, bool] = {}
+        self._reach: dict[int, np.ndarray | None] = {}
+        self._body_classes: list[list[list[int]]] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -138,7 +139,9 @@ class MaskTables:
         out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
         out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
         trie: Any = vocab
-        if self.loops_on_string_body(state):
+        reach = self.string_body_reach(state)
+        allowed = expected | parser.ignore_bits
+        if reach is not None and bool(np.all(np.any(lexer.alive_bits[reach] & allowed, axis=1))):
             bits, trie = vocab.string_slice()
             out_w |= bits
         nc = build_entry_kernel(
@@ -166,17 +169,22 @@ class MaskTables:
         self.num_builds += 1
         return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
 
-    def loops_on_string_body(self, state: int) -> bool:
-        """Whether every raw JSON string-body character leads lexer ``state`` back to itself.
+    def string_body_reach(self, state: int) -> np.ndarray | None:
+        """Return the states string-body text can lead ``state`` to, or None.
 
-        Then each token of the vocabulary's string slice (complete raw string text) is allowed
-        from ``state`` without changing it, and only the other tokens need a trie walk.
+        None when some raw JSON string-body text kills the lexeme from ``state`` (or the set is
+        large). Otherwise each token of the vocabulary's string slice lands on one of these
+        states, inside the same lexeme: where an allowed terminal is alive at all of them
+        (:meth:`build` checks), the whole slice is allowed and only the other tokens need a
+        trie walk (llguidance's "slicer").
         """
-        hit = self._loops.get(state)
-        if hit is None:
-            hit = state != 0 and _loops_on_string_body(self.lexer, state)
-            self._loops[state] = hit
-        return hit
+        if state in self._reach:
+            return self._reach[state]
+        if self._body_classes is None:
+            self._body_classes = body_class_sequences(self.lexer)
+        found = None if state == 0 else body_reach(self.lexer, self._body_classes, state)
+        self._reach[state] = found
+        return found
 
     def lookup(
         self, states: Int32Array, kernels: list[Int32Array]
@@ -265,16 +273,21 @@ _BODY_SEQUENCES = (
 )
 
 
-def _loops_on_string_body(lexer: LexerDfa, state: int) -> bool:
-    """Check, by byte classes, that every string-body character maps ``state`` to itself."""
-    byte_class, trans = lexer.byte_class, lexer.trans
-    for seq in _BODY_SEQUENCES:
-        frontier = {state}
-        for lo, hi in seq:
-            classes = {int(c) for c in byte_class[lo : hi + 1]}
-            frontier = {int(trans[s, c]) for s in frontier for c in classes}
-            if -1 in frontier:
-                return False
-        if frontier != {state}:
-            return False
-    return True
+def body_class_sequences(lexer: LexerDfa) -> list[list[list[int]]]:
+    """Return the distinct byte classes of each position of each string-body UTF-8 shape."""
+    return [
+        [np.unique(lexer.byte_class[lo : hi + 1]).tolist() for lo, hi in seq]
+        for seq in _BODY_SEQUENCES
+    ]
+
+
+def body_reach(
+    lexer: LexerDfa, sequences: list[list[list[int]]], state: int, limit: int = 4096
+) -> np.ndarray | None:
+    """Return the states reachable from ``state`` by string-body text (None: a path dies)."""
+    classes = np.array([c for seq in sequences for pos in seq for c in pos], dtype=np.int64)
+    pos_ptr = np.cumsum([0] + [len(pos) for seq in sequences for pos in seq]).astype(np.int64)
+    seq_ptr = np.cumsum([0] + [len(seq) for seq in sequences]).astype(np.int64)
+    out = np.empty(limit, dtype=np.int64)
+    n = body_reach_kernel(lexer.trans, classes, pos_ptr, seq_ptr, state, out)
+    return None if n < 0 else out[:n].copy()

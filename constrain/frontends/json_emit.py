@@ -31,6 +31,7 @@ from constrain.ir import (
     EMPTY,
     NOTHING,
     Alt,
+    CharSet,
     Complement,
     Concat,
     Grammar,
@@ -44,9 +45,82 @@ from constrain.ir import (
 
 __all__ = ["Emitter"]
 
+Alternative = tuple[str, ...]
+
 _BUSY = object()
 
-Alternative = tuple[str, ...]
+# python_compatible: integers as pydantic reads them (any plain integer; a fraction or an
+# exponent goes through a float, so only below 1e18), other numbers within float64 range.
+_DIGIT = CharSet(((48, 57),))
+_SIGN = Repeat(Literal("-"), 0, 1)
+_EXP = CharSet(((69, 69), (101, 101)))
+_FRACTION = Concat((Literal("."), Repeat(_DIGIT, 1, None)))
+
+
+def _exponent(limit: str) -> Regex:
+    """``[eE]+?N`` for decimal N of at most the two digits of ``limit`` (e.g. "17")."""
+    tens, ones = int(limit[0]), int(limit[1])
+    small = Repeat(_DIGIT, 1, 1) if tens else CharSet(((48, 48 + ones),))
+    parts: list[Regex] = [small]
+    if tens:
+        parts.append(Concat((CharSet(((49, 48 + tens - 1),)), _DIGIT)) if tens > 1 else NOTHING)
+        parts.append(Concat((Literal(str(tens)), CharSet(((48, 48 + ones),)))))
+    return Concat((_EXP, Repeat(Literal("+"), 0, 1), Alt(tuple(p for p in parts if p != NOTHING))))
+
+
+PLAIN_INTEGER: Regex = Alt(
+    (
+        Concat(
+            (_SIGN, Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, None))))))
+        ),
+        Concat((_SIGN, Repeat(_DIGIT, 1, 18), _FRACTION)),
+        Concat((_SIGN, _DIGIT, Repeat(_FRACTION, 0, 1), _exponent("17"))),
+    )
+)
+FLOAT64: Regex = Alt(
+    (
+        # up to 150 integer digits and a two-digit exponent: below 1e250
+        Concat(
+            (
+                _SIGN,
+                Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, 149))))),
+                Repeat(_FRACTION, 0, 1),
+                Repeat(
+                    Concat(
+                        (
+                            _EXP,
+                            Alt(
+                                (
+                                    Concat((Repeat(Literal("+"), 0, 1), Repeat(_DIGIT, 1, 2))),
+                                    Concat((Literal("-"), Repeat(_DIGIT, 1, None))),
+                                )
+                            ),
+                        )
+                    ),
+                    0,
+                    1,
+                ),
+            )
+        ),
+        # one-digit mantissa (as Python's repr writes floats) up to e+307
+        Concat(
+            (
+                _SIGN,
+                _DIGIT,
+                Repeat(_FRACTION, 0, 1),
+                _EXP,
+                Repeat(Literal("+"), 0, 1),
+                Alt(
+                    (
+                        Repeat(_DIGIT, 1, 2),
+                        Concat((CharSet(((49, 50),)), _DIGIT, _DIGIT)),
+                        Concat((Literal("30"), CharSet(((48, 55),)))),
+                    )
+                ),
+            )
+        ),
+    )
+)
 
 
 class Emitter:
@@ -147,7 +221,10 @@ class Emitter:
             scalars.extend(Literal(json.dumps(b)) for b in sorted(shape.bools))
             if shape.num is not None:
                 try:
-                    scalars.append(number_language(shape.num))
+                    lang = number_language(shape.num)
+                    if self.options.python_compatible and lang != NOTHING:
+                        lang = Intersect((lang, PLAIN_INTEGER if shape.num.integer else FLOAT64))
+                    scalars.append(lang)
                 except NotImplementedError as err:
                     self.ctx.unsupported(str(err), shape.pieces[0].path if shape.pieces else "#")
             if shape.strs is not None:

@@ -24,7 +24,7 @@ from constrain.frontends.json_schema import (
     Shape,
     to_decimal,
 )
-from constrain.ir import ANY_CHAR, Regex, Repeat
+from constrain.ir import ANY_CHAR, Complement, Concat, Literal, Regex, Repeat
 
 if TYPE_CHECKING:
     from constrain.frontends.json_schema import SchemaContext
@@ -128,6 +128,10 @@ def _strings(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> tuple[
         if regex is not None:
             out.append(regex)
             exact = False
+            if ctx.options.python_compatible and name in ("date-time", "time"):
+                # Python's datetime (and pydantic) refuse the leap second 23:59:60.
+                any_run = Repeat(ANY_CHAR, 0, None)
+                out.append(Complement(Concat((any_run, Literal(":60"), any_run))))
         elif name in STANDARD_FORMATS:
             ctx.unsupported(f"format {name!r} is not supported", path + "/format")
         else:

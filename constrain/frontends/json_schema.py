@@ -85,6 +85,7 @@ class JsonSchemaOptions:
     max_any_order_properties: int = 8
     max_repeat: int = 4096
     draft: Literal["2020-12", "2019-09", "7", "6", "4"] | None = None
+    python_compatible: bool = False
 
 
 @dataclass(frozen=True, eq=False)

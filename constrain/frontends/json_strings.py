@@ -2,13 +2,14 @@ r"""Stage 1 (JSON Schema): JSON string encoding of content regexes, and whitespa
 
 JSON Schema string keywords (``pattern``, ``minLength``, ``format``) speak about the decoded
 characters; the grammar reads the encoded text. :func:`encode_content` maps a content regex
-through the JSON string encoding, character set by character set: a character is written raw
-(any code point from U+0020 except ``"`` and ``\``), ``"`` and ``\`` as ``\"`` and ``\\``,
-control characters as their short escape (``\n``, ...) or ``\u00XX`` (either hex case).
-The encoding is an injective, prefix-free map, so it commutes with intersection, and a
-complement becomes "an encoded string not in the encoded language". ``\/`` and ``\uXXXX``
-spellings of ordinary characters are not generated or accepted (no serializer emits them for
-printable characters; they are documented false negatives).
+through the JSON string encoding, character set by character set: a character may be written
+raw (any code point from U+0020 except ``"`` and ``\``), as a short escape (``\"``, ``\\``,
+``\/``, ``\n``, ...) or as ``\uXXXX`` (either hex case; a surrogate pair above U+FFFF), exactly
+the spellings JSON allows. The encoding is injective and prefix-free, so it commutes with
+intersection, and a complement becomes "an encoded string not in the encoded language". For a
+character class of more than 64 ranges (large Unicode properties) only control characters get
+``\uXXXX`` spellings, to keep the automaton small: the other ``\u`` spellings of such a class
+are documented false negatives.
 """
 
 from __future__ import annotations
@@ -31,29 +32,84 @@ from constrain.ir import (
 __all__ = ["encode_content", "quoted", "whitespace_regex"]
 
 _RAW = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)))
-_SHORT = {8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r", 0x22: '\\"', 0x5C: "\\\\"}
-_HEX = CharSet(((48, 57), (65, 70), (97, 102)))
+_SHORT = {
+    8: "\\b",
+    9: "\\t",
+    10: "\\n",
+    12: "\\f",
+    13: "\\r",
+    0x22: '\\"',
+    0x2F: "\\/",
+    0x5C: "\\\\",
+}
 
 
-def _hex_digit(value: int) -> Regex:
-    char = "0123456789abcdef"[value]
-    if char.isdigit():
-        return Literal(char)
-    return CharSet(((ord(char.upper()), ord(char.upper())), (ord(char), ord(char))))
+def _hex_digits(lo: int, hi: int) -> CharSet:
+    """Return the hex digit characters (either case) of the values ``lo..hi``."""
+    ranges: list[tuple[int, int]] = []
+    if lo <= 9:
+        ranges.append((48 + lo, 48 + min(hi, 9)))
+    if hi >= 10:
+        a, b = max(lo, 10) - 10, hi - 10
+        ranges += [(65 + a, 65 + b), (97 + a, 97 + b)]
+    return CharSet.of(ranges)
+
+
+def _hex_sequences(lo: int, hi: int, width: int) -> list[tuple[CharSet, ...]]:
+    """Digit-by-digit sequences spelling every ``width``-digit hex number in ``lo..hi``."""
+    if width == 0:
+        return [()]
+    base = 16 ** (width - 1)
+    a, b = lo // base, hi // base
+    if a == b:
+        return [(_hex_digits(a, a), *t) for t in _hex_sequences(lo % base, hi % base, width - 1)]
+    out: list[tuple[CharSet, ...]] = []
+    first, last = a, b
+    if lo % base:
+        out += [(_hex_digits(a, a), *t) for t in _hex_sequences(lo % base, base - 1, width - 1)]
+        first = a + 1
+    tail: list[tuple[CharSet, ...]] = []
+    if hi % base != base - 1:
+        tail = [(_hex_digits(b, b), *t) for t in _hex_sequences(0, hi % base, width - 1)]
+        last = b - 1
+    if first <= last:
+        out.append((_hex_digits(first, last), *([_hex_digits(0, 15)] * (width - 1))))
+    return out + tail
+
+
+_BACKSLASH_U = (CharSet(((0x5C, 0x5C),)), CharSet(((0x75, 0x75),)))
+
+
+def _unicode_escapes(cs: CharSet) -> list[tuple[CharSet, ...]]:
+    r"""``\uXXXX`` spellings (surrogate pairs above U+FFFF) of the code points of ``cs``."""
+    out: list[tuple[CharSet, ...]] = []
+    for lo, hi in cs.ranges:
+        for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), min(hi, 0xFFFF))):
+            if a <= b:
+                out += [(*_BACKSLASH_U, *t) for t in _hex_sequences(a, b, 4)]
+        a, b = max(lo, 0x10000), hi
+        while a <= b:  # one high surrogate at a time, or a run of whole blocks
+            high, low = 0xD800 + ((a - 0x10000) >> 10), (a - 0x10000) & 0x3FF
+            if low == 0 and b - a >= 0x3FF:
+                count = (b - a + 1) >> 10
+                highs = _hex_sequences(high, high + count - 1, 4)
+                lows = _hex_sequences(0xDC00, 0xDFFF, 4)
+                a += count << 10
+            else:
+                end = min(b, a + (0x3FF - low))
+                highs = _hex_sequences(high, high, 4)
+                lows = _hex_sequences(0xDC00 + low, 0xDC00 + low + (end - a), 4)
+                a = end + 1
+            out += [(*_BACKSLASH_U, *h, *_BACKSLASH_U, *lw) for h in highs for lw in lows]
+    return out
 
 
 def _escapes(cs: CharSet) -> list[Regex]:
-    """Escape sequences of the characters of ``cs`` that cannot be written raw."""
-    out: list[Regex] = []
-    for lo, hi in cs.ranges:
-        for cp in range(lo, min(hi, 0x1F) + 1):
-            forms: list[Regex] = [
-                Concat((Literal("\\u00"), _hex_digit(cp >> 4), _hex_digit(cp & 15)))
-            ]
-            if cp in _SHORT:
-                forms.append(Literal(_SHORT[cp]))
-            out.extend(forms)
-        out.extend(Literal(_SHORT[cp]) for cp in (0x22, 0x5C) if lo <= cp <= hi)
+    r"""Escape sequences of the characters of ``cs``: short forms and ``\uXXXX``."""
+    out: list[Regex] = [Literal(esc) for cp, esc in _SHORT.items() if cp in cs]
+    if len(cs.ranges) > 64:  # a large Unicode class: \\u spellings of controls only
+        cs = cs.intersect(CharSet(((0, 0x1F),)))
+    out.extend(Concat(seq) for seq in _unicode_escapes(cs))
     return out
 
 

@@ -436,3 +436,62 @@ def build_entry_kernel(
                 tok = token_next_dup[tok]
         i += 1
     return nc
+
+
+@njit(cache=True, nogil=True)
+def body_reach_kernel(
+    trans: np.ndarray,
+    classes: np.ndarray,
+    pos_ptr: np.ndarray,
+    seq_ptr: np.ndarray,
+    start: int,
+    out: np.ndarray,
+) -> int:
+    """Breadth-first search of the lexer states string-body characters lead ``start`` to.
+
+    Each character shape ``q`` is the positions ``seq_ptr[q]:seq_ptr[q+1]``; position ``p``
+    reads the byte classes ``classes[pos_ptr[p]:pos_ptr[p+1]]``. Writes the states reached
+    (``start`` first) to ``out`` and returns their number; -1 when some character kills the
+    lexeme, -2 when more than ``out.shape[0]`` states are reached.
+    """
+    num_states = trans.shape[0]
+    visited = np.zeros(num_states, dtype=np.bool_)
+    mark = np.zeros(num_states, dtype=np.int64)
+    cur = np.empty(num_states, dtype=np.int64)
+    nxt = np.empty(num_states, dtype=np.int64)
+    visited[start] = True
+    out[0] = start
+    n = 1
+    head = 0
+    stamp = 0
+    while head < n:
+        x = out[head]
+        head += 1
+        for q in range(seq_ptr.shape[0] - 1):
+            cur[0] = x
+            nc = 1
+            for p in range(seq_ptr[q], seq_ptr[q + 1]):
+                stamp += 1
+                nn = 0
+                for i in range(nc):
+                    s = cur[i]
+                    for k in range(pos_ptr[p], pos_ptr[p + 1]):
+                        y = trans[s, classes[k]]
+                        if y < 0:
+                            return -1
+                        if mark[y] != stamp:
+                            mark[y] = stamp
+                            nxt[nn] = y
+                            nn += 1
+                for i in range(nn):
+                    cur[i] = nxt[i]
+                nc = nn
+            for i in range(nc):
+                y = cur[i]
+                if not visited[y]:
+                    visited[y] = True
+                    if n >= out.shape[0]:
+                        return -2
+                    out[n] = y
+                    n += 1
+    return n

@@ -46,11 +46,11 @@ EOS = int(VOCAB.eos_ids[0])
 COMPILER = Compiler(VOCAB)
 FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 MAX_STEPS = 400
-NUM_WALKS = 12
+NUM_WALKS = 16
 MAX_WHITESPACE = 2
 
 SETTINGS = settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     derandomize=True,
     database=None,
@@ -491,7 +491,7 @@ def test_instances_are_accepted_any_order(name: str, data: st.DataObject) -> Non
 @SETTINGS
 @given(data=st.data())
 def test_instances_are_accepted_flexible(name: str, data: st.DataObject) -> None:
-    # ", " and ": "; raw non-ASCII: \\uXXXX spellings of printable characters are a documented
+    # ", " and ": "; raw non-ASCII: \uXXXX spellings of printable characters are a documented
     # false negative (constrain/frontends/json_strings.py), see test_ascii_escapes below
     text = json.dumps(data.draw(instances(name)), ensure_ascii=False)
     assert accepts(compiled(name, any_order=True, whitespace="flexible"), text), text
@@ -533,13 +533,6 @@ def test_flexible_walks_are_valid_and_bound_whitespace(name: str) -> None:
     assert longest == MAX_WHITESPACE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="json_strings accepts \\uXXXX only for control characters (a documented false "
-    "negative, said to be emitted by no serializer), but json.dumps' default ensure_ascii=True "
-    "writes every non-ASCII character and U+007F that way: '\"\\u00e9\"' is rejected even by {}",
-)
 @pytest.mark.parametrize("char", ["\x7f", "\u00e9", "\u20ac", "\U0001f600"])
 def test_ascii_escapes(char: str) -> None:
     grammar = COMPILER.compile(Grammar.from_json_schema({"type": "string"}))
