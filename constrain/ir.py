@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Union
 
@@ -48,6 +48,28 @@ MAX_CODEPOINT = 0x10FFFF
 # --------------------------------------------------------------------------------------------
 # Regex IR
 # --------------------------------------------------------------------------------------------
+
+
+class _Node:
+    """Base of the composite regex nodes: a slot for their hash, computed once."""
+
+    __slots__ = ("_hash",)
+
+
+def _hashed(cls: Any) -> Any:
+    """Make a frozen dataclass node hash its fields once (nodes nest deeply and key caches)."""
+    names = tuple(f.name for f in fields(cls))
+
+    def __hash__(self: Any) -> int:  # noqa: N807
+        try:
+            return int(self._hash)
+        except AttributeError:
+            h = hash((cls.__name__, *(getattr(self, n) for n in names)))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    cls.__hash__ = __hash__
+    return cls
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,22 +138,25 @@ class Literal:
     text: str
 
 
+@_hashed
 @dataclass(frozen=True, slots=True)
-class Concat:
+class Concat(_Node):
     """Concatenation; ``Concat(())`` is the empty string (:data:`EMPTY`)."""
 
     items: tuple[Regex, ...]
 
 
+@_hashed
 @dataclass(frozen=True, slots=True)
-class Alt:
+class Alt(_Node):
     """Alternation; ``Alt(())`` is the empty language (:data:`NOTHING`)."""
 
     items: tuple[Regex, ...]
 
 
+@_hashed
 @dataclass(frozen=True, slots=True)
-class Repeat:
+class Repeat(_Node):
     """``item{min,max}``; ``max=None`` means unbounded. Lazy quantifiers are greedy here."""
 
     item: Regex
@@ -139,22 +164,25 @@ class Repeat:
     max: int | None = None
 
 
+@_hashed
 @dataclass(frozen=True, slots=True)
-class Intersect:
+class Intersect(_Node):
     """The strings matched by every item (regular languages are closed under intersection)."""
 
     items: tuple[Regex, ...]
 
 
+@_hashed
 @dataclass(frozen=True, slots=True)
-class Complement:
+class Complement(_Node):
     """Every valid string (any sequence of :data:`ANY_CHAR`) that ``item`` does not match."""
 
     item: Regex
 
 
+@_hashed
 @dataclass(frozen=True, slots=True)
-class Automaton:
+class Automaton(_Node):
     """A character-level finite automaton, for languages with no compact regex.
 
     States are ``0 .. num_states - 1``; ``edges`` are ``(src, chars, dst)`` triples (several
@@ -627,9 +655,9 @@ class Grammar:
             If a terminal uses :class:`Intersect` or :class:`Complement`, which Lark's regexes
             cannot express (the grammar still compiles).
         """
-        from constrain.frontends.printer import terminal_to_lark
+        from constrain.frontends.printer import expand_nullable, lark_names, terminal_to_lark
 
-        names = _lark_names(self)
+        names = lark_names(self)
         terms = self.terminal_map()
         # Nullable terminal -> its non-empty part (None when it matches only the empty string).
         nullable = {t.name: _non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
@@ -637,7 +665,7 @@ class Grammar:
         for rule in sorted(self.rules, key=lambda r: r.name != self.start):
             alts: dict[str, None] = {}
             for alt in rule.alternatives:
-                for expanded in _expand_nullable(alt, nullable):
+                for expanded in expand_nullable(alt, nullable):
                     alts.setdefault(" ".join(names.get(s, s) for s in expanded))
             body = "\n    | ".join(alts) if alts else names[rule.name]
             lines.append(f"{names[rule.name]}: {body}".replace(" \n", "\n").rstrip())
@@ -657,55 +685,6 @@ class Grammar:
 
     def __str__(self) -> str:
         return self.to_lark()
-
-
-# --------------------------------------------------------------------------------------------
-# Lark printing helpers
-# --------------------------------------------------------------------------------------------
-
-_LARK_RULE_NAME = re.compile(r"_?[a-z][_a-z0-9]*")
-_LARK_TERMINAL_NAME = re.compile(r"_?[A-Z][_A-Z0-9]*")
-
-
-def _lark_names(grammar: Grammar) -> dict[str, str]:
-    """Map every rule and terminal name to a distinct name that Lark's grammar syntax accepts."""
-    symbols = [(r.name, False) for r in grammar.rules] + [(t.name, True) for t in grammar.terminals]
-    names: dict[str, str] = {}
-    for name, is_term in symbols:
-        legal = _LARK_TERMINAL_NAME if is_term else _LARK_RULE_NAME
-        if legal.fullmatch(name):
-            names[name] = name
-    used = set(names.values())
-    for name, is_term in symbols:
-        if name in names:
-            continue
-        body = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_")
-        body = body.upper() if is_term else body.lower()
-        if not body[:1].isalpha():
-            body = ("T_" if is_term else "r_") + body
-        base = ("_" if name.startswith("_") else "") + body.rstrip("_")
-        candidate, n = base, 1
-        while candidate in used:
-            n += 1
-            candidate = f"{base}_{n}"
-        names[name] = candidate
-        used.add(candidate)
-    return names
-
-
-def _expand_nullable(
-    alt: tuple[str, ...], nullable: Mapping[str, Regex | None]
-) -> list[tuple[str, ...]]:
-    """Spell out each nullable terminal of ``alt`` as present or absent (absent only if empty)."""
-    out: list[tuple[str, ...]] = [()]
-    for sym in alt:
-        if sym not in nullable:
-            out = [prefix + (sym,) for prefix in out]
-        elif nullable[sym] is None:
-            continue
-        else:
-            out = [p for prefix in out for p in (prefix + (sym,), prefix)]
-    return out
 
 
 def matches_empty(node: Regex) -> bool:

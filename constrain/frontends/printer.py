@@ -11,6 +11,8 @@ Python ``re`` has no intersection or complement, so :class:`~constrain.ir.Inters
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Mapping
 
 from constrain.errors import GrammarError
 from constrain.ir import (
@@ -22,6 +24,7 @@ from constrain.ir import (
     CharSet,
     Complement,
     Concat,
+    Grammar,
     Intersect,
     Literal,
     Regex,
@@ -30,7 +33,13 @@ from constrain.ir import (
     matches_empty,
 )
 
-__all__ = ["automaton_to_regex", "regex_to_pattern", "terminal_to_lark"]
+__all__ = [
+    "automaton_to_regex",
+    "expand_nullable",
+    "lark_names",
+    "regex_to_pattern",
+    "terminal_to_lark",
+]
 
 # State elimination gives up once an intermediate regex has more leaves than this.
 MAX_AUTOMATON_REGEX_SIZE = 20_000
@@ -355,3 +364,52 @@ def automaton_to_regex(node: Automaton) -> Regex:
             pred[s].discard(q)
         del succ[q], pred[q]
     return arcs.get((init, final), NOTHING)
+
+
+# --------------------------------------------------------------------------------------------
+# Lark names and nullable terminals (used by Grammar.to_lark)
+# --------------------------------------------------------------------------------------------
+
+_LARK_RULE_NAME = re.compile(r"_?[a-z][_a-z0-9]*")
+_LARK_TERMINAL_NAME = re.compile(r"_?[A-Z][_A-Z0-9]*")
+
+
+def lark_names(grammar: Grammar) -> dict[str, str]:
+    """Map every rule and terminal name to a distinct name that Lark's grammar syntax accepts."""
+    symbols = [(r.name, False) for r in grammar.rules] + [(t.name, True) for t in grammar.terminals]
+    names: dict[str, str] = {}
+    for name, is_term in symbols:
+        legal = _LARK_TERMINAL_NAME if is_term else _LARK_RULE_NAME
+        if legal.fullmatch(name):
+            names[name] = name
+    used = set(names.values())
+    for name, is_term in symbols:
+        if name in names:
+            continue
+        body = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_")
+        body = body.upper() if is_term else body.lower()
+        if not body[:1].isalpha():
+            body = ("T_" if is_term else "r_") + body
+        base = ("_" if name.startswith("_") else "") + body.rstrip("_")
+        candidate, n = base, 1
+        while candidate in used:
+            n += 1
+            candidate = f"{base}_{n}"
+        names[name] = candidate
+        used.add(candidate)
+    return names
+
+
+def expand_nullable(
+    alt: tuple[str, ...], nullable: Mapping[str, Regex | None]
+) -> list[tuple[str, ...]]:
+    """Spell out each nullable terminal of ``alt`` as present or absent (absent only if empty)."""
+    out: list[tuple[str, ...]] = [()]
+    for sym in alt:
+        if sym not in nullable:
+            out = [prefix + (sym,) for prefix in out]
+        elif nullable[sym] is None:
+            continue
+        else:
+            out = [p for prefix in out for p in (prefix + (sym,), prefix)]
+    return out
