@@ -13,7 +13,6 @@ and can be saved to and loaded from disk in a versioned ``.npz`` format.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import threading
 import time
@@ -325,7 +324,7 @@ class Compiler:
         self.vocab = vocab
         self.limits = limits or CompileLimits()
         self.cache_bytes = cache_bytes
-        self._cache: OrderedDict[str, CompiledGrammar] = OrderedDict()
+        self._cache: OrderedDict[Grammar, CompiledGrammar] = OrderedDict()
         self._cache_used = 0
         self._lock = threading.Lock()
 
@@ -353,10 +352,9 @@ class Compiler:
                 f"compile() takes a constrain.Grammar, got {type(grammar).__name__}; build one "
                 "with Grammar.from_regex / from_lark / builtin"
             )
-        # The IR is frozen dataclasses: its repr is a faithful, deterministic fingerprint (the
-        # Lark printer cannot print intersections or complements).
-        text = repr((grammar.rules, grammar.terminals, grammar.ignore))
-        key = hashlib.sha256(f"{grammar.start}\n{text}".encode()).hexdigest()
+        # The IR is frozen dataclasses (regex nodes cache their hash): the grammar itself is
+        # the key, compared field by field on a hash match, so a hit is always exact.
+        key = grammar
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:

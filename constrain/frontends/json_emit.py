@@ -68,11 +68,12 @@ def _exponent(limit: str) -> Regex:
     return Concat((_EXP, Repeat(Literal("+"), 0, 1), Alt(tuple(p for p in parts if p != NOTHING))))
 
 
+INTEGER_TEXT: Regex = Concat(
+    (_SIGN, Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, None))))))
+)
 PLAIN_INTEGER: Regex = Alt(
     (
-        Concat(
-            (_SIGN, Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, None))))))
-        ),
+        INTEGER_TEXT,
         Concat((_SIGN, Repeat(_DIGIT, 1, 18), _FRACTION)),
         Concat((_SIGN, _DIGIT, Repeat(_FRACTION, 0, 1), _exponent("17"))),
     )
@@ -135,6 +136,7 @@ class Emitter:
         self.memo: dict[Any, str] = {}
         self.parts: dict[Any, object] = {}
         self.pending: dict[Any, list[str]] = {}
+        self.queue: list[tuple[str, Callable[[str], list[Alternative]]]] = []
 
     # -- naming -------------------------------------------------------------------------------
 
@@ -150,19 +152,33 @@ class Emitter:
         """Return the terminal of one lexeme: ``regex`` then the bounded whitespace."""
         return self.token(regex if self.ws is None else Concat((regex, self.ws)))
 
+    def _name(self, key: Any) -> str:
+        """Register a new rule under ``key`` (no alternatives yet) and return its name."""
+        name = f"r{len(self.memo)}"
+        self.memo[key] = name
+        self.rules[name] = []
+        if len(self.rules) > 200_000:
+            raise CompileLimitError(
+                "max_rules", 200_000, len(self.rules), "the schema's grammar is too large"
+            )
+        return name
+
     def rule(self, key: Any, build: Callable[[str], list[Alternative]]) -> str:
-        """Return the rule memoised under ``key``, building it on first use (recursion-safe)."""
+        """Return the rule memoised under ``key``; its body is built later by :meth:`drain`.
+
+        Deferring the bodies keeps the Python stack flat however deep the schema nests.
+        """
         name = self.memo.get(key)
         if name is None:
-            name = f"r{len(self.memo)}"
-            self.memo[key] = name
-            self.rules[name] = []
-            self.rules[name] = build(name)
-            if len(self.rules) > 200_000:
-                raise CompileLimitError(
-                    "max_rules", 200_000, len(self.rules), "the schema's grammar is too large"
-                )
+            name = self._name(key)
+            self.queue.append((name, build))
         return name
+
+    def drain(self) -> None:
+        """Build every rule body still waiting (bodies may register more rules)."""
+        while self.queue:
+            name, build = self.queue.pop()
+            self.rules[name] = build(name)
 
     # -- values -------------------------------------------------------------------------------
 
@@ -172,7 +188,7 @@ class Emitter:
         name = self.memo.get(("v", key))
         if name is not None:
             return name
-        name = self.rule(("v", key), lambda _: [])
+        name = self._name(("v", key))
         if self.parts.get(key) is _BUSY:  # filled in when value_parts(key) completes
             self.pending.setdefault(key, []).append(name)
         else:
@@ -222,6 +238,8 @@ class Emitter:
             if shape.num is not None:
                 try:
                     lang = number_language(shape.num)
+                    if shape.num.integer and self.ctx.plain_integers and lang != NOTHING:
+                        lang = Intersect((lang, INTEGER_TEXT))
                     if self.options.python_compatible and lang != NOTHING:
                         lang = Intersect((lang, PLAIN_INTEGER if shape.num.integer else FLOAT64))
                     scalars.append(lang)
@@ -525,6 +543,7 @@ def compile_json_schema(schema: Any, options: Any) -> Grammar:
     ctx = SchemaContext(schema, options)
     em = Emitter(ctx)
     root = em.value((ctx.root,))
+    em.drain()
     if not em.rules[root]:
         raise JsonSchemaError("the schema accepts no JSON value", "#")
     grammar = em.grammar(root)

@@ -14,7 +14,7 @@ import json
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from constrain.errors import JsonSchemaError, RegexError
+from constrain.errors import CompileLimitError, JsonSchemaError, RegexError
 from constrain.frontends.json_schema import (
     ARR_KEYWORDS,
     OBJ_KEYWORDS,
@@ -109,14 +109,21 @@ def _strings(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> tuple[
     hi = schema.get("maxLength")
     hi_n = None if hi is None else non_negative_int(hi, path + "/maxLength")
     if lo or hi_n is not None:
-        limit = ctx.options.max_repeat
-        if lo > limit or (hi_n is not None and hi_n > limit):
-            if hi_n is not None and hi_n > limit and lo <= limit:
-                hi_n = None  # an upper bound past the limit cannot be enforced
-                ctx.unsupported(f"maxLength above {limit} (max_repeat)", path + "/maxLength")
-            else:
-                ctx.unsupported(f"minLength above {limit} (max_repeat)", path + "/minLength")
-                lo = 0
+        cap = ctx.options.max_string_length
+        if lo > cap:
+            raise CompileLimitError(
+                "max_string_length",
+                cap,
+                lo,
+                f"minLength at {path} needs strings longer than the grammar counts; raise "
+                "max_string_length",
+            )
+        if hi_n is not None and hi_n > cap:
+            # Sound: no string longer than the schema allows is accepted; the longer valid
+            # ones are (each counted position costs ~20 lexer states).
+            ctx.warnings.append(f"{path}/maxLength: {hi_n} enforced as {cap} (max_string_length)")
+            hi_n = cap
+            exact = False  # its complement would not be sound
         out.append(Repeat(ANY_CHAR, lo, hi_n))
     if "pattern" in schema:
         out.append(pattern_regex(schema["pattern"], path + "/pattern"))

@@ -315,5 +315,34 @@ def disjoint(ctx: SchemaContext, a: Shape, b: Shape) -> bool:
     if a.obj is not None and b.obj is not None:
         va, vb = _property_values(ctx, a.obj), _property_values(ctx, b.obj)
         if not any(name in vb and not (va[name] & vb[name]) for name in va):
-            return False
+            needs_a, needs_b = _required(a.obj), _required(b.obj)
+            if not any(_forbids(b.obj, n) for n in needs_a) and not any(
+                _forbids(a.obj, n) for n in needs_b
+            ):
+                return False
     return True
+
+
+def _required(pieces: tuple[Piece, ...]) -> set[str]:
+    out: set[str] = set()
+    for piece in pieces:
+        if isinstance(piece.schema, dict) and isinstance(piece.schema.get("required"), list):
+            out.update(r for r in piece.schema["required"] if isinstance(r, str))
+    return out
+
+
+def _forbids(pieces: tuple[Piece, ...], name: str) -> bool:
+    """Return whether some piece rules out property ``name`` (``false`` or no room for it)."""
+    from constrain.frontends.json_objects import pattern_dfa
+
+    for piece in pieces:
+        schema = piece.schema if isinstance(piece.schema, dict) else {}
+        props = schema.get("properties") or {}
+        if props.get(name, True) is False:
+            return True
+        if name in props or schema.get("additionalProperties", True) is not False:
+            continue
+        patterns = schema.get("patternProperties") or {}
+        if not any(pattern_dfa(p).matches(name.encode()) for p in patterns):
+            return True
+    return False

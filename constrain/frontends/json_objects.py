@@ -29,11 +29,12 @@ from constrain.ir import ANY_CHAR, Alt, Intersect, Literal, Regex, Repeat
 if TYPE_CHECKING:
     from constrain.frontends.json_emit import Alternative, Emitter
 
-__all__ = ["object_alternatives"]
+__all__ = ["object_alternatives", "pattern_dfa"]
 
 
 @functools.lru_cache(maxsize=4096)
-def _pattern_dfa(pattern: str) -> Any:
+def pattern_dfa(pattern: str) -> Any:
+    """Return the DFA of an ECMAScript pattern with search semantics (cached)."""
     from constrain.automata.dfa import compile_regex
     from constrain.frontends.json_local import pattern_regex
 
@@ -110,7 +111,7 @@ class _Merged:
                 out.append(ctx.child(piece, props[name], "properties", name))
                 matched = True
             for pat, _, sub in patterns:
-                if _pattern_dfa(pat).matches(name.encode()):
+                if pattern_dfa(pat).matches(name.encode()):
                     out.append(sub)
                     matched = True
             if not matched and additional is not None:

@@ -84,6 +84,7 @@ class JsonSchemaOptions:
     max_branches: int = 256
     max_any_order_properties: int = 8
     max_repeat: int = 4096
+    max_string_length: int = 1024
     draft: Literal["2020-12", "2019-09", "7", "6", "4"] | None = None
     python_compatible: bool = False
 
@@ -251,6 +252,11 @@ class SchemaContext:
         self.legacy = draft not in (
             referencing.jsonschema.DRAFT202012,
             referencing.jsonschema.DRAFT201909,
+        )
+        # Draft 4: an integer is a number written without fraction or exponent (1.0 is not one).
+        self.plain_integers = draft in (
+            referencing.jsonschema.DRAFT4,
+            referencing.jsonschema.DRAFT3,
         )
         resource = draft.create_resource(schema)
         base = resource.id() or "urn:constrain:root"

@@ -301,3 +301,12 @@ def test_string_slice_matches_its_definition() -> None:
         assert bool(bits[t >> 5] >> (t & 31) & 1) == want, (t, data)
         # every other token is walked through the slice's trie
         assert (t in in_trie) == (bool(data) and not want and t not in special), (t, data)
+
+
+def test_draft4_integers_have_no_fraction() -> None:
+    """Draft 4 defines an integer by its spelling: ``1.0`` is a number, not an integer."""
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}
+    assert accepts(Grammar.from_json_schema(draft4), "12")
+    assert not accepts(Grammar.from_json_schema(draft4), "12.0")
+    assert not accepts(Grammar.from_json_schema(draft4), "1e2")
+    assert accepts(Grammar.from_json_schema({"type": "integer"}), "12.0")  # draft 6 and later
