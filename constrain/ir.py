@@ -507,6 +507,17 @@ class Grammar:
             and rule.alternatives[0][0] in self.terminal_map()
         )
 
+    def without_terminals(self, names: Iterable[str]) -> Grammar:
+        """Return the grammar with these terminals removed, and every alternative using them."""
+        gone = set(names)
+        rules = tuple(
+            Rule(r.name, tuple(a for a in r.alternatives if not gone.intersection(a)))
+            for r in self.rules
+        )
+        terminals = tuple(t for t in self.terminals if t.name not in gone)
+        ignore = tuple(n for n in self.ignore if n not in gone)
+        return Grammar(rules, terminals, self.start, ignore, _meta=self._meta)
+
     # -- normalisation ----------------------------------------------------------------------
 
     def validate(self) -> None:

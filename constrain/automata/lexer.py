@@ -22,7 +22,20 @@ from constrain.errors import GrammarError
 from constrain.ir import Regex
 from constrain.kernels.numba_dfa import state_bits_kernel
 
-__all__ = ["LexerDfa", "build_lexer"]
+__all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
+
+
+class EmptyTerminalError(GrammarError):
+    """Some terminals match no string at all; ``names`` lists them.
+
+    The compiler drops them (a rule alternative that needs one derives nothing) and compiles
+    again; a grammar left with no sentence is then the usual "accepts no string" error.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        listed = ", ".join(repr(n) for n in names)
+        super().__init__(f"terminal {listed} matches no string at all (empty language)")
 
 _NFA_STATES_PER_DFA_STATE = 4
 _NFA_SLACK = 4096
@@ -171,9 +184,9 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     bounds.append(builder.num_states)
     nfa = builder.finish(start, finals, bounds if terminals else ())
     live = nfa_live(nfa)
-    for name, entry in zip(names, bounds[:-1], strict=True):
-        if not live[entry]:
-            raise GrammarError(f"terminal {name!r} matches no string at all (empty language)")
+    empty = [name for name, entry in zip(names, bounds[:-1], strict=True) if not live[entry]]
+    if empty:
+        raise EmptyTerminalError(empty)
     num_words = -(-len(names) // 64)
     subsets = determinize(
         nfa, max_states=max_states, limit_name="max_lexer_states", keep_start=True, live=live
