@@ -37,6 +37,7 @@ class EmptyTerminalError(GrammarError):
         listed = ", ".join(repr(n) for n in names)
         super().__init__(f"terminal {listed} matches no string at all (empty language)")
 
+
 _NFA_STATES_PER_DFA_STATE = 4
 _NFA_SLACK = 4096
 

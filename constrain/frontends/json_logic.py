@@ -215,9 +215,21 @@ def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[
             out.append({"maxProperties": schema["minProperties"] - 1})
         if "maxProperties" in schema:
             out.append({"minProperties": schema["maxProperties"] + 1})
-        blocked = ("patternProperties", "additionalProperties", "propertyNames")
-        if any(k in schema and schema[k] is not True for k in blocked):
+        from constrain.frontends.json_objects import SOME_KEY
+
+        if schema.get("propertyNames", True) is not True or SOME_KEY in schema:
             return None
+        props = schema.get("properties") or {}
+        patterns = schema.get("patternProperties") or {}
+        for pattern, sub in patterns.items():
+            if sub is not True:  # some key matching the pattern has a value outside sub
+                value = True if sub is False else {"not": sub}
+                out.append({SOME_KEY: [{"pattern": pattern, "value": value}]})
+        additional = schema.get("additionalProperties", True)
+        if additional is not True:  # some other key has a value outside additional
+            value = True if additional is False else {"not": additional}
+            spec = {"except": list(props), "except_patterns": list(patterns), "value": value}
+            out.append({SOME_KEY: [spec]})
         return out
     if schema.get("minItems", 0) > 0:
         out.append({"maxItems": schema["minItems"] - 1})

@@ -18,18 +18,24 @@ repeats (exact up to ``max_any_order_properties`` declared properties, else
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from constrain.errors import CompileLimitError, JsonSchemaError
 from constrain.frontends.json_emit import check_pattern, key_language
 from constrain.frontends.json_local import non_negative_int
 from constrain.frontends.json_schema import Piece
-from constrain.ir import ANY_CHAR, Alt, Intersect, Literal, Regex, Repeat
+from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
 
 if TYPE_CHECKING:
     from constrain.frontends.json_emit import Alternative, Emitter
 
-__all__ = ["object_alternatives", "pattern_dfa"]
+__all__ = ["SOME_KEY", "object_alternatives", "pattern_dfa", "pattern_matches"]
+
+# A synthetic keyword (never in user schemas): "the object has a member whose key is in this
+# language and whose value satisfies this schema", the complement of additionalProperties /
+# patternProperties. A list of {"except": [names], "except_patterns": [...], "pattern": p,
+# "value": schema}.
+SOME_KEY = "x-constrain-some"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -39,6 +45,13 @@ def pattern_dfa(pattern: str) -> Any:
     from constrain.frontends.json_local import pattern_regex
 
     return compile_regex(pattern_regex(pattern, "#"))
+
+
+def pattern_matches(keys: Regex, name: str) -> bool:
+    """Return whether the key ``name`` is in the key language ``keys``."""
+    from constrain.automata.dfa import compile_regex
+
+    return bool(compile_regex(keys).matches(name.encode()))
 
 
 def _is_empty(regex: Regex) -> bool:
@@ -62,6 +75,7 @@ class _Merged:
             tuple[Piece, dict[str, Any], list[tuple[str, Regex, Piece]], Piece | None]
         ] = []
         self.name_filters: list[Piece] = []
+        self.some: list[tuple[Piece, dict[str, Any]]] = []
         for piece in pieces:
             s = piece.schema
             props = s.get("properties", {})
@@ -94,6 +108,8 @@ class _Merged:
             additional = None
             if "additionalProperties" in s:
                 additional = ctx.child(piece, s["additionalProperties"], "additionalProperties")
+            for spec in s.get(SOME_KEY, []):
+                self.some.append((piece, spec))
             if "propertyNames" in s:
                 self.name_filters.append(ctx.child(piece, s["propertyNames"], "propertyNames"))
             self.parts.append((piece, props, patterns, additional))
@@ -141,6 +157,32 @@ class _Merged:
                 else:
                     parts.append(shape.strs[0] if len(shape.strs) == 1 else Intersect(shape.strs))
         return Alt(tuple(parts))
+
+    def witnesses(self) -> list[tuple[Regex, Piece]]:
+        """Return the "some member" requirements (complements of object keywords).
+
+        Each is the key language and the value schema of a member the object must have.
+        """
+        ctx = self.em.ctx
+        out: list[tuple[Regex, Piece]] = []
+        for piece, spec in self.some:
+            parts: list[Regex] = []
+            excluded = [n for n in spec.get("except", []) if isinstance(n, str)]
+            if excluded:
+                parts.append(Complement(Alt(tuple(Literal(n) for n in excluded))))
+            parts.extend(
+                Complement(check_pattern(pat, piece.path))
+                for pat in spec.get("except_patterns", [])
+            )
+            if "pattern" in spec:
+                parts.append(check_pattern(spec["pattern"], piece.path))
+            keys = Repeat(ANY_CHAR, 0, None) if not parts else Intersect(tuple(parts))
+            out.append((keys, ctx.child(piece, spec.get("value", True), "some")))
+        if len(out) > 2:
+            raise CompileLimitError(
+                "max_witnesses", 2, len(out), "too many negated object keywords on one object"
+            )
+        return out
 
     def regions(self) -> list[tuple[Regex, tuple[Piece, ...]]]:
         """Key languages of the undeclared keys, each with the schemas of its values."""
@@ -214,35 +256,53 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
     close_t = em.lexeme(Literal("}"))
     required = {i for i, (name, _) in enumerate(declared) if name in merged.required}
     key = tuple(p.key() for p in pieces)
+    witnesses = merged.witnesses()
+    done = (1 << len(witnesses)) - 1
+    # Member options: (key language, value schemas, witness bits the member sets).
+    named: list[list[tuple[Regex, tuple[Piece, ...], int]]] = []
+    for name, conj in declared:
+        opts = [(cast(Regex, Literal(name)), conj, 0)]
+        opts += [
+            (Literal(name), (*conj, value), 1 << w)
+            for w, (keys, value) in enumerate(witnesses)
+            if pattern_matches(keys, name)
+        ]
+        named.append(opts)
+    extra_opts = [(lang, conj, 0) for lang, conj in regions]
+    extra_opts += [
+        (Intersect((lang, keys)), (*conj, value), 1 << w)
+        for w, (keys, value) in enumerate(witnesses)
+        for lang, conj in regions
+    ]
 
     def member(content: Regex, conj: tuple[Piece, ...], first: bool) -> tuple[str, ...]:
         return em.member_symbols(content, conj, first)
 
     if not em.options.any_order:
 
-        def ordered(i: int, c: int) -> str:
+        def ordered(i: int, c: int, f: int) -> str:
             def build(_: str) -> list[Alternative]:
                 alts: list[Alternative] = []
                 room = hi is None or c < hi
                 if i < len(declared):
-                    name, conj = declared[i]
                     if room:
-                        alts.append(
-                            (*member(Literal(name), conj, c == 0), ordered(i + 1, min(c + 1, cap)))
-                        )
+                        for content, conj, bit in named[i]:
+                            nxt = ordered(i + 1, min(c + 1, cap), f | bit)
+                            alts.append((*member(content, conj, c == 0), nxt))
                     if i not in required:
-                        alts.append((ordered(i + 1, c),))
+                        alts.append((ordered(i + 1, c, f),))
                     return alts
-                if c >= lo:
+                if c >= lo and f == done:
                     alts.append((close_t,))
                 if room:
-                    for lang, conj in regions:
-                        alts.append((*member(lang, conj, c == 0), ordered(i, min(c + 1, cap))))
+                    for content, conj, bit in extra_opts:
+                        nxt = ordered(i, min(c + 1, cap), f | bit)
+                        alts.append((*member(content, conj, c == 0), nxt))
                 return alts
 
-            return em.rule(("oo", key, i, c), build)
+            return em.rule(("oo", key, i, c, f), build)
 
-        return [(open_t, ordered(0, 0))]
+        return [(open_t, ordered(0, 0, 0))]
 
     limit = em.options.max_any_order_properties
     if len(declared) > limit:
@@ -255,24 +315,24 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
         )
     full_required = sum(1 << i for i in required)
 
-    def unordered(seen: int, extra: int) -> str:
+    def unordered(seen: int, extra: int, f: int) -> str:
         def build(_: str) -> list[Alternative]:
             count = bin(seen).count("1") + extra
             alts: list[Alternative] = []
-            if seen & full_required == full_required and count >= lo:
+            if seen & full_required == full_required and count >= lo and f == done:
                 alts.append((close_t,))
             if hi is not None and count >= hi:
                 return alts
-            for j, (name, conj) in enumerate(declared):
+            for j in range(len(declared)):
                 if not seen >> j & 1:
-                    alts.append(
-                        (*member(Literal(name), conj, count == 0), unordered(seen | 1 << j, extra))
-                    )
-            for lang, conj in regions:
-                nxt = min(extra + 1, cap)
-                alts.append((*member(lang, conj, count == 0), unordered(seen, nxt)))
+                    for content, conj, bit in named[j]:
+                        nxt = unordered(seen | 1 << j, extra, f | bit)
+                        alts.append((*member(content, conj, count == 0), nxt))
+            for content, conj, bit in extra_opts:
+                nxt = unordered(seen, min(extra + 1, cap), f | bit)
+                alts.append((*member(content, conj, count == 0), nxt))
             return alts
 
-        return em.rule(("ou", key, seen, extra), build)
+        return em.rule(("ou", key, seen, extra, f), build)
 
-    return [(open_t, unordered(0, 0))]
+    return [(open_t, unordered(0, 0, 0))]

@@ -64,7 +64,7 @@ ARR_KEYWORDS = frozenset(
 OBJ_KEYWORDS = frozenset(
     (
         "properties patternProperties additionalProperties required minProperties "
-        "maxProperties propertyNames unevaluatedProperties"
+        "maxProperties propertyNames unevaluatedProperties x-constrain-some"
     ).split()
 )
 TYPES = ("null", "boolean", "number", "string", "array", "object")
@@ -336,6 +336,34 @@ class SchemaContext:
                 if not validator.is_valid(value):
                     return False
             except (jsonschema.exceptions.SchemaError, RecursionError):
+                return False
+            if isinstance(piece.schema, dict) and "x-constrain-some" in piece.schema:
+                if not self._has_members(value, piece):
+                    return False
+        return True
+
+    def _has_members(self, value: Any, piece: Piece) -> bool:
+        """Check the synthetic "some member" requirements of a complement piece."""
+        from constrain.frontends.json_objects import pattern_dfa
+
+        if not isinstance(value, dict):
+            return True  # the keyword only constrains objects
+        for i, spec in enumerate(piece.schema["x-constrain-some"]):
+            sub = self.child(piece, spec.get("value", True), "some", i)
+            found = False
+            for key, item in value.items():
+                if key in spec.get("except", []):
+                    continue
+                if any(
+                    pattern_dfa(p).matches(key.encode()) for p in spec.get("except_patterns", [])
+                ):
+                    continue
+                if "pattern" in spec and not pattern_dfa(spec["pattern"]).matches(key.encode()):
+                    continue
+                if self.is_valid(item, (sub,)):
+                    found = True
+                    break
+            if not found:
                 return False
         return True
 

@@ -206,7 +206,7 @@ def test_limits_raise_compile_limit_error() -> None:
 
 
 def test_one_of_overlap_modes() -> None:
-    schema = {"oneOf": [{"type": "object", "patternProperties": {"a": {}}}, {"type": "object"}]}
+    schema = {"oneOf": [{"type": "object", "propertyNames": {"maxLength": 2}}, {"type": "object"}]}
     with pytest.raises(JsonSchemaError, match="oneOf|complement"):
         Grammar.from_json_schema(schema)
     assert accepts(Grammar.from_json_schema(schema, one_of="any"), "{}")
@@ -310,3 +310,42 @@ def test_draft4_integers_have_no_fraction() -> None:
     assert not accepts(Grammar.from_json_schema(draft4), "12.0")
     assert not accepts(Grammar.from_json_schema(draft4), "1e2")
     assert accepts(Grammar.from_json_schema({"type": "integer"}), "12.0")  # draft 6 and later
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        (
+            {"not": {"type": "object", "additionalProperties": False, "properties": {"a": {}}}},
+            ['{"b":1}', '{"a":1,"c":null}', "1", "[]"],
+            ["{}", '{"a":2}'],
+        ),
+        (
+            {"not": {"patternProperties": {"^x": {"type": "integer"}}}},
+            ['{"xa":"s"}', '{"b":1,"x":1.5}'],
+            ["{}", '{"xa":1}', '{"b":"s"}', '"str"'],
+        ),
+        (
+            {
+                "oneOf": [
+                    {"properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+                    {"properties": {"b": {"type": "integer"}}, "additionalProperties": False},
+                ]
+            },
+            ['{"a":1}', '{"b":2}'],
+            ["{}", '{"c":1}', '{"a":"x"}', '{"a":1,"b":2}'],
+        ),
+    ],
+)
+def test_complements_of_additional_and_pattern_properties(
+    schema: dict[str, Any], good: list[str], bad: list[str]
+) -> None:
+    import jsonschema
+
+    grammar = Grammar.from_json_schema(schema, any_order=True)
+    for text in good:
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
+        assert accepts(grammar, text), text
+    for text in bad:
+        assert not jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
+        assert not accepts(grammar, text), text
