@@ -307,6 +307,7 @@ class Emitter:
         lo, hi = 0, None
         fixed = 0
         contains: list[tuple[Piece, int, int | None]] = []
+        unique: Piece | None = None
         for piece in pieces:
             s = piece.schema
             lo = max(lo, non_negative_int(s.get("minItems", 0), piece.path + "/minItems"))
@@ -325,10 +326,8 @@ class Emitter:
                     None if cmax is None else non_negative_int(cmax, piece.path + "/maxContains")
                 )
                 contains.append((ctx.child(piece, s["contains"], "contains"), cmin, cmax_n))
-            if s.get("uniqueItems") is True:
-                ctx.unsupported(
-                    "uniqueItems is not supported for these items", piece.path + "/uniqueItems"
-                )
+            if s.get("uniqueItems") is True and unique is None:
+                unique = piece
         if len(contains) > 1:
             ctx.unsupported(
                 "more than one contains on the same array", pieces[0].path + "/contains"
@@ -348,6 +347,18 @@ class Emitter:
 
         if item_pieces(fixed) is None:  # no items past the fixed ones
             hi = fixed if hi is None else min(hi, fixed)
+        domain: list[tuple[Any, set[int]]] = []  # uniqueItems: (value, positions allowing it)
+        if unique is not None and (hi is None or hi > 1):
+            found = None if contains else self._finite_items(item_pieces, fixed)
+            if found is None:
+                ctx.unsupported(
+                    "uniqueItems is not supported for these items (exact only for items drawn "
+                    "from at most 12 enum/const/boolean/null values)",
+                    unique.path + "/uniqueItems",
+                )
+            else:
+                domain = found
+                hi = len(domain) if hi is None else min(hi, len(domain))
         if hi is not None and hi < lo:
             return []
         cmin, cmax = (contains[0][1], contains[0][2]) if contains else (0, None)
@@ -383,13 +394,19 @@ class Emitter:
             )
             return [(yes, 1), (no, 0)]
 
-        def state(i: int, c: int) -> str:
-            key = ("as", tuple(p.key() for p in pieces), i, c)
+        def state(i: int, c: int, used: int = 0) -> str:
+            key = ("as", tuple(p.key() for p in pieces), i, c, used)
 
             def build(_: str) -> list[Alternative]:
                 alts: list[Alternative] = []
                 if i >= lo and c >= cmin and (cmax is None or c <= cmax):
                     alts.append((close_t,))
+                if domain and (hi is None or i < hi):  # uniqueItems: each value at most once
+                    for k, (value, positions) in enumerate(domain):
+                        if not used >> k & 1 and min(i, fixed) in positions:
+                            nxt = state(min(i + 1, cap_i), c, used | 1 << k)
+                            alts.append((*self.value_symbols(value, pieces[0], i > 0), nxt))
+                    return alts
                 if hi is None or i < hi:
                     for rule, add in item_rules(i):
                         ni = min(i + 1, cap_i)
@@ -403,6 +420,46 @@ class Emitter:
             return self.rule(key, build)
 
         return [(open_t, state(0, 0))]
+
+    def _finite_items(
+        self, item_pieces: Callable[[int], tuple[Piece, ...] | None], fixed: int
+    ) -> list[tuple[Any, set[int]]] | None:
+        """Return the finite item domain for uniqueItems (value, positions), or None."""
+        from constrain.frontends.json_schema import json_equal_key
+
+        found: dict[Any, tuple[Any, set[int]]] = {}
+        for position in range(fixed + 1):
+            base = item_pieces(position)
+            if base is None:
+                continue
+            for shape in self.ctx.shapes(base):
+                if shape.values is not None:
+                    values = [v for v in shape.values if self.ctx.is_valid(v, shape.pieces)]
+                elif shape.num is None and shape.strs is None and shape.arr is None:
+                    if shape.obj is not None:
+                        return None
+                    values = ([None] if shape.null else []) + sorted(shape.bools)
+                else:
+                    return None
+                for v in values:
+                    found.setdefault(json_equal_key(v), (v, set()))[1].add(position)
+                if len(found) > 12:
+                    return None
+        return list(found.values())
+
+    def value_symbols(self, value: Any, anchor: Piece, after_comma: bool) -> tuple[str, ...]:
+        """Return the symbols of one fixed array item (fused with its comma when scalar)."""
+        scalars: list[Regex] = []
+        alts: list[Alternative] = []
+        self._const(value, anchor, scalars, alts)
+        if scalars:
+            regex = scalars[0]
+            if after_comma:
+                comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+                regex = Concat((comma, regex))
+            return (self.lexeme(regex),)
+        rule = alts[0][0]
+        return (self.lexeme(Literal(",")), rule) if after_comma else (rule,)
 
     # -- objects ------------------------------------------------------------------------------
 

@@ -349,3 +349,42 @@ def test_complements_of_additional_and_pattern_properties(
     for text in bad:
         assert not jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
         assert not accepts(grammar, text), text
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        (
+            {"type": "array", "items": {"enum": ["a", "b", 1, None]}, "uniqueItems": True},
+            ["[]", '["a"]', '["b","a",1,null]', '[1,"a"]'],
+            ['["a","a"]', "[1,1.0]", '["c"]', '["a","b",1,null,"a"]'],
+        ),
+        (
+            {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 2},
+            ["[true,false]", "[false,true]"],
+            ["[true,true]", "[true]", "[true,false,true]"],
+        ),
+        (
+            {
+                "type": "array",
+                "prefixItems": [{"const": [1]}],
+                "items": {"enum": [[1], {"k": 2}]},
+                "uniqueItems": True,
+            },
+            ["[[1]]", '[[1],{"k":2}]'],
+            ["[[1],[1]]", '[{"k":2}]'],
+        ),
+    ],
+)
+def test_unique_items_over_finite_domains(
+    schema: dict[str, Any], good: list[str], bad: list[str]
+) -> None:
+    import jsonschema
+
+    grammar = Grammar.from_json_schema(schema)
+    for text in good:
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
+        assert accepts(grammar, text), text
+    for text in bad:
+        assert not jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
+        assert not accepts(grammar, text), text
