@@ -59,15 +59,20 @@ class _Node:
 def _hashed(cls: Any) -> Any:
     """Make a frozen dataclass node hash its fields once (nodes nest deeply and key caches)."""
     names = tuple(f.name for f in fields(cls))
+    init = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        init(self, *args, **kwargs)
+        object.__setattr__(self, "_hash", 0)
 
     def __hash__(self: Any) -> int:  # noqa: N807
-        try:
-            return int(self._hash)
-        except AttributeError:
-            h = hash((cls.__name__, *(getattr(self, n) for n in names)))
+        h: int = self._hash
+        if not h:
+            h = hash((cls.__name__, *[getattr(self, n) for n in names])) or 1
             object.__setattr__(self, "_hash", h)
-            return h
+        return h
 
+    cls.__init__ = __init__
     cls.__hash__ = __hash__
     return cls
 
