@@ -176,7 +176,11 @@ def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
         out.append(_only(strs=()))
     elif shape.strs:
         if not shape.str_exact:
-            ctx.unsupported("the complement of a format (not/oneOf/if with format)", pointer)
+            ctx.unsupported(
+                "the complement of a format or of a maxLength capped at max_string_length "
+                "(not/oneOf/if)",
+                pointer,
+            )
             out.append(_only(strs=()))
         else:
             inner = shape.strs[0] if len(shape.strs) == 1 else Intersect(shape.strs)

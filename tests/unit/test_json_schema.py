@@ -388,3 +388,17 @@ def test_unique_items_over_finite_domains(
     for text in bad:
         assert not jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
         assert not accepts(grammar, text), text
+
+
+def test_long_max_length_is_capped_soundly() -> None:
+    schema = {"type": "string", "maxLength": 5000}
+    grammar = Grammar.from_json_schema(schema, max_string_length=8)
+    assert any("maxLength" in w and "8" in w for w in grammar.warnings)
+    assert accepts(grammar, '"' + "x" * 8 + '"')
+    assert not accepts(grammar, '"' + "x" * 9 + '"')  # valid, but past the counted bound
+    with pytest.raises(CompileLimitError) as info:
+        Grammar.from_json_schema({"type": "string", "minLength": 9}, max_string_length=8)
+    assert info.value.limit_name == "max_string_length"
+    # a capped language is never complemented (that would accept strings the schema refuses)
+    with pytest.raises(JsonSchemaError):
+        Grammar.from_json_schema({"not": schema}, max_string_length=8)
