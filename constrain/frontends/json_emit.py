@@ -243,8 +243,11 @@ class Emitter:
                     if self.options.python_compatible and lang != NOTHING:
                         lang = Intersect((lang, PLAIN_INTEGER if shape.num.integer else FLOAT64))
                     scalars.append(lang)
-                except NotImplementedError as err:
-                    self.ctx.unsupported(str(err), shape.pieces[0].path if shape.pieces else "#")
+                except CompileLimitError as err:  # say where in the schema
+                    where = shape.pieces[0].path if shape.pieces else "#"
+                    raise CompileLimitError(
+                        err.limit_name, err.limit, err.value, f"{err} (at {where})"
+                    ) from err
             if shape.strs is not None:
                 content: Regex = Repeat(ANY_CHAR, 0, None)
                 if shape.strs:

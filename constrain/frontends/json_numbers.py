@@ -33,7 +33,7 @@ a qualifying text ``T`` with value ``v`` is accepted iff one of these holds:
 4. Every other exponent spelling is rejected (e.g. ``15e-1`` for ``minimum: 1, maximum: 2``,
    any ``1e2`` under ``multipleOf: 5``).
 
-``number_regex`` raises :class:`NotImplementedError` when a bound has more than 100
+``number_regex`` raises :class:`~constrain.CompileLimitError` when a bound has more than 100
 significant digits or a magnitude beyond ``1e1000`` (or below ``1e-1000``), and when the
 ``multipleOf`` automaton would exceed 10000 states.
 """
@@ -45,6 +45,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
 from math import ceil, floor, gcd
 
+from constrain.errors import CompileLimitError
 from constrain.ir import (
     EMPTY,
     NOTHING,
@@ -145,11 +146,19 @@ def _check_bound(name: str, d: Decimal) -> None:
         return
     sig = len(str(int("".join(map(str, d.as_tuple().digits)))).rstrip("0"))
     if sig > MAX_SIGNIFICANT_DIGITS:
-        raise NotImplementedError(
-            f"{name} has more than {MAX_SIGNIFICANT_DIGITS} significant digits"
+        raise CompileLimitError(
+            "max_significant_digits",
+            MAX_SIGNIFICANT_DIGITS,
+            sig,
+            f"{name} has more than {MAX_SIGNIFICANT_DIGITS} significant digits",
         )
     if abs(d.adjusted()) > MAX_ADJUSTED_EXPONENT:
-        raise NotImplementedError(f"{name} {d} is beyond 1e{MAX_ADJUSTED_EXPONENT} in magnitude")
+        raise CompileLimitError(
+            "max_adjusted_exponent",
+            MAX_ADJUSTED_EXPONENT,
+            abs(d.adjusted()),
+            f"{name} {d} is beyond 1e{MAX_ADJUSTED_EXPONENT} in magnitude",
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -562,7 +571,7 @@ def number_regex(
     ------
     ValueError
         If a bound is not finite, or ``multiple_of`` is not finite and positive.
-    NotImplementedError
+    CompileLimitError
         If a bound has more than 100 significant digits or a magnitude past ``1e+-1000``, or the
         ``multipleOf`` automaton needs more than 10000 states.
     """
@@ -585,9 +594,12 @@ def number_regex(
             integer = integer or s == 0
             size = 12 + t + c * (s + 3)
             if size > MAX_MULTIPLE_STATES:
-                raise NotImplementedError(
+                raise CompileLimitError(
+                    "max_multiple_states",
+                    MAX_MULTIPLE_STATES,
+                    size,
                     f"multipleOf {multiple_of}: the remainder automaton needs about {size} "
-                    f"states (more than {MAX_MULTIPLE_STATES})"
+                    f"states (more than {MAX_MULTIPLE_STATES})",
                 )
     if integer:  # tighten to inclusive integer bounds
         if lo is not None:
