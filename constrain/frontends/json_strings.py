@@ -4,11 +4,11 @@ JSON Schema string keywords (``pattern``, ``minLength``, ``format``) speak about
 characters; the grammar reads the encoded text. :func:`encode_content` maps a content regex
 through the JSON string encoding, character set by character set: a character may be written
 raw (any code point from U+0020 except ``"`` and ``\``), as a short escape (``\"``, ``\\``,
-``\/``, ``\n``, ...) or as ``\uXXXX`` (either hex case; a surrogate pair above U+FFFF), exactly
+``\/``, ``\n``, ...) or as ``\uHHHH`` (either hex case; a surrogate pair above U+FFFF), exactly
 the spellings JSON allows. The encoding is injective and prefix-free, so it commutes with
 intersection, and a complement becomes "an encoded string not in the encoded language". For a
 character class of more than 64 ranges (large Unicode properties) only control characters get
-``\uXXXX`` spellings, to keep the automaton small: the other ``\u`` spellings of such a class
+``\uHHHH`` spellings, to keep the automaton small: the other ``\u`` spellings of such a class
 are documented false negatives.
 """
 
@@ -81,7 +81,7 @@ _BACKSLASH_U = (CharSet(((0x5C, 0x5C),)), CharSet(((0x75, 0x75),)))
 
 
 def _unicode_escapes(cs: CharSet) -> list[tuple[CharSet, ...]]:
-    r"""``\uXXXX`` spellings (surrogate pairs above U+FFFF) of the code points of ``cs``."""
+    r"""``\uHHHH`` spellings (surrogate pairs above U+FFFF) of the code points of ``cs``."""
     out: list[tuple[CharSet, ...]] = []
     for lo, hi in cs.ranges:
         for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), min(hi, 0xFFFF))):
@@ -105,7 +105,7 @@ def _unicode_escapes(cs: CharSet) -> list[tuple[CharSet, ...]]:
 
 
 def _escapes(cs: CharSet) -> list[Regex]:
-    r"""Escape sequences of the characters of ``cs``: short forms and ``\uXXXX``."""
+    r"""Escape sequences of the characters of ``cs``: short forms and ``\uHHHH``."""
     out: list[Regex] = [Literal(esc) for cp, esc in _SHORT.items() if cp in cs]
     if len(cs.ranges) > 64:  # a large Unicode class: \\u spellings of controls only
         cs = cs.intersect(CharSet(((0, 0x1F),)))
