@@ -26,6 +26,7 @@ from constrain.errors import (
     JsonSchemaError,
     LarkGrammarError,
     MatcherStateError,
+    OutputValidationError,
     RegexError,
     VocabularyError,
 )
@@ -34,6 +35,8 @@ from constrain.ir import Grammar
 if TYPE_CHECKING:
     from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
     from constrain.compiler import CompiledGrammar, CompileLimits, Compiler
+    from constrain.generation import GenerationResult, generate, stream
+    from constrain.integrations.transformers import Model, load_model
     from constrain.matcher import Matcher, fill_next_token_bitmasks
     from constrain.vocab import Vocabulary
 
@@ -44,12 +47,15 @@ __all__ = [
     "Compiler",
     "ConstrainError",
     "Grammar",
+    "GenerationResult",
     "GrammarError",
     "IncompleteOutputError",
     "JsonSchemaError",
     "LarkGrammarError",
     "Matcher",
     "MatcherStateError",
+    "Model",
+    "OutputValidationError",
     "RegexError",
     "Vocabulary",
     "VocabularyError",
@@ -57,6 +63,9 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "fill_next_token_bitmasks",
+    "generate",
+    "load_model",
+    "stream",
 ]
 
 _LAZY = {
@@ -68,6 +77,11 @@ _LAZY = {
     "fill_next_token_bitmasks": "constrain.matcher",
     "allocate_token_bitmask": "constrain.bitmask",
     "apply_token_bitmask_inplace": "constrain.bitmask",
+    "generate": "constrain.generation",
+    "stream": "constrain.generation",
+    "GenerationResult": "constrain.generation",
+    "load_model": "constrain.integrations.transformers",
+    "Model": "constrain.integrations.transformers",
 }
 
 

@@ -12,6 +12,7 @@ user-input errors::
     +-- CompileLimitError(ConstrainError)               .limit, .value
     +-- MatcherStateError(ConstrainError, RuntimeError) API misuse
     +-- IncompleteOutputError(ConstrainError)           .partial_text
+    +-- OutputValidationError(ConstrainError)           .text (a bug: never expected)
 
 A rejected token is data (``Matcher.accept_token`` returns ``False``), never an exception.
 """
@@ -26,6 +27,7 @@ __all__ = [
     "JsonSchemaError",
     "LarkGrammarError",
     "MatcherStateError",
+    "OutputValidationError",
     "RegexError",
     "VocabularyError",
     "caret_context",
@@ -201,3 +203,23 @@ class IncompleteOutputError(ConstrainError):
     def __init__(self, message: str, partial_text: str) -> None:
         super().__init__(message)
         self.partial_text = partial_text
+
+
+class OutputValidationError(ConstrainError):
+    """A finished output failed the independent final validation (a bug in constrain).
+
+    :func:`constrain.generate` checks every output once more, outside the automata (pydantic,
+    ``jsonschema``, ``re.fullmatch``, lark). The matcher having accepted a text that fails this
+    check means the compiled grammar is wrong: please report it with the schema or grammar.
+
+    Parameters
+    ----------
+    message : str
+        What the check found.
+    text : str
+        The generated text.
+    """
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(f"{message} (this is a bug in constrain; please report it)")
+        self.text = text

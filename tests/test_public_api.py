@@ -28,6 +28,7 @@ PUBLIC_NAMES = [
     "CompiledGrammar",
     "Compiler",
     "ConstrainError",
+    "GenerationResult",
     "Grammar",
     "GrammarError",
     "IncompleteOutputError",
@@ -35,6 +36,8 @@ PUBLIC_NAMES = [
     "LarkGrammarError",
     "Matcher",
     "MatcherStateError",
+    "Model",
+    "OutputValidationError",
     "RegexError",
     "Vocabulary",
     "VocabularyError",
@@ -42,6 +45,9 @@ PUBLIC_NAMES = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "fill_next_token_bitmasks",
+    "generate",
+    "load_model",
+    "stream",
 ]
 
 
@@ -124,7 +130,7 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.decoding",),
     ("constrain.output",),
     ("constrain.integrations",),
-    ("constrain.generate", "constrain.cli", "constrain.__main__"),  # the facades
+    ("constrain.generation", "constrain.cli", "constrain.__main__"),  # the facades
 ]
 KERNELS = "constrain.kernels"
 # Modules outside the ladder: the testing helpers may import anything (and only the facades of
@@ -146,7 +152,7 @@ ALLOWED_DEFERRED = {
 THIRD_PARTY_OWNERS = {
     "numba": (KERNELS,),
     "triton": (KERNELS,),
-    "transformers": ("constrain.integrations", "constrain.generate"),
+    "transformers": ("constrain.integrations", "constrain.generation"),
 }
 
 

@@ -1,0 +1,243 @@
+"""Autoregressive decoding with grammar constraints (stage 7).
+
+The loop, for a batch of ``B`` rows, each with its own :class:`~constrain.Matcher` (or ``None``
+for an unconstrained row)::
+
+    logits = session.forward(None)                 # prefill: logits of the next token, (B, C)
+    sampler.prepare(matchers, live)                # bitmasks on the CPU
+    for step in range(max_tokens):
+        tokens = sampler.sample(logits, matchers)  # mask + choose, (B,)
+        for each live row i:
+            EOS          -> row i stops ("stop")
+            other token  -> matchers[i].accept_token(token); row stops if the matcher terminated
+        logits = session.forward(tokens)           # finished rows are fed a pad token
+        sampler.prepare(matchers, live)            # overlaps with the forward pass
+
+**Overlap.** The next step's bitmasks depend only on the tokens just chosen, not on the model's
+next logits, so they are computed while the forward pass runs: on a GPU the forward call only
+enqueues kernels and returns, so ``prepare`` runs on the CPU meanwhile; on the CPU ``prepare`` runs
+in a worker thread (the matcher kernels and torch's operators both release the GIL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from constrain.errors import ConstrainError
+from constrain.matcher import Matcher
+from constrain.sampling.base import Sampler
+
+__all__ = ["DecodeResult", "DecodingSession", "decode", "iter_decode"]
+
+
+class DecodingSession(Protocol):
+    """A model with its key-value cache, advanced one token per row at a time."""
+
+    def forward(self, token_ids: torch.Tensor | None) -> torch.Tensor:
+        """Return the next-token logits ``(B, C)``.
+
+        ``None`` runs the prompt (prefill); afterwards ``token_ids`` is ``(B,)`` int64, the
+        token appended to each row. The result may be computed asynchronously (CUDA).
+        """
+        ...
+
+
+@dataclass
+class DecodeResult:
+    """What :func:`decode` produced, per row."""
+
+    token_ids: list[list[int]]
+    """Generated tokens (EOS excluded)."""
+    finish_reasons: list[str]
+    """``"stop"`` (EOS, or the grammar admits no continuation) or ``"length"`` (max_tokens)."""
+    log_weights: list[float]
+    """Sum of the sampler's incremental log-weights."""
+    steps: int = 0
+    """Forward passes after the prefill."""
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def decode(
+    session: DecodingSession,
+    matchers: Sequence[Matcher | None],
+    sampler: Sampler,
+    *,
+    eos_ids: Sequence[int],
+    max_tokens: int,
+    pad_id: int | None = None,
+    generator: torch.Generator | None = None,
+    overlap: bool | None = None,
+    on_tokens: Callable[[list[int], list[int]], None] | None = None,
+) -> DecodeResult:
+    """Generate up to ``max_tokens`` tokens per row, constrained by the rows' matchers.
+
+    Parameters
+    ----------
+    session : DecodingSession
+        The model, positioned after the prompts.
+    matchers : sequence of Matcher or None
+        One per row, fresh or positioned after a forced prefix; advanced in place. ``None``:
+        unconstrained row (it stops at EOS or ``max_tokens``).
+    sampler : Sampler
+        Chooses tokens (e.g. :class:`constrain.sampling.MaskedSampler`).
+    eos_ids : sequence of int
+        End-of-sequence ids: a row that samples one stops.
+    max_tokens : int
+        Most tokens generated per row (EOS not counted).
+    pad_id : int, optional
+        Fed to finished rows (default ``eos_ids[0]``).
+    generator : torch.Generator, optional
+        Randomness for the sampler.
+    overlap : bool, optional
+        Compute the next bitmasks while the forward pass runs (default: True).
+    on_tokens : callable, optional
+        Called after every step with the rows that got a token and those tokens.
+
+    Returns
+    -------
+    DecodeResult
+
+    Raises
+    ------
+    ConstrainError
+        If a matcher rejects the token its sampler chose (a bug).
+    """
+    steps = iter_decode(
+        session,
+        matchers,
+        sampler,
+        eos_ids=eos_ids,
+        max_tokens=max_tokens,
+        pad_id=pad_id,
+        generator=generator,
+        overlap=overlap,
+    )
+    while True:
+        try:
+            rows, ids = next(steps)
+        except StopIteration as done:
+            result: DecodeResult = done.value
+            return result
+        if on_tokens is not None:
+            on_tokens(rows, ids)
+
+
+def iter_decode(
+    session: DecodingSession,
+    matchers: Sequence[Matcher | None],
+    sampler: Sampler,
+    *,
+    eos_ids: Sequence[int],
+    max_tokens: int,
+    pad_id: int | None = None,
+    generator: torch.Generator | None = None,
+    overlap: bool | None = None,
+) -> Generator[tuple[list[int], list[int]], None, DecodeResult]:
+    """Like :func:`decode`, as a generator.
+
+    Yields ``(rows, token_ids)`` after every step (the rows that got a token, and those
+    tokens); its return value (``StopIteration.value``) is the :class:`DecodeResult`. Closing
+    the generator stops decoding.
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if not eos_ids:
+        raise ValueError("eos_ids must name at least one end-of-sequence token")
+    batch = len(matchers)
+    eos = {int(e) for e in eos_ids}
+    pad = int(eos_ids[0]) if pad_id is None else int(pad_id)
+    out: list[list[int]] = [[] for _ in range(batch)]
+    finish = ["length"] * batch
+    weights = [0.0] * batch
+    live = list(range(batch))
+    use_thread = overlap is not False
+    pool = ThreadPoolExecutor(max_workers=1) if use_thread else None
+    t_start = time.perf_counter()
+    t_sample = t_wait = 0.0
+    steps = 0
+    try:
+        logits = _forward_overlapped(session, None, sampler, matchers, live, pool)
+        while live and steps < max_tokens:
+            t0 = time.perf_counter()
+            chosen = sampler.sample(logits, matchers, generator)
+            ids = chosen.token_ids.tolist()
+            lw = chosen.log_weights.tolist()
+            t_sample += time.perf_counter() - t0
+            got_rows: list[int] = []
+            got_ids: list[int] = []
+            still: list[int] = []
+            for i in live:
+                tok = int(ids[i])
+                weights[i] += lw[i]
+                m = matchers[i]
+                if tok in eos:
+                    if m is not None and not m.accept_token(tok):
+                        raise ConstrainError(
+                            f"row {i}: the sampler chose EOS where the grammar does not accept "
+                            "the output yet. This is a bug in constrain; please report it."
+                        )
+                    finish[i] = "stop"
+                    continue
+                if m is not None and not m.accept_token(tok):
+                    raise ConstrainError(
+                        f"row {i}: the sampler chose token {tok}, which the grammar rejects. "
+                        "This is a bug in constrain; please report it with the grammar."
+                    )
+                out[i].append(tok)
+                got_rows.append(i)
+                got_ids.append(tok)
+                if m is not None and m.is_terminated():
+                    finish[i] = "stop"
+                else:
+                    still.append(i)
+            live = still
+            steps += 1
+            if got_rows:
+                yield got_rows, got_ids
+            if not live or steps >= max_tokens:
+                break
+            feed = [pad] * batch
+            for i in live:
+                feed[i] = out[i][-1]
+            t0 = time.perf_counter()
+            feed_t = torch.tensor(feed, dtype=torch.long)
+            logits = _forward_overlapped(session, feed_t, sampler, matchers, live, pool)
+            t_wait += time.perf_counter() - t0
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    seconds = time.perf_counter() - t_start
+    return DecodeResult(
+        token_ids=out,
+        finish_reasons=finish,
+        log_weights=weights,
+        steps=steps,
+        seconds=seconds,
+        timings={"sample": t_sample, "forward_and_prepare": t_wait},
+    )
+
+
+def _forward_overlapped(
+    session: DecodingSession,
+    feed: torch.Tensor | None,
+    sampler: Sampler,
+    matchers: Sequence[Matcher | None],
+    live: list[int],
+    pool: ThreadPoolExecutor | None,
+) -> torch.Tensor:
+    """Run the forward pass and ``sampler.prepare`` concurrently; return the logits."""
+    if pool is None or not any(matchers[i] is not None for i in live):
+        logits = session.forward(feed)
+        sampler.prepare(matchers, live)
+        return logits
+    job: Future[None] = pool.submit(sampler.prepare, matchers, live)
+    logits = session.forward(feed)
+    job.result()
+    return logits

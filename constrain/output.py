@@ -1,0 +1,274 @@
+"""Output types (stage 8): what the user asked for -> a grammar, and generated text -> a value.
+
+:func:`output_type` turns the constraint keywords of :func:`constrain.generate` into an
+:class:`OutputType`: the :class:`~constrain.Grammar` to decode with and the parser that turns the
+finished text into the value returned to the user.
+
+=====================================  ===================================  ======================
+``generate(...)`` keyword              grammar                              returned value
+=====================================  ===================================  ======================
+``schema=Model`` (pydantic class)      ``Grammar.from_pydantic``            ``Model`` instance
+``schema=list[int]`` (any type         ``Grammar.from_pydantic``            the validated value
+pydantic's ``TypeAdapter`` accepts)
+``schema={...}``, JSON text, a path    ``Grammar.from_json_schema``         the parsed JSON value
+``regex="..."``                        ``Grammar.from_regex``               ``str``
+``grammar="sql"``, Lark text, a path   ``Grammar.builtin`` / ``from_lark``  ``str``
+``choices=["a", "b"]``                 the alternation of the literals      ``str``
+=====================================  ===================================  ======================
+
+Every value is validated once more on the way out, independently of the automata: pydantic's
+``model_validate_json``, ``jsonschema``, ``re.fullmatch``, lark's own Earley parser, membership
+in ``choices``. A failure there raises :class:`~constrain.errors.OutputValidationError`, which
+is a bug in constrain: the matcher accepted a text outside the language.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from constrain.errors import OutputValidationError
+from constrain.ir import Alt, Grammar, Literal
+
+__all__ = ["OutputType", "output_type"]
+
+
+@dataclass(frozen=True)
+class OutputType:
+    """A grammar to decode with and the parser of its texts."""
+
+    grammar: Grammar
+    kind: str
+    """``"pydantic"``, ``"type"``, ``"json"``, ``"regex"``, ``"grammar"`` or ``"choices"``."""
+    description: str
+    _parse: Callable[[str], Any] = field(repr=False, compare=False)
+
+    def parse(self, text: str) -> Any:
+        """Return the value of a finished text; raise OutputValidationError if it is invalid."""
+        return self._parse(text)
+
+
+def output_type(
+    *,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | Path | Grammar | None = None,
+    choices: Sequence[str] | None = None,
+    json_options: Mapping[str, Any] | None = None,
+) -> OutputType:
+    """Return the :class:`OutputType` of exactly one constraint keyword.
+
+    Parameters
+    ----------
+    schema : type, dict, bool, str or Path, optional
+        A pydantic model class, a type pydantic's ``TypeAdapter`` accepts, a JSON Schema as a
+        dict or bool, JSON text (a string starting with ``{``) or the path of a ``.json`` file.
+    regex : str, optional
+        A Python regular expression the whole output must match.
+    grammar : str, Path or Grammar, optional
+        A shipped grammar's name (``"sql"``, ``"json"``, ...), the path of a ``.lark`` file, Lark
+        grammar text, or a :class:`~constrain.Grammar`.
+    choices : sequence of str, optional
+        The output is exactly one of these strings.
+    json_options : mapping, optional
+        Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
+
+    Raises
+    ------
+    TypeError
+        If not exactly one constraint keyword is given, or one has the wrong type.
+    """
+    given = [
+        name
+        for name, value in (
+            ("schema", schema),
+            ("regex", regex),
+            ("grammar", grammar),
+            ("choices", choices),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise TypeError(
+            "give exactly one of schema=, regex=, grammar= or choices= "
+            f"(got {', '.join(given) if given else 'none'})"
+        )
+    opts = dict(json_options or {})
+    if schema is not None:
+        return _schema_output(schema, opts)
+    if opts:
+        raise TypeError("json_options only apply with schema=")
+    if regex is not None:
+        return _regex_output(regex)
+    if grammar is not None:
+        return _grammar_output(grammar)
+    assert choices is not None
+    return _choices_output(choices)
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def _schema_output(schema: Any, opts: dict[str, Any]) -> OutputType:
+    if isinstance(schema, (dict, bool)):
+        return _json_output(schema, opts, "JSON Schema")
+    if isinstance(schema, Path) or (
+        isinstance(schema, str) and not schema.lstrip().startswith(("{", "true", "false"))
+    ):
+        path = Path(schema)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"schema={str(schema)!r} is neither JSON text nor an existing file; pass a "
+                "dict, JSON text, a .json path or a pydantic model"
+            )
+        return _json_output(json.loads(path.read_text(encoding="utf-8")), opts, str(path))
+    if isinstance(schema, str):
+        return _json_output(json.loads(schema), opts, "JSON Schema text")
+    return _pydantic_output(schema, opts)
+
+
+def _json_output(schema: Any, opts: dict[str, Any], label: str) -> OutputType:
+    import jsonschema
+
+    grammar = Grammar.from_json_schema(schema, **opts)
+    validator_cls = jsonschema.validators.validator_for(
+        schema, default=jsonschema.Draft202012Validator
+    )
+    checker = None if opts.get("formats") == "ignore" else validator_cls.FORMAT_CHECKER
+    validator = validator_cls(schema, format_checker=checker)
+
+    def parse(text: str) -> Any:
+        try:
+            value = json.loads(text)
+        except ValueError as err:
+            raise OutputValidationError(f"the output is not JSON: {err}", text) from err
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+        if errors:
+            where = "/".join(str(p) for p in errors[0].absolute_path)
+            raise OutputValidationError(
+                f"the output fails the schema at '/{where}': {errors[0].message}", text
+            )
+        return value
+
+    return OutputType(grammar, "json", label, parse)
+
+
+def _pydantic_output(schema: Any, opts: dict[str, Any]) -> OutputType:
+    import pydantic
+
+    grammar = Grammar.from_pydantic(schema, **opts)
+    is_model = isinstance(schema, type) and issubclass(schema, pydantic.BaseModel)
+    if is_model:
+        validate: Callable[[str], Any] = schema.model_validate_json
+        kind, label = "pydantic", schema.__name__
+    else:
+        validate = pydantic.TypeAdapter(schema).validate_json
+        kind, label = "type", repr(schema)
+
+    def parse(text: str) -> Any:
+        try:
+            return validate(text)
+        except pydantic.ValidationError as err:
+            raise OutputValidationError(f"pydantic rejects the output: {err}", text) from err
+
+    return OutputType(grammar, kind, label, parse)
+
+
+# -- regex, grammar, choices -------------------------------------------------------------------
+
+
+def _regex_output(pattern: str) -> OutputType:
+    if not isinstance(pattern, str):
+        raise TypeError(f"regex= must be a str, got {type(pattern).__name__}")
+    grammar = Grammar.from_regex(pattern)
+    compiled = re.compile(pattern)
+
+    def parse(text: str) -> str:
+        if compiled.fullmatch(text) is None:
+            raise OutputValidationError(f"the output does not match {pattern!r}", text)
+        return text
+
+    return OutputType(grammar, "regex", pattern, parse)
+
+
+def _grammar_output(spec: str | Path | Grammar) -> OutputType:
+    paths: list[str] = []
+    if isinstance(spec, Grammar):
+        text = spec.to_lark()
+        grammar, label = spec, "grammar"
+    else:
+        path = Path(spec)
+        if isinstance(spec, Path) or (path.suffix == ".lark" and "\n" not in str(spec)):
+            if not path.is_file():
+                raise FileNotFoundError(f"grammar file {str(spec)!r} does not exist")
+            text = path.read_text(encoding="utf-8")
+            grammar, label = Grammar.from_lark_file(path), str(path)
+            paths = [str(path.resolve().parent)]
+        elif "\n" not in spec and ":" not in spec:
+            grammar, label = Grammar.builtin(spec), spec
+            text, paths = _builtin_text(spec)
+        else:
+            grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
+    parser = _lark_parser(text, paths)
+
+    def parse(out: str) -> str:
+        import lark
+
+        try:
+            parser.parse(out)
+        except lark.exceptions.LarkError as err:
+            raise OutputValidationError(f"lark cannot parse the output: {err}", out) from err
+        return out
+
+    return OutputType(grammar, "grammar", label, parse)
+
+
+def _builtin_text(name: str) -> tuple[str, list[str]]:
+    from importlib.resources import files
+
+    folder = files("constrain.grammars")
+    return folder.joinpath(f"{name}.lark").read_text(encoding="utf-8"), [str(folder)]
+
+
+def _lark_parser(text: str, import_paths: list[str]) -> Any:
+    """Return a lark Earley parser of ``text``, built on first use (it is only for checking)."""
+    import lark
+
+    built: list[Any] = []
+
+    class _Lazy:
+        def parse(self, out: str) -> Any:
+            if not built:
+                built.append(
+                    lark.Lark(
+                        text,
+                        parser="earley",
+                        lexer="dynamic",
+                        start="start",
+                        import_paths=list(import_paths),
+                    )
+                )
+            return built[0].parse(out)
+
+    return _Lazy()
+
+
+def _choices_output(choices: Sequence[str]) -> OutputType:
+    if isinstance(choices, str) or not all(isinstance(c, str) for c in choices):
+        raise TypeError("choices= must be a sequence of strings")
+    options = list(dict.fromkeys(choices))
+    if not options:
+        raise ValueError("choices= must name at least one string")
+    grammar = Grammar.from_terminal_regex(Alt(tuple(Literal(c) for c in options)), "CHOICE")
+    allowed = set(options)
+
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise OutputValidationError(f"the output {text!r} is not one of the choices", text)
+        return text
+
+    return OutputType(grammar, "choices", f"one of {len(options)} strings", parse)
