@@ -478,12 +478,15 @@ class Grammar:
     def from_pydantic(cls, model: Any, **options: Any) -> Grammar:
         """Return the grammar of a pydantic model's JSON (options of :meth:`from_json_schema`).
 
-        The output parses with ``Model.model_validate_json``.
+        The output parses with ``Model.model_validate_json``. Objects of models with pydantic's
+        default ``extra="ignore"`` get exactly their declared fields (unknown keys would be
+        dropped by validation anyway); ``extra_properties=True`` keeps pydantic's schema as is.
         """
         from constrain.frontends.pydantic import pydantic_schema
 
+        extra = bool(options.pop("extra_properties", False))
         options.setdefault("python_compatible", True)
-        return cls.from_json_schema(pydantic_schema(model), **options)
+        return cls.from_json_schema(pydantic_schema(model, extra_properties=extra), **options)
 
     @property
     def warnings(self) -> tuple[str, ...]:

@@ -297,3 +297,45 @@ def test_leap_second() -> None:
     ).model_dump_json()
     text = text.replace('"2024-01-01T00:00:00"', '"2024-06-30T23:59:60Z"')
     assert not accepts(compiled(Event), text) or validates(Event, text), text
+
+
+class _Inner(BaseModel):
+    properties: int  # a field named like the keyword
+    const_holder: dict[str, int] = {"properties": 1}
+
+
+class _Outer(BaseModel):
+    inner: _Inner
+    items: list[_Inner]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    a: int
+
+
+def test_objects_are_closed_by_default() -> None:
+    from constrain.frontends.pydantic import pydantic_schema
+
+    schema = pydantic_schema(_Outer)
+    assert schema["additionalProperties"] is False
+    inner = schema["$defs"]["_Inner"]
+    assert inner["additionalProperties"] is False
+    assert set(inner["properties"]) == {"properties", "const_holder"}  # no keyword injected
+    assert inner["properties"]["const_holder"]["default"] == {"properties": 1}
+    assert pydantic_schema(_Open)["additionalProperties"] is True  # extra="allow" kept
+    assert "additionalProperties" not in pydantic_schema(_Outer, extra_properties=True)
+
+
+def test_closed_objects_reject_unknown_keys(byte_vocab) -> None:  # type: ignore[no-untyped-def]
+    ok = '{"inner":{"properties":1},"items":[]}'
+    extra = '{"inner":{"properties":1,"zip":"x"},"items":[]}'
+    closed = Matcher(Compiler(byte_vocab).compile(Grammar.from_pydantic(_Outer)))
+    assert closed.accept_bytes(ok) and closed.is_accepting()
+    closed.reset()
+    assert not closed.accept_bytes(extra)
+    open_ = Matcher(
+        Compiler(byte_vocab).compile(Grammar.from_pydantic(_Outer, extra_properties=True))
+    )
+    assert open_.accept_bytes(extra) and open_.is_accepting()
+    _Outer.model_validate_json(ok)
