@@ -21,8 +21,8 @@ from typing import Any
 __all__ = ["pydantic_schema"]
 
 
-_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
-_SUBSCHEMA += ("propertyNames", "unevaluatedItems", "additionalItems")
+_SUBSCHEMA: tuple[str, ...] = ("items", "additionalProperties", "not", "if", "then", "else")
+_SUBSCHEMA += ("contains", "propertyNames", "unevaluatedItems", "additionalItems")
 _SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
