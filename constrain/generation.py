@@ -63,7 +63,8 @@ class GenerationResult:
     seconds: float
     """Wall time of the whole call (compile, prefill, decoding, parsing)."""
     compile_seconds: float
-    """Time spent compiling the constraint (0 on a cache hit)."""
+    """Time spent compiling the constraint (a cache lookup, well under a millisecond, when the
+    model's compiler has seen the same grammar before)."""
     log_weight: float
     """Sum of the sampler's log-weights: for :class:`~constrain.sampling.MaskedSampler`, the
     log-probability the model gave to the grammar's allowed tokens along the output."""
@@ -90,7 +91,11 @@ def _resolve_model(model: Model | str | os.PathLike[str] | None) -> Model:
 def _is_batch(prompt: Any) -> bool:
     if isinstance(prompt, str):
         return False
-    if isinstance(prompt, Sequence) and prompt and not isinstance(prompt[0], Mapping):
+    if isinstance(prompt, Sequence) and not prompt:
+        raise ValueError(
+            "empty prompt list: pass a str, a list of chat messages, or a non-empty list of prompts"
+        )
+    if isinstance(prompt, Sequence) and not isinstance(prompt[0], Mapping):
         return True
     return False
 

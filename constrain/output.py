@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from constrain.errors import OutputValidationError
+from constrain.errors import GrammarError, OutputValidationError
 from constrain.ir import Alt, Grammar, Literal
 
 __all__ = ["OutputType", "output_type"]
@@ -197,9 +197,18 @@ def _regex_output(pattern: str) -> OutputType:
 
 def _grammar_output(spec: str | Path | Grammar) -> OutputType:
     paths: list[str] = []
+    start = "start"
     if isinstance(spec, Grammar):
-        text = spec.to_lark()
+        from constrain.frontends.printer import lark_names
+
         grammar, label = spec, "grammar"
+        start = lark_names(spec).get(spec.start, spec.start)  # the start rule's printed name
+        try:
+            text = spec.to_lark()
+        except GrammarError:
+            # Terminals with intersection or complement (e.g. Grammar.from_json_schema of an
+            # object) have no Lark text: check the output with a byte-level matcher instead.
+            return OutputType(grammar, "grammar", label, _byte_level_parser(grammar))
     else:
         path = Path(spec)
         if isinstance(spec, Path) or (path.suffix == ".lark" and "\n" not in str(spec)):
@@ -213,7 +222,7 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
             text, paths = _builtin_text(spec)
         else:
             grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
-    parser = _lark_parser(text, paths)
+    parser = _lark_parser(text, paths, start)
 
     def parse(out: str) -> str:
         import lark
@@ -227,6 +236,31 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
     return OutputType(grammar, "grammar", label, parse)
 
 
+def _byte_level_parser(grammar: Grammar) -> Callable[[str], str]:
+    """Return a check of ``grammar`` on raw bytes (compiled on first use) for ``OutputType``.
+
+    Used only where lark cannot parse the grammar: it shares the automata with decoding but not
+    the token-level tables.
+    """
+    built: list[Any] = []
+
+    def parse(out: str) -> str:
+        from constrain.compiler import Compiler
+        from constrain.matcher import Matcher
+        from constrain.vocab import Vocabulary
+
+        if not built:
+            byte_tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+            vocab = Vocabulary.from_bytes([*byte_tokens, None], eos_ids=[256])
+            built.append(Compiler(vocab).compile(grammar))
+        m = Matcher(built[0])
+        if not (m.accept_bytes(out) and m.is_accepting()):
+            raise OutputValidationError("the output is not a sentence of the grammar", out)
+        return out
+
+    return parse
+
+
 def _builtin_text(name: str) -> tuple[str, list[str]]:
     from importlib.resources import files
 
@@ -234,7 +268,7 @@ def _builtin_text(name: str) -> tuple[str, list[str]]:
     return folder.joinpath(f"{name}.lark").read_text(encoding="utf-8"), [str(folder)]
 
 
-def _lark_parser(text: str, import_paths: list[str]) -> Any:
+def _lark_parser(text: str, import_paths: list[str], start: str = "start") -> Any:
     """Return a lark Earley parser of ``text``, built on first use (it is only for checking)."""
     import lark
 
@@ -248,7 +282,7 @@ def _lark_parser(text: str, import_paths: list[str]) -> Any:
                         text,
                         parser="earley",
                         lexer="dynamic",
-                        start="start",
+                        start=start,
                         import_paths=list(import_paths),
                     )
                 )

@@ -66,7 +66,8 @@ class MaskedSampler:
         self.top_p = float(top_p)
         self.backend = backend
         self._bitmask: torch.Tensor | None = None
-        self._prepared: list[int] | None = None
+        # the matchers and live rows the bitmask was last prepared for
+        self._prepared: tuple[list[Matcher | None], list[int]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -83,7 +84,7 @@ class MaskedSampler:
     def prepare(self, matchers: Sequence[Matcher | None], rows: Sequence[int]) -> None:
         """Fill the bitmask rows of the constrained rows in ``rows`` (CPU work)."""
         live = [i for i in rows if matchers[i] is not None]
-        self._prepared = live
+        self._prepared = (list(matchers), live)
         if not live:
             return
         first = matchers[live[0]]
@@ -123,9 +124,14 @@ class MaskedSampler:
                 f"logits must be (batch, vocab) with one row per matcher; got shape "
                 f"{tuple(logits.shape)} for {len(matchers)} matchers"
             )
-        if self._prepared is None:
+        prepared = self._prepared
+        if prepared is None or not _same_matchers(prepared[0], matchers):
+            # not prepared, or prepared for other matchers (e.g. a decode closed early)
             self.prepare(matchers, range(len(matchers)))
-        live, self._prepared = self._prepared, None
+            prepared = self._prepared
+            assert prepared is not None
+        live = prepared[1]
+        self._prepared = None
         lse_all = torch.logsumexp(logits.float(), dim=-1)
         if live:
             assert self._bitmask is not None
@@ -164,3 +170,8 @@ class MaskedSampler:
             scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
         probs = scores.softmax(dim=-1)
         return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _same_matchers(a: Sequence[Matcher | None], b: Sequence[Matcher | None]) -> bool:
+    """Whether two matcher sequences hold the same objects in the same rows."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
