@@ -49,34 +49,17 @@ Alternative = tuple[str, ...]
 
 _BUSY = object()
 
-# python_compatible: integers as pydantic reads them (any plain integer; a fraction or an
-# exponent goes through a float, so only below 1e18), other numbers within float64 range.
+# python_compatible: integers written plainly (pydantic also reads "11.0" or "1e3" as integers,
+# but a generator has no business writing them, and a fraction is where a small model runs
+# away with "11.0000..."), other numbers within float64 range.
 _DIGIT = CharSet(((48, 57),))
 _SIGN = Repeat(Literal("-"), 0, 1)
 _EXP = CharSet(((69, 69), (101, 101)))
 _FRACTION = Concat((Literal("."), Repeat(_DIGIT, 1, None)))
 
 
-def _exponent(limit: str) -> Regex:
-    """``[eE]+?N`` for decimal N of at most the two digits of ``limit`` (e.g. "17")."""
-    tens, ones = int(limit[0]), int(limit[1])
-    small = Repeat(_DIGIT, 1, 1) if tens else CharSet(((48, 48 + ones),))
-    parts: list[Regex] = [small]
-    if tens:
-        parts.append(Concat((CharSet(((49, 48 + tens - 1),)), _DIGIT)) if tens > 1 else NOTHING)
-        parts.append(Concat((Literal(str(tens)), CharSet(((48, 48 + ones),)))))
-    return Concat((_EXP, Repeat(Literal("+"), 0, 1), Alt(tuple(p for p in parts if p != NOTHING))))
-
-
 INTEGER_TEXT: Regex = Concat(
     (_SIGN, Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, None))))))
-)
-PLAIN_INTEGER: Regex = Alt(
-    (
-        INTEGER_TEXT,
-        Concat((_SIGN, Repeat(_DIGIT, 1, 18), _FRACTION)),
-        Concat((_SIGN, _DIGIT, Repeat(_FRACTION, 0, 1), _exponent("17"))),
-    )
 )
 FLOAT64: Regex = Alt(
     (
@@ -241,7 +224,7 @@ class Emitter:
                     if shape.num.integer and self.ctx.plain_integers and lang != NOTHING:
                         lang = Intersect((lang, INTEGER_TEXT))
                     if self.options.python_compatible and lang != NOTHING:
-                        lang = Intersect((lang, PLAIN_INTEGER if shape.num.integer else FLOAT64))
+                        lang = Intersect((lang, INTEGER_TEXT if shape.num.integer else FLOAT64))
                     scalars.append(lang)
                 except CompileLimitError as err:  # say where in the schema
                     where = shape.pieces[0].path if shape.pieces else "#"
