@@ -126,8 +126,9 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.matcher",),
     ("constrain.bitmask",),
     # later stages of the architecture, not all written yet
-    ("constrain.sampling",),
-    ("constrain.decoding",),
+    # one stage, as in STYLE.md 4.3 ("7 sample / decode"): sequence-level samplers (SMC, ASAp,
+    # DCCD) run the decoding loop, and the loop calls token-level samplers
+    ("constrain.sampling", "constrain.decoding"),
     ("constrain.output",),
     ("constrain.integrations",),
     ("constrain.generation", "constrain.cli", "constrain.__main__"),  # the facades

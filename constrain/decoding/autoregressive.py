@@ -25,13 +25,15 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from constrain.errors import ConstrainError
 from constrain.matcher import Matcher
-from constrain.sampling.base import Sampler
+
+if TYPE_CHECKING:  # the sampling package imports this module (SMC, ASAp run the loop)
+    from constrain.sampling.base import Sampler
 
 __all__ = ["DecodeResult", "DecodingSession", "decode", "iter_decode"]
 

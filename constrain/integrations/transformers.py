@@ -314,6 +314,38 @@ class HFSession:
         logits: torch.Tensor = out.logits[:, -1, :].float()
         return logits
 
+    @torch.inference_mode()
+    def reorder(self, indices: Sequence[int] | torch.Tensor) -> None:
+        """Make row ``i`` a copy of (old) row ``indices[i]``: key-value cache, mask and prompt.
+
+        Used by particle methods (:class:`constrain.sampling.SMC` resampling). ``indices`` may
+        repeat rows and drop others; its length becomes the new batch size.
+        """
+        idx = torch.as_tensor(
+            indices if isinstance(indices, torch.Tensor) else list(indices), dtype=torch.long
+        )
+        rows = int(self.attention_mask.shape[0])
+        if idx.ndim != 1 or idx.numel() == 0:
+            raise ValueError(
+                f"indices must be a non-empty 1-D sequence, got shape {tuple(idx.shape)}"
+            )
+        if int(idx.min()) < 0 or int(idx.max()) >= rows:
+            raise IndexError(f"indices must lie in [0, {rows}), got {idx.tolist()}")
+        dev = self.attention_mask.device
+        idx = idx.to(dev)
+        self.attention_mask = self.attention_mask.index_select(0, idx)
+        self.input_ids = self.input_ids.index_select(0, idx)
+        self.prompt_tokens = [self.prompt_tokens[i] for i in idx.tolist()]
+        cache = self.cache
+        if cache is None:
+            return
+        if hasattr(cache, "reorder_cache"):
+            cache.reorder_cache(idx)
+        else:  # legacy tuple of (key, value) per layer
+            self.cache = tuple(
+                tuple(t.index_select(0, idx.to(t.device)) for t in layer) for layer in cache
+            )
+
 
 def _as_ids(value: Any) -> list[int]:
     if value is None:
