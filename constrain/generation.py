@@ -12,9 +12,11 @@ grammar accepts, :class:`~constrain.IncompleteOutputError` carries the partial t
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +30,12 @@ from constrain.integrations.transformers import Model, load_model
 from constrain.ir import Grammar
 from constrain.matcher import Matcher
 from constrain.output import OutputType, output_type
+from constrain.sampling.asap import ASAp
+from constrain.sampling.awrs import AWRS
 from constrain.sampling.base import Sampler
+from constrain.sampling.dccd import DCCD
 from constrain.sampling.masked import MaskedSampler
+from constrain.sampling.smc import SMC
 
 __all__ = ["GenerationResult", "default_model", "generate", "stream"]
 
@@ -66,8 +72,17 @@ class GenerationResult:
     """Time spent compiling the constraint (a cache lookup, well under a millisecond, when the
     model's compiler has seen the same grammar before)."""
     log_weight: float
-    """Sum of the sampler's log-weights: for :class:`~constrain.sampling.MaskedSampler`, the
-    log-probability the model gave to the grammar's allowed tokens along the output."""
+    """The sampler's log-weight of the output. :class:`~constrain.sampling.MaskedSampler` and
+    :class:`~constrain.sampling.AWRS`: the (estimated) log-probability the model gave to the
+    grammar's allowed tokens along the output; SMC: the run's log marginal-likelihood estimate;
+    ASAp: ``log P(y) - log Q(y)``."""
+    sampler: str = "masked"
+    """Which method produced the output (``"masked"``, ``"awrs"``, ``"smc"``, ``"asap"``,
+    ``"dccd"`` or the class name of a custom sampler)."""
+    details: Any = None
+    """Method-specific record: the :class:`~constrain.sampling.SMCResult` (all weighted
+    particles), the :class:`~constrain.sampling.ASApSample`, or the DCCD
+    :class:`~constrain.sampling.DraftInfo` (the draft text and its likelihood)."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -100,10 +115,66 @@ def _is_batch(prompt: Any) -> bool:
     return False
 
 
-def _make_sampler(sampler: Sampler | None, temperature: float, top_k: int, top_p: float) -> Sampler:
-    if sampler is not None:
+SamplerSpec = Sampler | SMC | ASAp | DCCD | str | None
+_SAMPLER_NAMES = ("greedy", "masked", "awrs", "smc", "asap", "dccd")
+
+
+def _make_sampler(
+    sampler: SamplerSpec,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    options: Mapping[str, Any],
+) -> Sampler | SMC | ASAp | DCCD:
+    """Resolve ``generate``'s ``sampler=`` (an object, a method name or None) into an object."""
+    if not isinstance(sampler, str):
+        if options:
+            raise TypeError(
+                f"unexpected keyword arguments {sorted(options)}: options by keyword only apply "
+                f"with a sampler given by name (sampler={_SAMPLER_NAMES})"
+            )
+        if sampler is None:
+            return MaskedSampler(temperature, top_k=top_k, top_p=top_p)
         return sampler
-    return MaskedSampler(temperature, top_k=top_k, top_p=top_p)
+    name = sampler.lower()
+    sampling_t = temperature if temperature > 0 else 1.0  # a sampling method samples
+    try:
+        if name == "greedy":
+            return MaskedSampler(0.0, **options)
+        if name == "masked":
+            return MaskedSampler(sampling_t, top_k=top_k, top_p=top_p, **options)
+        if name == "awrs":
+            return AWRS(sampling_t, **options)
+        if name == "smc":
+            return SMC(**options)
+        if name == "asap":
+            return ASAp(**{"temperature": sampling_t, **options})
+        if name == "dccd":
+            return DCCD(**options)
+    except TypeError as err:
+        raise TypeError(f"sampler={sampler!r}: {err}") from err
+    raise ValueError(f"unknown sampler {sampler!r}; choose one of {', '.join(_SAMPLER_NAMES)}")
+
+
+def _method_name(sampler: object) -> str:
+    names = {MaskedSampler: "masked", AWRS: "awrs", SMC: "smc", ASAp: "asap", DCCD: "dccd"}
+    return names.get(type(sampler), type(sampler).__name__)
+
+
+# ASAp's trie only helps across calls: sampler="asap" keeps one per (model, grammar, prompt,
+# max_tokens, temperature), the most recent ones.
+_ASAP_CACHE: OrderedDict[tuple[Any, ...], ASAp] = OrderedDict()
+_ASAP_CACHE_SIZE = 32
+
+
+def _asap_for(key: tuple[Any, ...], fresh: ASAp) -> ASAp:
+    found = _ASAP_CACHE.get(key)
+    if found is None:
+        _ASAP_CACHE[key] = found = fresh
+        while len(_ASAP_CACHE) > _ASAP_CACHE_SIZE:
+            _ASAP_CACHE.popitem(last=False)
+    _ASAP_CACHE.move_to_end(key)
+    return found
 
 
 def _check_prompts(prompts: Sequence[Any]) -> None:
@@ -137,13 +208,16 @@ class _Prepared:
         self.model = _resolve_model(model)
         self.output: OutputType | None = None
         self.compile_seconds = 0.0
+        self.prompts = prompts
+        self.chat, self.system = chat, system
+        self.compiled: Any = None
         self.matchers: list[Matcher | None]
         if any(v is not None for v in constraint.values()):
             self.output = output_type(**constraint, json_options=json_options)
             t1 = time.perf_counter()
-            compiled = self.model.compile(self.output.grammar)
+            self.compiled = self.model.compile(self.output.grammar)
             self.compile_seconds = time.perf_counter() - t1
-            self.matchers = [Matcher(compiled) for _ in prompts]
+            self.matchers = [Matcher(self.compiled) for _ in prompts]
         elif json_options:
             raise TypeError("json_options only apply with schema=")
         else:
@@ -153,13 +227,30 @@ class _Prepared:
     def text_of(self, tokens: list[int]) -> str:
         return self.model.vocabulary.decode(tokens).decode("utf-8", errors="replace")
 
-    def results(self, res: DecodeResult, max_tokens: int) -> list[GenerationResult]:
+    def results(
+        self,
+        res: DecodeResult,
+        max_tokens: int,
+        *,
+        method: str = "masked",
+        complete: Sequence[bool] | None = None,
+        details: Sequence[Any] | None = None,
+    ) -> list[GenerationResult]:
+        """Parse and validate every row; raise IncompleteOutputError for rows cut short.
+
+        ``complete[i]`` says whether row ``i``'s output is a sentence of the grammar (default:
+        it ended with EOS, or its matcher accepts).
+        """
         out = []
         incomplete = []
         for i, tokens in enumerate(res.token_ids):
             text = self.text_of(tokens)
             m = self.matchers[i]
-            if res.finish_reasons[i] == "length" and m is not None and not m.is_accepting():
+            if complete is not None:
+                done = complete[i]
+            else:
+                done = res.finish_reasons[i] == "stop" or m is None or m.is_accepting()
+            if not done:
                 incomplete.append((i, text))
                 continue
             value = self.output.parse(text) if self.output is not None else text
@@ -173,6 +264,8 @@ class _Prepared:
                     seconds=time.perf_counter() - self.t0,
                     compile_seconds=self.compile_seconds,
                     log_weight=res.log_weights[i],
+                    sampler=method,
+                    details=None if details is None else details[i],
                 )
             )
         if incomplete:
@@ -202,12 +295,13 @@ def generate(
     top_k: int = 0,
     top_p: float = 1.0,
     seed: int | None = None,
-    sampler: Sampler | None = None,
+    sampler: SamplerSpec = None,
     chat: bool | None = None,
     system: str | None = None,
     json_options: Mapping[str, Any] | None = None,
     overlap: bool | None = None,
     return_info: bool = False,
+    **sampler_options: Any,
 ) -> Any:
     """Generate text that follows a schema, regex, grammar or list of choices; return its value.
 
@@ -235,8 +329,19 @@ def generate(
         Sampling: ``temperature=0`` (default) is greedy.
     seed : int, optional
         Seed of the sampling generator (reproducible outputs).
-    sampler : Sampler, optional
-        Overrides ``temperature``/``top_k``/``top_p`` (see :mod:`constrain.sampling`).
+    sampler : str or sampler object, optional
+        How tokens are chosen (``docs/sampling.md``). ``None``: :class:`MaskedSampler` with
+        ``temperature``/``top_k``/``top_p``. By name, with the method's options as further
+        keyword arguments (e.g. ``sampler="smc", n_particles=8``): ``"greedy"``; ``"masked"``
+        (mask and sample; temperature 1 unless given); ``"awrs"`` (adaptive weighted rejection
+        sampling: checks a few tokens instead of the whole vocabulary); ``"smc"`` (sequential
+        Monte Carlo over ``n_particles``, returns the particle drawn from the final weights);
+        ``"asap"`` (grammar-aligned sampling; its trie of expected futures is kept across calls
+        with the same model, grammar, prompt and ``max_tokens``, so repeated calls converge to
+        the model's distribution conditioned on the grammar); ``"dccd"`` (an unconstrained
+        draft first, then a constrained copy conditioned on it). Or an instance of
+        :class:`~constrain.sampling.MaskedSampler`, ``AWRS``, ``SMC``, ``ASAp``, ``DCCD`` or any
+        object following the :class:`~constrain.sampling.Sampler` protocol.
     chat : bool, optional
         Apply the chat template (default: when the tokenizer has one).
     system : str, optional
@@ -265,9 +370,20 @@ def generate(
     constraint = {"schema": schema, "regex": regex, "grammar": grammar, "choices": choices}
     if all(v is None for v in constraint.values()):
         raise TypeError("give one of schema=, regex=, grammar= or choices=")
+    chosen = _make_sampler(sampler, temperature, top_k, top_p, sampler_options)
     prep = _Prepared(prompt, constraint, model, chat, system, json_options)
-    res = _run(prep, max_tokens, _make_sampler(sampler, temperature, top_k, top_p), seed, overlap)
-    results = prep.results(res, max_tokens)
+    gen = _generator(prep.model, seed)
+    method = _method_name(chosen)
+    if isinstance(chosen, SMC):
+        results = _run_smc(prep, chosen, max_tokens, gen)
+    elif isinstance(chosen, ASAp):
+        results = _run_asap(prep, chosen, max_tokens, gen, fresh=isinstance(sampler, str))
+    elif isinstance(chosen, DCCD):
+        inner = MaskedSampler(temperature, top_k=top_k, top_p=top_p)
+        results = _run_dccd(prep, chosen, inner, max_tokens, gen, overlap)
+    else:
+        res = _run(prep, max_tokens, chosen, gen, overlap)
+        results = prep.results(res, max_tokens, method=method)
     values: list[Any] = results if return_info else [r.value for r in results]
     return values if prep.batch else values[0]
 
@@ -281,7 +397,11 @@ def _generator(model: Model, seed: int | None) -> torch.Generator | None:
 
 
 def _run(
-    prep: _Prepared, max_tokens: int, sampler: Sampler, seed: int | None, overlap: bool | None
+    prep: _Prepared,
+    max_tokens: int,
+    sampler: Sampler,
+    generator: torch.Generator | None,
+    overlap: bool | None,
 ) -> DecodeResult:
     steps = iter_decode(
         prep.model.start(prep.prompt_ids),
@@ -290,7 +410,7 @@ def _run(
         eos_ids=prep.model.eos_ids,
         max_tokens=max_tokens,
         pad_id=prep.model.pad_id,
-        generator=_generator(prep.model, seed),
+        generator=generator,
         overlap=overlap,
     )
     while True:
@@ -299,6 +419,110 @@ def _run(
         except StopIteration as done:
             result: DecodeResult = done.value
             return result
+
+
+def _needs_grammar(prep: _Prepared, name: str) -> None:
+    if prep.compiled is None:
+        raise TypeError(
+            f"sampler {name!r} needs a constraint (schema=, regex=, grammar= or choices=)"
+        )
+
+
+def _run_smc(
+    prep: _Prepared, smc: SMC, max_tokens: int, generator: torch.Generator | None
+) -> list[GenerationResult]:
+    """One SMC run per prompt, all prompts' particles in one batched session."""
+    _needs_grammar(prep, "smc")
+    n = smc.n_particles
+    rows = [ids for ids in prep.prompt_ids for _ in range(n)]
+    matchers = [m for m in prep.matchers if m is not None]
+    runs = smc.run_batch(
+        prep.model.start(rows),
+        matchers,
+        eos_ids=prep.model.eos_ids,
+        max_tokens=max_tokens,
+        pad_id=prep.model.pad_id,
+        generator=generator,
+    )
+    tokens, reasons, weights, complete = [], [], [], []
+    for run in runs:
+        if run.chosen is None:  # every particle ruled out: report the longest as partial
+            best = max(range(len(run.token_ids)), key=lambda j: len(run.token_ids[j]))
+            tokens.append(run.token_ids[best])
+            reasons.append("length")
+            weights.append(float("-inf"))
+            complete.append(False)
+            continue
+        tokens.append(run.token_ids[run.chosen])
+        reasons.append("stop")
+        weights.append(run.log_marginal_likelihood)
+        complete.append(True)
+    res = DecodeResult(token_ids=tokens, finish_reasons=reasons, log_weights=weights)
+    return prep.results(res, max_tokens, method="smc", complete=complete, details=runs)
+
+
+def _run_asap(
+    prep: _Prepared,
+    asap: ASAp,
+    max_tokens: int,
+    generator: torch.Generator | None,
+    *,
+    fresh: bool,
+) -> list[GenerationResult]:
+    """One ASAp sample per prompt; by name, the trie is cached per (model, grammar, prompt)."""
+    _needs_grammar(prep, "asap")
+    tokens, reasons, weights, complete, details = [], [], [], [], []
+    for ids, m in zip(prep.prompt_ids, prep.matchers, strict=True):
+        assert m is not None
+        key = (tuple(ids),)
+        sampler = asap
+        if fresh:
+            cache_key = (id(prep.model), prep.compiled, tuple(ids), max_tokens, asap.temperature)
+            sampler = _asap_for(cache_key, asap)
+        (got,) = sampler.sample(
+            functools.partial(prep.model.start, [ids]),
+            m,
+            max_tokens=max_tokens,
+            n=1,
+            eos_ids=prep.model.eos_ids,
+            generator=generator,
+            key=key,
+        )
+        tokens.append(list(got.token_ids))
+        reasons.append(got.finish_reason)
+        weights.append(got.log_weight)
+        complete.append(got.finish_reason == "stop")
+        details.append(got)
+    res = DecodeResult(token_ids=tokens, finish_reasons=reasons, log_weights=weights)
+    return prep.results(res, max_tokens, method="asap", complete=complete, details=details)
+
+
+def _run_dccd(
+    prep: _Prepared,
+    dccd: DCCD,
+    inner: Sampler,
+    max_tokens: int,
+    generator: torch.Generator | None,
+    overlap: bool | None,
+) -> list[GenerationResult]:
+    """Draft every prompt (one batch), then decode the structurer prompts constrained."""
+    _needs_grammar(prep, "dccd")
+    fmt = (
+        "JSON"
+        if prep.output is not None and prep.output.kind in ("json", "pydantic", "type")
+        else "answer"
+    )
+    pairs = dccd.prepare(
+        prep.model,
+        prep.prompts,
+        chat=prep.chat,
+        system=prep.system,
+        generator=generator,
+        format=fmt,
+    )
+    prep.prompt_ids = [ids for ids, _ in pairs]
+    res = _run(prep, max_tokens, inner, generator, overlap)
+    return prep.results(res, max_tokens, method="dccd", details=[info for _, info in pairs])
 
 
 def stream(
@@ -314,28 +538,37 @@ def stream(
     top_k: int = 0,
     top_p: float = 1.0,
     seed: int | None = None,
-    sampler: Sampler | None = None,
+    sampler: SamplerSpec = None,
     chat: bool | None = None,
     system: str | None = None,
     json_options: Mapping[str, Any] | None = None,
     overlap: bool | None = None,
+    **sampler_options: Any,
 ) -> Iterator[str]:
     """Yield the output text of one prompt as it is produced (arguments as :func:`generate`).
 
     The pieces concatenate to the full output; a multi-byte character split across tokens is
     yielded once complete. The finished text is validated like :func:`generate`'s, and
     :class:`~constrain.IncompleteOutputError` is raised at the end if ``max_tokens`` cut it.
+    Token-level samplers only (``"greedy"``, ``"masked"``, ``"awrs"`` or a
+    :class:`~constrain.sampling.Sampler`): SMC and ASAp choose the output at the end.
     """
     if _is_batch(prompt):
         raise TypeError("stream() takes one prompt; use generate() for a batch")
     constraint = {"schema": schema, "regex": regex, "grammar": grammar, "choices": choices}
     if all(v is None for v in constraint.values()):
         raise TypeError("give one of schema=, regex=, grammar= or choices=")
+    chosen = _make_sampler(sampler, temperature, top_k, top_p, sampler_options)
+    if isinstance(chosen, (SMC, ASAp, DCCD)):
+        raise TypeError(
+            f"stream() needs a token-level sampler; {_method_name(chosen)!r} picks its output "
+            "only at the end: use generate()"
+        )
     prep = _Prepared(prompt, constraint, model, chat, system, json_options)
     steps = iter_decode(
         prep.model.start(prep.prompt_ids),
         prep.matchers,
-        _make_sampler(sampler, temperature, top_k, top_p),
+        chosen,
         eos_ids=prep.model.eos_ids,
         max_tokens=max_tokens,
         pad_id=prep.model.pad_id,
@@ -357,6 +590,8 @@ def stream(
         tail = decoder.decode(b"", final=True)
         if tail:
             yield tail
-        prep.results(result, max_tokens)  # raises IncompleteOutputError / OutputValidationError
+        prep.results(
+            result, max_tokens, method=_method_name(chosen)
+        )  # raises IncompleteOutputError / OutputValidationError
     finally:
         steps.close()
