@@ -606,8 +606,12 @@ def fill_next_token_bitmasks(
             m.fill_next_token_bitmask(bitmask, i)
         return
 
-    def fill(pair: tuple[Matcher, int]) -> None:
-        pair[0].fill_next_token_bitmask(bitmask, pair[1])
+    pairs = list(zip(matchers, rows, strict=True))
 
+    def fill(lo: int) -> None:  # one contiguous slice per worker: few tasks for many matchers
+        for m, i in pairs[lo : lo + chunk]:
+            m.fill_next_token_bitmask(bitmask, i)
+
+    chunk = -(-len(pairs) // workers)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(fill, zip(matchers, rows, strict=True)))
+        list(pool.map(fill, range(0, len(pairs), chunk)))
