@@ -452,6 +452,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         "system": args.system,
         **constraint,
     }
+    if args.particles is not None and args.sampler != "smc":
+        raise _UsageError("--particles only applies with --sampler smc")
+    if args.sampler is not None:
+        kwargs["sampler"] = args.sampler
+        if args.particles is not None:
+            kwargs["n_particles"] = args.particles
     if args.stream:
         out = sys.stdout
         for piece in generation.stream(args.prompt, **kwargs):
@@ -662,6 +668,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     g.add_argument("--max-tokens", type=int, default=512, metavar="N", help="default 512")
     g.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0: greedy")
     g.add_argument("--seed", type=int, metavar="S", help="seed of the sampler")
+    g.add_argument(
+        "--sampler",
+        choices=("greedy", "masked", "awrs", "smc", "asap", "dccd"),
+        help="how tokens are chosen (docs/sampling.md); default: greedy, or masked sampling "
+        "with --temperature",
+    )
+    g.add_argument(
+        "--particles", type=int, metavar="N", help="particles of --sampler smc (default 32)"
+    )
     g.add_argument("--system", metavar="TEXT", help="system message (chat models)")
     g.add_argument("--json", action="store_true", help="print value, text, token counts, times")
     g.add_argument("--stream", action="store_true", help="print the text as it is produced")

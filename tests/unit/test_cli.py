@@ -605,3 +605,15 @@ def test_generate_batch_from_stdin(
     monkeypatch.setattr(sys, "stdin", io.StringIO("a\nb\n"))
     assert main(["generate", "--batch-file", "-", "--choices", "v"]) == 0
     assert capsys.readouterr().out.splitlines() == ['"v-a"', '"v-b"']
+
+
+def test_generate_passes_the_sampler(
+    fake_generate: list[dict[str, object]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "hi", "--choices", "a", "--sampler", "smc", "--particles", "4"]) == 0
+    assert (fake_generate[-1]["sampler"], fake_generate[-1]["n_particles"]) == ("smc", 4)
+    assert main(["generate", "hi", "--choices", "a", "--sampler", "awrs"]) == 0
+    assert fake_generate[-1]["sampler"] == "awrs" and "n_particles" not in fake_generate[-1]
+    capsys.readouterr()
+    assert main(["generate", "hi", "--choices", "a", "--particles", "4"]) == 2
+    assert "--particles" in capsys.readouterr().err
