@@ -349,7 +349,7 @@ def generate(
     json_options : mapping, optional
         Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
     overlap : bool, optional
-        Compute the next mask while the forward pass runs (default True).
+        Compute the next mask while the forward pass runs (default: when the model is on a GPU).
     return_info : bool, optional
         Return :class:`GenerationResult` objects (value, text, finish reason, token counts,
         time, log-weight) instead of bare values.

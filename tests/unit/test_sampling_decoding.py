@@ -475,8 +475,9 @@ class RecordingSampler:
         return s
 
 
-@pytest.mark.parametrize("overlap", [True, False])
-def test_prepare_runs_in_a_worker_thread_only_with_overlap(overlap: bool) -> None:
+@pytest.mark.parametrize("overlap", [True, False, None])
+def test_prepare_runs_in_a_worker_thread_only_with_overlap(overlap: bool | None) -> None:
+    # None (the default) overlaps only for a model on a GPU; FakeSession's logits are on the CPU
     sampler = RecordingSampler(MaskedSampler())
     res = decode(
         FakeSession([40]),
