@@ -18,8 +18,9 @@ tokens ``N`` for every configuration:
                          ``constrain.generate`` runs) unconstrained (matchers ``None``, EOS
                          masked out);
 - ``loop+constrain``     the same loop with a ``Matcher`` per row and ``MaskedSampler``, with the
-                         next mask computed during the forward pass (``overlap``, the default)
-                         and without it (``loop+constrain/no-overlap``).
+                         next mask computed in a worker thread during the forward pass
+                         (``overlap=True``) and without it (``loop+constrain/no-overlap``,
+                         ``overlap=False``; what ``decode``'s default does on a CPU).
 
 The schema (``SCHEMA``) is an object holding an array of exactly ``MIN_ITEMS`` (4) product
 objects of six fields: no grammar can finish before N (= 128 by default) tokens (the outputs are
@@ -542,7 +543,8 @@ class Bench:
                 proc_s, calls = clock.busy, clock.calls
         else:
             compiled = self.engines["constrain"].compiled if "+" in config else None
-            overlap = False if config.endswith("no-overlap") else None
+            # Explicit: decode's default (overlap=None) overlaps only on a GPU.
+            overlap = not config.endswith("no-overlap") if compiled is not None else None
             raw, secs, dec = run_loop(self.model, prompt_ids, n, compiled, overlap)
         tokens: list[list[int]] = []
         early: list[int] = []

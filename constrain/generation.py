@@ -348,6 +348,9 @@ def generate(
         System message (chat only).
     json_options : mapping, optional
         Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
+        ``python_compatible`` defaults to True here, since the output is parsed by Python:
+        integers are written plainly (``10``, never ``10.00``, which ``json.loads`` would make
+        a float).
     overlap : bool, optional
         Compute the next mask while the forward pass runs (default: when the model is on a GPU).
     return_info : bool, optional

@@ -13,6 +13,7 @@ truncates the chart, so it costs O(1) per token rolled back.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -577,6 +578,23 @@ class Matcher:
         return bytes(out)
 
 
+_CPUS = os.cpu_count() or 1
+_MIN_PARALLEL_ROWS = 4
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _fill_pool(workers: int) -> ThreadPoolExecutor:
+    """Return the process-wide pool of ``workers`` threads (created once, daemon threads)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="constrain-fill"
+            )
+        return pool
+
+
 def fill_next_token_bitmasks(
     matchers: Sequence[Matcher],
     bitmask: Any,
@@ -595,17 +613,20 @@ def fill_next_token_bitmasks(
     indices : sequence of int, optional
         Row of ``bitmask`` for each matcher (default: ``range(len(matchers))``).
     num_threads : int, optional
-        Worker threads (default: the number of CPUs, at most ``len(matchers)``).
+        Worker threads (default: the number of CPUs, at most ``len(matchers)``). Fewer than 4
+        matchers are filled in the calling thread; more use a process-wide pool kept alive
+        between calls.
     """
     rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
     if len(rows) != len(matchers):
         raise ValueError(f"got {len(matchers)} matchers but {len(rows)} indices")
-    workers = min(num_threads or os.cpu_count() or 1, max(1, len(matchers)))
-    if workers <= 1 or len(matchers) <= 1:
+    workers = min(num_threads or _CPUS, len(matchers))
+    # A fill from warm tables takes ~40 µs: threads only pay off for several rows, and then
+    # only with a pool that outlives the call (creating one costs more than 4 fills).
+    if workers <= 1 or len(matchers) < _MIN_PARALLEL_ROWS:
         for m, i in zip(matchers, rows, strict=True):
             m.fill_next_token_bitmask(bitmask, i)
         return
-
     pairs = list(zip(matchers, rows, strict=True))
 
     def fill(lo: int) -> None:  # one contiguous slice per worker: few tasks for many matchers
@@ -613,5 +634,4 @@ def fill_next_token_bitmasks(
             m.fill_next_token_bitmask(bitmask, i)
 
     chunk = -(-len(pairs) // workers)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(fill, range(0, len(pairs), chunk)))
+    list(_fill_pool(workers).map(fill, range(0, len(pairs), chunk)))

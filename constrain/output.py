@@ -134,6 +134,9 @@ def _schema_output(schema: Any, opts: dict[str, Any]) -> OutputType:
 def _json_output(schema: Any, opts: dict[str, Any], label: str) -> OutputType:
     import jsonschema
 
+    # The value is parsed by Python: integers written plainly ("10", never "10.00", which
+    # json.loads would turn into a float), other numbers within float64 range.
+    opts.setdefault("python_compatible", True)
     grammar = Grammar.from_json_schema(schema, **opts)
     validator_cls = jsonschema.validators.validator_for(
         schema, default=jsonschema.Draft202012Validator

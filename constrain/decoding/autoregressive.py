@@ -101,8 +101,8 @@ def decode(
     overlap : bool, optional
         Compute the next bitmasks in a worker thread while the forward pass runs. Default: when
         the model runs on a GPU. On the CPU the worker competes with torch's own threads for
-        the same cores: measured on 2 cores, overlap made decoding 7% slower, not faster
-        (``docs/performance.md``).
+        the same cores; on 2 cores overlap measured between 7% slower and 5% faster, within
+        noise (``docs/performance.md``).
     on_tokens : callable, optional
         Called after every step with the rows that got a token and those tokens.
 
