@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -399,14 +399,15 @@ def _generator(model: Model, seed: int | None) -> torch.Generator | None:
     return gen
 
 
-def _run(
+def _steps(
     prep: _Prepared,
     max_tokens: int,
     sampler: Sampler,
     generator: torch.Generator | None,
     overlap: bool | None,
-) -> DecodeResult:
-    steps = iter_decode(
+) -> Generator[tuple[list[int], list[int]], None, DecodeResult]:
+    """Return the decoding loop of a prepared call (:func:`iter_decode`'s generator)."""
+    return iter_decode(
         prep.model.start(prep.prompt_ids),
         prep.matchers,
         sampler,
@@ -416,6 +417,16 @@ def _run(
         generator=generator,
         overlap=overlap,
     )
+
+
+def _run(
+    prep: _Prepared,
+    max_tokens: int,
+    sampler: Sampler,
+    generator: torch.Generator | None,
+    overlap: bool | None,
+) -> DecodeResult:
+    steps = _steps(prep, max_tokens, sampler, generator, overlap)
     while True:
         try:
             next(steps)
@@ -568,16 +579,7 @@ def stream(
             "only at the end: use generate()"
         )
     prep = _Prepared(prompt, constraint, model, chat, system, json_options)
-    steps = iter_decode(
-        prep.model.start(prep.prompt_ids),
-        prep.matchers,
-        chosen,
-        eos_ids=prep.model.eos_ids,
-        max_tokens=max_tokens,
-        pad_id=prep.model.pad_id,
-        generator=_generator(prep.model, seed),
-        overlap=overlap,
-    )
+    steps = _steps(prep, max_tokens, chosen, _generator(prep.model, seed), overlap)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     vocab = prep.model.vocabulary
     try:
