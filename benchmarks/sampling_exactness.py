@@ -51,7 +51,13 @@ empirical and weighted distributions).
     python benchmarks/sampling_exactness.py                 # 2000 samples, 200 SMC runs (~14 min)
     python benchmarks/sampling_exactness.py --quick         # smoke run: 100 samples, 10 SMC runs
     python benchmarks/sampling_exactness.py --samples N --smc-runs R [--particles 32]
-        [--methods masked,awrs,asap,smc-awrs,smc-masked] [--seed 0] [--threads N] [--out PATH]
+        [--methods masked,awrs,asap,smc-awrs,smc-masked] [--seed 0] [--threads 1]
+        [--batch 250] [--smc-batch 16] [--ref-runs 2000] [--out PATH]
+
+Cost notes (2 shared CPU cores): the prompt is prefilled once and its key-value cache copied
+into every batch (``PrefilledSession``; a 512-row prefill costs about a minute otherwise);
+``--threads 1`` is the default because, with another job on the machine, two torch threads
+made a one-row decoding step 5x slower and a 512-row step 4.6x slower.
 """
 
 from __future__ import annotations
@@ -670,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--threads",
         type=int,
         default=1,
-        help="torch threads (default 1: on a shared 2-core machine, 2 threads ran 2-25x slower; "
+        help="torch threads (default 1: on a shared 2-core machine, 2 threads ran 5-25x slower; "
         "0: torch's default)",
     )
     ap.add_argument("--quick", action="store_true", help="smoke run: 100 samples, 10 SMC runs")
