@@ -42,7 +42,8 @@ even when the implementation is right (self-normalisation within a run). A numpy
 the same algorithm on the exact tree (masked proposal; no model, no matcher, no constrain code)
 gives the expected distribution of that output for 32, 128 and 512 particles: its distance to
 the target is the finite-particle bias, and the SMC rows are also compared with it (the AWRS
-proposal's noisier weights make its own reference somewhat farther from the target).
+proposal's heavier-tailed weights put its own expected output farther from the target at a
+given particle count).
 
 Results go to ``benchmarks/results/sampling-exactness-<UTC>.json`` (machine, versions, seeds,
 choices, exact target and masked distribution per string with their path counts, each method's
