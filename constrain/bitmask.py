@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import torch
@@ -375,6 +375,168 @@ def _apply_numba(
         row_ids = rows.numpy()
     neg_inf_bits = NEG_INF_BITS[_NUMBA_DTYPE_NAMES[logits.dtype]]
     apply_bitmask_kernel(logits_bits, words, row_ids, vocab_size, neg_inf_bits)
+
+
+class _BitmaskApplier:
+    """Apply rows of one CPU bitmask buffer to logits, step after step (a decoding hot path).
+
+    :func:`apply_token_bitmask_inplace` checks its arguments and resolves the backend on every
+    call, which at batch 1 costs about as much as the numba kernel itself. A logits processor or
+    a sampler applies the same buffer with the same vocabulary size and backend at every step,
+    so this checks those once, here, and per call only what can change (the logits' device,
+    dtype and shape, and the rows). CPU logits under the ``"auto"`` or ``"numba"`` backend go
+    straight to the numba kernel with cached numpy views; anything else goes through
+    :func:`apply_token_bitmask_inplace` (after ``bitmask.to(logits.device, non_blocking=True)``),
+    which also raises the usual errors.
+
+    Parameters
+    ----------
+    bitmask : (B, W) int32 torch.Tensor
+        The contiguous CPU buffer the matchers fill; kept, not copied.
+    vocab_size : int
+        As for :func:`apply_token_bitmask_inplace`, ``1 <= vocab_size <= 32 * W``.
+    backend : {"auto", "torch", "numba", "triton"}
+        As for :func:`apply_token_bitmask_inplace`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If the buffer, ``vocab_size`` or ``backend`` is not valid.
+    """
+
+    def __init__(self, bitmask: torch.Tensor, vocab_size: int, backend: str) -> None:
+        _check_bitmask_tensor(bitmask)
+        if bitmask.dim() != 2 or bitmask.device.type != "cpu" or not bitmask.is_contiguous():
+            raise ValueError(
+                f"the bitmask buffer must be a contiguous 2-D CPU tensor, got shape "
+                f"{tuple(bitmask.shape)} on {bitmask.device}"
+            )
+        _check_count("vocab_size", vocab_size)
+        if not 1 <= vocab_size <= 32 * bitmask.shape[1]:
+            raise ValueError(
+                f"vocab_size must be in [1, {32 * bitmask.shape[1]}] for this bitmask, got "
+                f"{vocab_size}"
+            )
+        if backend not in _BACKENDS:
+            raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        self.bitmask = bitmask
+        self.vocab_size = int(vocab_size)
+        self.backend: Backend = backend  # type: ignore[assignment]
+        self._words: AnyArray = bitmask.numpy()
+        self._all_rows: AnyArray = np.arange(bitmask.shape[0], dtype=np.int64)
+        self._numba_direct = backend in ("auto", "numba")
+        self._kernel: Any = None  # numba_mask.apply_bitmask_kernel, imported on first use
+
+    def apply(self, logits: torch.Tensor, rows: Sequence[int] | None = None) -> None:
+        """Mask ``logits`` in place: row ``i`` with ``bitmask[i]``, for ``i`` in ``rows``.
+
+        The same as ``apply_token_bitmask_inplace(logits, bitmask.to(logits.device),
+        vocab_size=vocab_size, indices=rows, backend=backend)``, except that ``rows=None``
+        means every row of ``logits``, which may have fewer rows than the buffer.
+
+        Parameters
+        ----------
+        logits : (R, C) float torch.Tensor
+            Modified in place.
+        rows : sequence of int, optional
+            Rows to mask (default: all ``R``), each in ``[0, min(R, B))``.
+        """
+        num_rows = logits.shape[0] if logits.dim() == 2 else 0
+        if (
+            self._numba_direct
+            and num_rows
+            and logits.device.type == "cpu"
+            and logits.dtype in _NUMBA_DTYPE_NAMES
+        ):
+            limit = min(num_rows, self._words.shape[0])
+            if rows is None:
+                row_ids = self._all_rows[:num_rows] if num_rows <= limit else None
+            elif not rows:
+                return
+            else:
+                row_ids = np.asarray(rows, dtype=np.int64)
+                if row_ids.ndim != 1 or not 0 <= min(rows) <= max(rows) < limit:
+                    row_ids = None  # the checked path raises the usual error
+            if row_ids is not None:
+                if self._kernel is None:
+                    from constrain.kernels.numba_mask import apply_bitmask_kernel
+
+                    self._kernel = apply_bitmask_kernel
+                int_view = torch.int32 if logits.dtype == torch.float32 else torch.int16
+                self._kernel(
+                    logits.detach().view(int_view).numpy(),
+                    self._words,
+                    row_ids,
+                    self.vocab_size,
+                    _neg_inf_bits(logits.dtype),
+                )
+                return
+        indices = rows
+        if rows is None and 0 < num_rows < self.bitmask.shape[0]:
+            indices = range(num_rows)
+        apply_token_bitmask_inplace(
+            logits,
+            self.bitmask.to(logits.device, non_blocking=True),
+            vocab_size=self.vocab_size,
+            indices=indices,
+            backend=self.backend,
+        )
+
+    def zero_disallowed(self, values: torch.Tensor, rows: Sequence[int] | None = None) -> bool:
+        """Set ``values[k, t] = 0`` for every token ``t`` that bitmask row ``rows[k]`` disallows.
+
+        The numba kernel with ``+0.0`` as the fill pattern, for float32 CPU ``values`` when the
+        backend is ``"auto"`` or ``"numba"``; otherwise nothing is done and ``False`` returned
+        (the caller then computes what it needs another way).
+
+        Parameters
+        ----------
+        values : (K, C) float32 torch.Tensor
+            Modified in place; row ``k`` goes with bitmask row ``rows[k]``.
+        rows : sequence of int, optional
+            ``K`` bitmask rows, each in ``[0, B)``; default ``range(K)`` (then ``K <= B``).
+
+        Returns
+        -------
+        bool
+            Whether ``values`` was masked.
+        """
+        count = values.shape[0] if values.dim() == 2 else 0
+        if not (
+            self._numba_direct
+            and count
+            and values.device.type == "cpu"
+            and values.dtype == torch.float32
+        ):
+            return False
+        if rows is None:
+            if count > self._words.shape[0]:
+                return False
+            words, row_ids = self._words, self._all_rows[:count]
+        else:  # gather the rows' words, so that row k of values meets row k of words
+            if len(rows) != count or not 0 <= min(rows) <= max(rows) < self._words.shape[0]:
+                return False
+            words = self._words[np.asarray(rows, dtype=np.int64)]
+            row_ids = np.arange(count, dtype=np.int64)
+        if self._kernel is None:
+            from constrain.kernels.numba_mask import apply_bitmask_kernel
+
+            self._kernel = apply_bitmask_kernel
+        self._kernel(
+            values.detach().view(torch.int32).numpy(),
+            words,
+            row_ids,
+            self.vocab_size,
+            np.int32(0),
+        )
+        return True
+
+
+@functools.cache
+def _neg_inf_bits(dtype: torch.dtype) -> np.signedinteger[Any]:
+    from constrain.kernels.numba_mask import NEG_INF_BITS
+
+    return NEG_INF_BITS[_NUMBA_DTYPE_NAMES[dtype]]
 
 
 def _check_count(name: str, value: object) -> None:

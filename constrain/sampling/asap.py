@@ -67,6 +67,7 @@ import torch
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession
 from constrain.errors import ConstrainError
 from constrain.matcher import Matcher
+from constrain.sampling.masked import _gumbel_argmax
 
 __all__ = ["ASAp", "ASApSample"]
 
@@ -453,9 +454,9 @@ class ASAp:
     ) -> int:
         """Sample an unexplored allowed token with probability ``∝ P(t | w)``; add the child.
 
-        Draws exactly like ``torch.multinomial`` on the masked softmax (the exponential race
-        ``argmax(p / q)``, ``q ~ Exp(1)`` over the full row), so a fresh node chooses what
-        :class:`~constrain.sampling.MaskedSampler` chooses with the same generator state.
+        Draws like :class:`~constrain.sampling.MaskedSampler` (the Gumbel-max trick over the
+        full row, with the same draws from the generator), so a fresh node chooses what
+        ``MaskedSampler`` chooses with the same generator state.
         """
         scores = logits.float() / self.temperature
         mask = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
@@ -463,9 +464,7 @@ class ASAp:
         if node.children:
             explored = torch.tensor(list(node.children), dtype=torch.long, device=scores.device)
             mask[explored] = False
-        probs = scores.masked_fill(~mask, _NEG_INF).softmax(dim=-1)
-        q = torch.empty_like(probs).exponential_(1.0, generator=generator)
-        tok = int((probs / q).argmax())
+        tok = int(_gumbel_argmax(scores.masked_fill(~mask, _NEG_INF), generator))
         if not bool(mask[tok]):
             raise ConstrainError("ASAp found no unexplored allowed token (a bug in constrain)")
         # log P(t | w), and the exact mass left unexplored

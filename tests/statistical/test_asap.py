@@ -40,14 +40,6 @@ LM = BigramLM(0)
 _COMPILED: dict[str, object] = {}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _matcher(pattern: str = BIASED_REGEX) -> Matcher:
     if pattern not in _COMPILED:
         _COMPILED[pattern] = Compiler(toy_vocabulary()).compile(Grammar.from_regex(pattern))
@@ -200,7 +192,8 @@ def test_first_sample_is_plain_masked_sampling(biased: bool) -> None:
     lm = BigramLM(1, biased=biased)
     pattern = BIASED_REGEX if biased else r"[a-i]{1,5}"
     distinct = set()
-    for seed in range(25):
+    # enough seeds for the biased model, whose masked draw is "abbbbb" 90% of the time
+    for seed in range(40):
         asap = ASAp()
         first = asap.sample(
             lambda lm=lm: lm.session(1),

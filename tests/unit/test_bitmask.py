@@ -270,3 +270,112 @@ def test_import_is_lazy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+# --------------------------------------------------------------------------------------------
+# _BitmaskApplier: the checked-once fast path of MaskedSampler and LogitsProcessor
+
+
+def _buffer(rng: np.random.Generator, rows: int, vocab: int) -> torch.Tensor:
+    out = bool_mask_to_bitmask(torch.from_numpy(rng.random((rows, vocab)) < 0.3))
+    out[:, 0] = 0  # a whole word disallowed, and one allowed, in every row
+    out[:, 1] = -1
+    return out
+
+
+def _expected(
+    logits: torch.Tensor, bitmask: torch.Tensor, vocab: int, rows: list[int] | None
+) -> torch.Tensor:
+    out = logits.clone()
+    count = out.shape[0]
+    mask = bitmask if rows is not None or count == bitmask.shape[0] else bitmask[:count]
+    apply_token_bitmask_inplace(out, mask, vocab_size=vocab, indices=rows, backend="torch")
+    return out
+
+
+@pytest.mark.parametrize("backend", ["auto", "numba", "torch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    ("count", "rows"), [(4, None), (2, None), (4, [2, 0]), (3, [1, 1]), (4, [])]
+)
+def test_applier_matches_the_public_apply(
+    rng: np.random.Generator, backend: str, dtype: torch.dtype, count: int, rows: list[int] | None
+) -> None:
+    vocab = 100
+    bitmask = _buffer(rng, 4, vocab)  # 4 words: ids 100..127 and columns >= 128 are padding
+    applier = bm._BitmaskApplier(bitmask, vocab, backend)
+    for _ in range(2):  # the cached views serve call after call
+        bitmask.copy_(_buffer(rng, 4, vocab))  # refilled in place, as the matchers do
+        logits = torch.from_numpy(rng.normal(size=(count, 140)).astype(np.float32)).to(dtype)
+        want = _expected(logits, bitmask, vocab, rows)
+        applier.apply(logits, rows)
+        assert torch.equal(logits, want)
+
+
+def test_applier_handles_strided_logits(rng: np.random.Generator) -> None:
+    bitmask = _buffer(rng, 3, 64)
+    wide = torch.from_numpy(rng.normal(size=(3, 128)).astype(np.float32))
+    logits = wide[:, ::2]  # stride 2 along the vocabulary
+    want = _expected(logits, bitmask, 64, None)
+    bm._BitmaskApplier(bitmask, 64, "auto").apply(logits)
+    assert torch.equal(logits, want)
+    assert torch.equal(wide[:, 1::2], wide[:, 1::2].clone())  # the other columns untouched
+
+
+@pytest.mark.parametrize(
+    ("count", "rows", "match"),
+    [(2, [0, 2], r"indices must be in \[0, 2\)"), (2, [-1], "got -1"),
+     (5, None, "logits has 5 rows but bitmask has 4")],
+)  # fmt: skip
+def test_applier_rejects_rows_out_of_range(
+    rng: np.random.Generator, count: int, rows: list[int] | None, match: str
+) -> None:
+    applier = bm._BitmaskApplier(_buffer(rng, 4, 64), 64, "auto")
+    logits = torch.zeros(count, 64)
+    with pytest.raises(ValueError, match=match):
+        applier.apply(logits, rows)
+    assert bool((logits == 0).all())
+
+
+@pytest.mark.parametrize(
+    ("bitmask", "vocab", "backend", "exc", "match"),
+    [(torch.full((2, 2), -1, dtype=torch.int64), 64, "auto", TypeError, "must be int32"),
+     (torch.full((2,), -1, dtype=torch.int32), 64, "auto", ValueError, "contiguous 2-D CPU"),
+     (torch.full((2, 4), -1, dtype=torch.int32)[:, ::2], 64, "auto", ValueError, "contiguous"),
+     (torch.full((2, 2), -1, dtype=torch.int32), 65, "auto", ValueError, r"\[1, 64\]"),
+     (torch.full((2, 2), -1, dtype=torch.int32), 0, "auto", ValueError, r"\[1, 64\]"),
+     (torch.full((2, 2), -1, dtype=torch.int32), 64, "cuda", ValueError, "backend must be")],
+)  # fmt: skip
+def test_applier_checks_its_buffer_once(
+    bitmask: torch.Tensor, vocab: int, backend: str, exc: type[Exception], match: str
+) -> None:
+    with pytest.raises(exc, match=match):
+        bm._BitmaskApplier(bitmask, vocab, backend)
+
+
+@pytest.mark.parametrize("rows", [None, [2, 0]])
+def test_zero_disallowed(rng: np.random.Generator, rows: list[int] | None) -> None:
+    vocab = 100
+    bitmask = _buffer(rng, 3, vocab)
+    applier = bm._BitmaskApplier(bitmask, vocab, "auto")
+    count = 3 if rows is None else len(rows)
+    values = torch.from_numpy(rng.random((count, 140)).astype(np.float32) + 0.5)
+    raw = values.clone()
+    assert applier.zero_disallowed(values, rows)
+    allowed = bitmask_to_bool_mask(bitmask, vocab)
+    for k in range(count):
+        keep = torch.zeros(140, dtype=torch.bool)
+        keep[:vocab] = allowed[k if rows is None else rows[k]]
+        assert torch.equal(values[k], torch.where(keep, raw[k], torch.zeros(())))
+
+
+def test_zero_disallowed_declines_what_it_cannot_do(rng: np.random.Generator) -> None:
+    bitmask = _buffer(rng, 2, 64)
+    values = torch.ones(2, 64)
+    assert not bm._BitmaskApplier(bitmask, 64, "torch").zero_disallowed(values)
+    applier = bm._BitmaskApplier(bitmask, 64, "auto")
+    assert not applier.zero_disallowed(torch.ones(2, 64, dtype=torch.float16))
+    assert not applier.zero_disallowed(values, [0])  # one row given for two rows of values
+    assert not applier.zero_disallowed(values, [0, 2])  # out of range
+    assert not applier.zero_disallowed(torch.ones(3, 64))  # more rows than the buffer
+    assert bool((values == 1).all())

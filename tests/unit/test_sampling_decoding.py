@@ -17,6 +17,7 @@ from constrain import Compiler, ConstrainError, Grammar, Matcher
 from constrain.decoding import DecodeResult, decode
 from constrain.decoding.autoregressive import iter_decode
 from constrain.sampling import MaskedSampler, Sample, Sampler
+from constrain.sampling.masked import _gumbel_argmax
 from constrain.testing import byte_vocabulary
 
 VOCAB = byte_vocabulary()  # ids 0..255 are bytes, 256 is EOS
@@ -262,6 +263,119 @@ def test_sampler_argument_validation() -> None:
 def test_masked_sampler_is_a_sampler() -> None:
     assert isinstance(MaskedSampler(), Sampler)
     assert "temperature=0.5" in repr(MaskedSampler(0.5))
+
+
+def test_sampler_reuses_its_buffer_across_batch_sizes() -> None:
+    # one sampler, batches of changing size (SMC resampling, a decode after another): each
+    # step masks, chooses and weighs exactly what a fresh sampler does
+    rng = np.random.default_rng(21)
+    sampler = MaskedSampler(0.0)
+    for size in (2, 5, 1, 3, 5, 6):
+        matchers: list[Matcher | None] = [
+            _walk(_matcher(PATTERNS[j % len(PATTERNS)]), rng, int(rng.integers(0, 3)))
+            for j in range(size)
+        ]
+        if size == 3:
+            matchers[0] = None  # a subset of live rows
+        logits = _random_logits(rng, size)
+        want = logits.clone()
+        expected = MaskedSampler(0.0).sample(want, matchers)
+        before = sampler._applier
+        got = sampler.sample(logits, matchers)
+        assert torch.equal(logits, want)
+        assert torch.equal(got.token_ids, expected.token_ids)
+        assert torch.equal(got.log_weights, expected.log_weights)
+        if before is not None and before.bitmask.shape[0] >= size:
+            assert sampler._applier is before  # no new buffer when the old one is big enough
+
+
+@pytest.mark.parametrize("front", [True, False])
+def test_log_weights_of_a_subset_of_rows(front: bool) -> None:
+    rng = np.random.default_rng(13)
+    matchers: list[Matcher | None] = [_walk(_matcher(p), rng, 2) for p in PATTERNS]
+    matchers.insert(0 if front else 2, None)
+    logits = _random_logits(rng, len(matchers), pad_value=0.0)
+    raw = logits.numpy().astype(np.float64).copy()
+    weights = MaskedSampler(0.7).sample(logits, matchers, torch.Generator().manual_seed(0))
+    for i, m in enumerate(matchers):
+        if m is None:
+            assert float(weights.log_weights[i]) == 0.0
+            continue
+        ids = sorted(_allowed(m))
+        ref = _logsumexp(raw[i, ids]) - _logsumexp(raw[i])
+        assert float(weights.log_weights[i]) == pytest.approx(ref, abs=1e-5)
+
+
+def test_log_weights_of_a_tiny_allowed_mass_are_exact() -> None:
+    # the allowed tokens 90 below the rest: float32 exp underflows, the exact path takes over
+    m = _matcher("[a-c]+")
+    logits = _random_logits(np.random.default_rng(3), 2, pad_value=0.0)
+    for row in range(2):
+        logits[row, [ord("a"), ord("b"), ord("c")]] -= 90.0 if row == 0 else 30.0
+    raw = logits.numpy().astype(np.float64).copy()
+    weights = MaskedSampler(0.0).sample(logits, [m, _matcher("[a-c]+")]).log_weights
+    for row in range(2):
+        ref = _logsumexp(raw[row, [97, 98, 99]]) - _logsumexp(raw[row])
+        assert float(weights[row]) == pytest.approx(ref, abs=1e-4)
+    assert float(weights[0]) < -90.0
+
+
+def test_a_row_with_nothing_allowed_raises() -> None:
+    logits = _random_logits(np.random.default_rng(4), 2)
+    logits[1, [ord("a"), ord("b"), ord("c")]] = float("-inf")
+    with pytest.raises(ConstrainError, match=r"no token is allowed in rows \[1\]"):
+        MaskedSampler(1.0).sample(logits, [_matcher("[a-c]+"), _matcher("[a-c]+")])
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_sampler_backends_agree(temperature: float) -> None:
+    rng = np.random.default_rng(17)
+    matchers = [_walk(_matcher(p), rng, 2) for p in PATTERNS]
+    logits = _random_logits(rng, len(matchers))
+    plain = logits.clone()
+    auto = MaskedSampler(temperature).sample(logits, matchers, torch.Generator().manual_seed(5))
+    torch_ = MaskedSampler(temperature, backend="torch").sample(
+        plain, matchers, torch.Generator().manual_seed(5)
+    )
+    assert torch.equal(logits, plain)
+    assert torch.equal(auto.token_ids, torch_.token_ids)
+    torch.testing.assert_close(auto.log_weights, torch_.log_weights, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        MaskedSampler(backend="cuda")
+
+
+def test_seeded_sampling_is_reproducible() -> None:
+    rng = np.random.default_rng(9)
+    matchers = [_matcher(r"\w+") for _ in range(4)]
+    logits = _random_logits(rng, 4)
+
+    def draw(seed: int) -> list[list[int]]:
+        gen = torch.Generator().manual_seed(seed)
+        sampler = MaskedSampler(1.3, top_k=50)
+        return [sampler.sample(logits.clone(), matchers, gen).token_ids.tolist() for _ in range(8)]
+
+    assert draw(0) == draw(0)
+    assert draw(0) != draw(1)
+
+
+def test_gumbel_argmax_draws_the_softmax() -> None:
+    # the sampling primitive: exact frequencies, never a -inf entry, the generator's draws
+    p = np.array([0.5, 0.0, 0.2, 0.05, 0.25, 0.0])
+    logp = np.full(len(p), -np.inf, dtype=np.float32)
+    logp[p > 0] = np.log(p[p > 0])
+    scores = torch.from_numpy(logp).expand(4000, -1)
+    gen = torch.Generator().manual_seed(11)
+    counts = np.zeros(len(p))
+    for _ in range(10):
+        chosen = _gumbel_argmax(scores, gen)
+        assert chosen.dtype == torch.int64
+        assert chosen.shape == (4000,)
+        counts += np.bincount(chosen.numpy(), minlength=len(p))
+    assert counts[1] == counts[5] == 0
+    np.testing.assert_allclose(counts / counts.sum(), p, atol=0.01)
+    again = _gumbel_argmax(scores[0], torch.Generator().manual_seed(3))
+    assert again.ndim == 0
+    assert int(again) == int(_gumbel_argmax(scores[0], torch.Generator().manual_seed(3)))
 
 
 # --------------------------------------------------------------------------------------------
