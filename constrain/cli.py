@@ -458,6 +458,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         kwargs["sampler"] = args.sampler
         if args.particles is not None:
             kwargs["n_particles"] = args.particles
+    if args.speculative:
+        names = [n.strip() for n in args.speculative.split(",") if n.strip()]
+        kwargs["speculative"] = True if names == ["all"] else names
     if args.stream:
         out = sys.stdout
         for piece in generation.stream(args.prompt, **kwargs):
@@ -676,6 +679,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     g.add_argument(
         "--particles", type=int, metavar="N", help="particles of --sampler smc (default 32)"
+    )
+    g.add_argument(
+        "--speculative",
+        nargs="?",
+        const="all",
+        metavar="DRAFTERS",
+        help="speculative decoding, exact (greedy: the same output, faster): 'all' (the "
+        "default when given without a value) or comma-separated grammar,lookup,early_exit",
     )
     g.add_argument("--system", metavar="TEXT", help="system message (chat models)")
     g.add_argument("--json", action="store_true", help="print value, text, token counts, times")

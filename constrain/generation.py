@@ -25,6 +25,14 @@ from typing import Any
 import torch
 
 from constrain.decoding.autoregressive import DecodeResult, iter_decode
+from constrain.decoding.drafters import (
+    Drafter,
+    EarlyExitDrafter,
+    GrammarDrafter,
+    PromptLookupDrafter,
+    TokenText,
+)
+from constrain.decoding.speculative import SpeculativeResult, iter_speculative_decode
 from constrain.errors import IncompleteOutputError
 from constrain.integrations.transformers import Model, load_model
 from constrain.ir import Grammar
@@ -177,6 +185,87 @@ def _asap_for(key: tuple[Any, ...], fresh: ASAp) -> ASAp:
     return found
 
 
+SpeculativeSpec = bool | str | Drafter | Sequence[str | Drafter] | None
+_DRAFTER_NAMES = ("grammar", "lookup", "early_exit")
+_TOKEN_TEXT: dict[int, TokenText] = {}  # per model: the style of tokens it emits, learned
+
+
+def _drafters(model: Model, spec: SpeculativeSpec) -> list[Drafter]:
+    """Resolve ``generate``'s ``speculative=`` into drafters (``True``/``"all"``: all three)."""
+    if spec is None or spec is False:
+        return []
+    items: list[str | Drafter]
+    if spec is True:
+        items = list(_DRAFTER_NAMES)
+    elif isinstance(spec, str):
+        items = list(_DRAFTER_NAMES) if spec.lower() == "all" else [spec]
+    elif isinstance(spec, Sequence):
+        items = list(spec)
+    else:
+        items = [spec]
+    text = _TOKEN_TEXT.get(id(model))
+    if text is None:
+        tok = model.tokenizer
+
+        def encode(t: str) -> list[int]:
+            return [int(i) for i in tok(t, add_special_tokens=False)["input_ids"]]
+
+        text = _TOKEN_TEXT[id(model)] = TokenText(model.vocabulary, encode)
+    out: list[Drafter] = []
+    for item in items:
+        if not isinstance(item, str):
+            out.append(item)
+            continue
+        name = item.lower()
+        if name == "grammar":
+            out.append(GrammarDrafter(model.vocabulary, text=text))
+        elif name == "lookup":
+            out.append(PromptLookupDrafter(model.vocabulary, text=text))
+        elif name == "early_exit":
+            out.append(EarlyExitDrafter(model))
+        else:
+            raise ValueError(
+                f"unknown drafter {item!r}; choose from {', '.join(_DRAFTER_NAMES)}, 'all', "
+                "or pass Drafter objects (constrain.decoding.drafters)"
+            )
+    return out
+
+
+def _speculative_target(chosen: object) -> MaskedSampler:
+    if not isinstance(chosen, MaskedSampler):
+        raise TypeError(
+            f"speculative= works with the masked sampler (greedy or sampling), not "
+            f"{_method_name(chosen)!r}: speculation reproduces the locally masked distribution; "
+            "SMC, ASAp, AWRS and DCCD run without it"
+        )
+    return chosen
+
+
+def _spec_steps(
+    prep: _Prepared,
+    drafters: list[Drafter],
+    target: MaskedSampler,
+    max_tokens: int,
+    generator: torch.Generator | None,
+    max_draft: int,
+) -> Generator[tuple[list[int], list[list[int]]], None, SpeculativeResult]:
+    return iter_speculative_decode(
+        prep.model.start(prep.prompt_ids),
+        prep.matchers,
+        drafters,
+        prompts=prep.prompt_ids,
+        eos_ids=prep.model.eos_ids,
+        max_tokens=max_tokens,
+        max_draft=max_draft,
+        temperature=target.temperature,
+        top_k=target.top_k,
+        top_p=target.top_p,
+        generator=generator,
+        pad_id=prep.model.pad_id,
+        backend=target.backend,
+    )
+
+
 def _check_prompts(prompts: Sequence[Any]) -> None:
     for i, p in enumerate(prompts):
         if isinstance(p, str):
@@ -300,6 +389,8 @@ def generate(
     system: str | None = None,
     json_options: Mapping[str, Any] | None = None,
     overlap: bool | None = None,
+    speculative: SpeculativeSpec = None,
+    max_draft: int = 8,
     return_info: bool = False,
     **sampler_options: Any,
 ) -> Any:
@@ -353,6 +444,16 @@ def generate(
         a float).
     overlap : bool, optional
         Compute the next mask while the forward pass runs (default: when the model is on a GPU).
+    speculative : bool, str, Drafter or list of those, optional
+        Speculative decoding (:mod:`constrain.decoding.speculative`), exact: the output has the
+        distribution of plain masked decoding (greedy: the same output). ``True`` or ``"all"``:
+        the grammar's forced text (jump-forward), prompt lookup and early-exit self-drafting;
+        or any of ``"grammar"``, ``"lookup"``, ``"early_exit"`` and
+        :mod:`~constrain.decoding.drafters` objects (e.g. a ``DraftModelDrafter``), chained in
+        order. Only with the masked sampler (the default, ``"greedy"`` or ``"masked"``).
+        ``GenerationResult.details`` holds the speculation counters.
+    max_draft : int, optional
+        Most draft tokens per row and forward pass (default 8).
     return_info : bool, optional
         Return :class:`GenerationResult` objects (value, text, finish reason, token counts,
         time, log-weight) instead of bare values.
@@ -374,10 +475,20 @@ def generate(
     if all(v is None for v in constraint.values()):
         raise TypeError("give one of schema=, regex=, grammar= or choices=")
     chosen = _make_sampler(sampler, temperature, top_k, top_p, sampler_options)
+    if speculative:
+        _speculative_target(chosen)
     prep = _Prepared(prompt, constraint, model, chat, system, json_options)
     gen = _generator(prep.model, seed)
     method = _method_name(chosen)
-    if isinstance(chosen, SMC):
+    if speculative:
+        drafters = _drafters(prep.model, speculative)
+        steps = _spec_steps(prep, drafters, _speculative_target(chosen), max_tokens, gen, max_draft)
+        res = _drain(steps)
+        stats = res.stats.as_dict()
+        results = prep.results(
+            res, max_tokens, method=f"{method}+speculative", details=[stats] * len(prep.prompts)
+        )
+    elif isinstance(chosen, SMC):
         results = _run_smc(prep, chosen, max_tokens, gen)
     elif isinstance(chosen, ASAp):
         results = _run_asap(prep, chosen, max_tokens, gen, fresh=isinstance(sampler, str))
@@ -419,6 +530,15 @@ def _steps(
     )
 
 
+def _drain(steps: Generator[Any, None, Any]) -> Any:
+    """Run a decoding generator to the end; return its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
 def _run(
     prep: _Prepared,
     max_tokens: int,
@@ -426,13 +546,8 @@ def _run(
     generator: torch.Generator | None,
     overlap: bool | None,
 ) -> DecodeResult:
-    steps = _steps(prep, max_tokens, sampler, generator, overlap)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: DecodeResult = done.value
-            return result
+    result: DecodeResult = _drain(_steps(prep, max_tokens, sampler, generator, overlap))
+    return result
 
 
 def _needs_grammar(prep: _Prepared, name: str) -> None:
@@ -557,6 +672,8 @@ def stream(
     system: str | None = None,
     json_options: Mapping[str, Any] | None = None,
     overlap: bool | None = None,
+    speculative: SpeculativeSpec = None,
+    max_draft: int = 8,
     **sampler_options: Any,
 ) -> Iterator[str]:
     """Yield the output text of one prompt as it is produced (arguments as :func:`generate`).
@@ -578,18 +695,27 @@ def stream(
             f"stream() needs a token-level sampler; {_method_name(chosen)!r} picks its output "
             "only at the end: use generate()"
         )
+    target = _speculative_target(chosen) if speculative else None
     prep = _Prepared(prompt, constraint, model, chat, system, json_options)
-    steps = _steps(prep, max_tokens, chosen, _generator(prep.model, seed), overlap)
+    gen = _generator(prep.model, seed)
+    steps: Generator[Any, None, DecodeResult]
+    if target is not None:
+        drafters = _drafters(prep.model, speculative)
+        steps = _spec_steps(prep, drafters, target, max_tokens, gen, max_draft)
+    else:
+        steps = _steps(prep, max_tokens, chosen, gen, overlap)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     vocab = prep.model.vocabulary
     try:
         while True:
             try:
-                _, ids = next(steps)
+                step: Any = next(steps)
             except StopIteration as done:
                 result: DecodeResult = done.value
                 break
-            piece = decoder.decode(vocab.token_bytes_of(ids[0]))
+            first: Any = step[1][0]
+            got: list[int] = first if isinstance(first, list) else [int(first)]
+            piece = decoder.decode(vocab.decode(got))
             if piece:
                 yield piece
         tail = decoder.decode(b"", final=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from constrain.bitmask import _BitmaskApplier, allocate_token_bitmask
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.errors import ConstrainError, MatcherStateError
 from constrain.matcher import Matcher, fill_next_token_bitmasks
@@ -314,6 +314,88 @@ class HFSession:
         logits: torch.Tensor = out.logits[:, -1, :].float()
         return logits
 
+    @property
+    def length(self) -> int:
+        """Positions in the key-value cache (prompt width plus every appended position)."""
+        return int(self.attention_mask.shape[1])
+
+    def extend(self, token_ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Append ``token_ids`` ``(B, T)``; return the logits ``(B, T, C)`` after each one.
+
+        Positions where ``valid`` is false are padding, masked out of attention and skipped by
+        the position ids (speculative decoding: drafts of different lengths, finished rows).
+        """
+        return self.extend_with(self.owner.model, token_ids, valid)
+
+    @torch.inference_mode()
+    def extend_with(self, model: Any, token_ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Run :meth:`extend` through ``model``, a module sharing this cache's layout.
+
+        An early-exit view of the first layers writes only those layers' cache.
+        """
+        if self.cache is None:
+            raise RuntimeError("run the prefill (forward(None)) before extend()")
+        dev = self.attention_mask.device
+        new = valid.to(device=dev, dtype=torch.long)
+        self.attention_mask = torch.cat([self.attention_mask, new], dim=1)
+        width = int(token_ids.shape[1])
+        positions = (self.attention_mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
+        out = model(
+            input_ids=token_ids.to(dev),
+            attention_mask=self.attention_mask,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_kw: self.cache},
+        )
+        cache = getattr(out, "cache", None)
+        self.cache = cache if cache is not None else out.past_key_values
+        self._last_width = width
+        logits: torch.Tensor = out.logits.float()
+        return logits
+
+    def keep(self, counts: Sequence[int]) -> None:
+        """Of the positions the last :meth:`extend` appended, row ``i`` keeps ``counts[i]``.
+
+        The rest are masked out, and the cache is cropped to the longest row.
+        """
+        width = getattr(self, "_last_width", 0)
+        if len(counts) != self.attention_mask.shape[0]:
+            raise ValueError(f"{len(counts)} counts for {self.attention_mask.shape[0]} rows")
+        if any(not 0 <= c <= width for c in counts):
+            raise ValueError(f"counts must lie in [0, {width}], got {list(counts)}")
+        base = self.length - width
+        cols = torch.arange(width, device=self.attention_mask.device)
+        keep = cols.unsqueeze(0) < torch.tensor(list(counts), device=cols.device).unsqueeze(1)
+        tail = self.attention_mask[:, base:] * keep.long()
+        self.attention_mask = torch.cat([self.attention_mask[:, :base], tail], dim=1)
+        self.truncate(base + max(counts))
+        self._last_width = 0
+
+    @torch.inference_mode()
+    def truncate(self, length: int) -> None:
+        """Drop every position from ``length`` on (cache and attention mask)."""
+        if not 0 < length <= self.length:
+            raise ValueError(f"length must be in (0, {self.length}], got {length}")
+        if length == self.length and not self._partial_layers():
+            return
+        self.attention_mask = self.attention_mask[:, :length]
+        cache = self.cache
+        if cache is None:
+            return
+        self.cache = _crop_cache(cache, length)
+
+    def _partial_layers(self) -> bool:
+        """Whether some cache layers are longer than the mask (after an early-exit draft)."""
+        layers = getattr(self.cache, "layers", None)
+        if not layers:
+            return False
+        return any(
+            getattr(layer, "keys", None) is not None
+            and layer.keys.numel() > 0
+            and int(layer.keys.shape[-2]) > self.length
+            for layer in layers
+        )
+
     @torch.inference_mode()
     def reorder(self, indices: Sequence[int] | torch.Tensor) -> None:
         """Make row ``i`` a copy of (old) row ``indices[i]``: key-value cache, mask and prompt.
@@ -345,6 +427,32 @@ class HFSession:
             self.cache = tuple(
                 tuple(t.index_select(0, idx.to(t.device)) for t in layer) for layer in cache
             )
+
+
+def _crop_cache(cache: Any, length: int) -> Any:
+    """Cut every layer of a key-value cache to at most ``length`` positions.
+
+    Layer by layer, because an early-exit draft leaves the first layers longer than the rest
+    (``DynamicCache.crop`` removes the same count from every layer, and its argument changed
+    meaning across transformers versions).
+    """
+    layers = getattr(cache, "layers", None)
+    if layers is not None:  # transformers >= 4.56: DynamicLayer.keys / .values
+        for layer in layers:
+            keys = getattr(layer, "keys", None)
+            if keys is None or keys.numel() == 0 or int(keys.shape[-2]) <= length:
+                continue
+            layer.keys = keys[..., :length, :]
+            layer.values = layer.values[..., :length, :]
+        return cache
+    if hasattr(cache, "key_cache"):  # older DynamicCache
+        for i, keys in enumerate(cache.key_cache):
+            if keys.numel() and int(keys.shape[-2]) > length:
+                cache.key_cache[i] = keys[..., :length, :]
+                cache.value_cache[i] = cache.value_cache[i][..., :length, :]
+        return cache
+    # legacy tuple of (key, value) per layer
+    return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)
 
 
 def _as_ids(value: Any) -> list[int]:
@@ -469,10 +577,20 @@ class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
     backend : str, optional
         Kernel of :func:`constrain.apply_token_bitmask_inplace`.
 
+    Raises
+    ------
+    ValueError
+        If ``batch_size < 1`` or ``backend`` is not a backend name.
+
     Notes
     -----
     A processor holds per-row state: call :meth:`reset` (or make a new one) before reusing it
-    for another ``generate`` call.
+    for another ``generate`` call. The batch size is fixed: a call with another number of rows
+    raises ``ValueError`` and leaves the processor as it was.
+
+    The bitmask buffer, its numpy view and the backend are set up once, here; a step on the
+    CPU then costs the matchers' work plus one call of the numba kernel (see ``_BitmaskApplier``
+    in :mod:`constrain.bitmask`).
     """
 
     def __init__(
@@ -487,6 +605,7 @@ class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
         self.bitmask = allocate_token_bitmask(
             batch_size, compiled.vocab.size, pin_memory=torch.cuda.is_available()
         )
+        self._applier = _BitmaskApplier(self.bitmask, compiled.vocab.size, backend)
         self._prompt_len: int | None = None
         self._last_len = 0
 
@@ -498,14 +617,19 @@ class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Mask ``scores`` (B, C) in place for the next token after ``input_ids`` (B, L)."""
-        rows = int(input_ids.shape[0])
+        rows = input_ids.shape[0]
         if rows != self.batch_size:
             raise ValueError(
                 f"LogitsProcessor was built for batch_size={self.batch_size} but generate() "
                 f"passed {rows} rows; build it with batch_size={rows} (prompts times "
                 "num_return_sequences; beam search is not supported)"
             )
-        length = int(input_ids.shape[1])
+        if scores.dim() != 2 or scores.shape[0] != rows:
+            raise ValueError(
+                f"scores must be (batch, vocab) with one row per row of input_ids ({rows}), "
+                f"got shape {tuple(scores.shape)}"
+            )
+        length = input_ids.shape[1]
         if self._prompt_len is None:
             self._prompt_len = length
         elif length != self._last_len + 1:
@@ -515,22 +639,14 @@ class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
             )
         else:
             last = input_ids[:, -1].tolist()
-            for i, m in enumerate(self.matchers):
-                if m.is_terminated():
-                    continue
-                if not m.accept_token(int(last[i])):
+            for i, (m, token) in enumerate(zip(self.matchers, last, strict=True)):
+                if not m.is_terminated() and not m.accept_token(token):
                     raise ConstrainError(
-                        f"row {i}: generate() appended token {last[i]}, which the grammar "
+                        f"row {i}: generate() appended token {token}, which the grammar "
                         "does not allow (another logits processor or a forced token overrode "
                         "the mask?)"
                     )
         self._last_len = length
         fill_next_token_bitmasks(self.matchers, self.bitmask)
-        mask = self.bitmask.to(scores.device, non_blocking=True)
-        apply_token_bitmask_inplace(
-            scores,
-            mask,
-            vocab_size=self.compiled.vocab.size,
-            backend=self.backend,  # type: ignore[arg-type]
-        )
+        self._applier.apply(scores)
         return scores

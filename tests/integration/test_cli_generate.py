@@ -162,3 +162,13 @@ def test_demo_prints_valid_json(
         r" \| valid against person\.schema\.json",
         summary,
     )
+
+
+def test_generate_speculative_prints_the_same_string(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["generate", "The office phone number is", "--regex", PHONE]
+    assert main(argv) == 0
+    plain = capsys.readouterr().out
+    assert main([*argv, "--speculative"]) == 0
+    assert capsys.readouterr().out == plain
+    assert main([*argv, "--speculative", "grammar,lookup"]) == 0
+    assert capsys.readouterr().out == plain

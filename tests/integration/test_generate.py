@@ -1,8 +1,8 @@
 """constrain.generate / stream / LogitsProcessor on the real default model (SmolLM2-135M).
 
-The model is loaded once for the module; every call passes ``model=`` explicitly. Outputs are
-kept short (``maxLength``/``maxItems`` bounds, modest ``max_tokens``) so the module runs in a
-couple of minutes on two CPU cores.
+The ``model`` fixture (``conftest.py``) loads the model once per test session; every call
+passes ``model=`` explicitly. Outputs are kept short (``maxLength``/``maxItems`` bounds, modest
+``max_tokens``) so the module runs in a couple of minutes on two CPU cores.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib.util
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,26 +36,6 @@ from constrain.output import output_type
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    # On a small shared machine torch's intra-op threads mostly contend with each other (and
-    # with the mask worker thread); one thread keeps this module's run time steady.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def model() -> Model:
-    try:
-        return constrain.load_model()
-    except ModelNotFoundError as err:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(str(err))
-        pytest.skip(str(err))
 
 
 def _accepted(model: Model, grammar: Grammar, text: str) -> bool:

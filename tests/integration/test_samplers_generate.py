@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import torch
 
 import constrain
 from constrain import GenerationResult, Model
-from constrain.integrations.transformers import ModelNotFoundError
 from constrain.sampling import AWRS, SMC, ASApSample, DraftInfo, MaskedSampler, SMCResult
 
 pytestmark = pytest.mark.slow
@@ -24,24 +20,6 @@ SCHEMA = {
     "additionalProperties": False,
 }
 PROMPT = "Extract as JSON: Maria is 34 years old."
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def model() -> Model:
-    try:
-        return constrain.load_model()
-    except ModelNotFoundError as err:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(str(err))
-        pytest.skip(str(err))
 
 
 def _valid(value: object) -> None:

@@ -32,14 +32,6 @@ NESTED_LARK = 'start: "a" start "b" | "c" "d"*'  # a^n c d* b^n: context-free, u
 EMAIL_REGEX = r"[a-z]{2,8}@[a-z]{2,6}\.(com|org|net)"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 _COMPILED: dict[tuple[str, str], object] = {}
 
 

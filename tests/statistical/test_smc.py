@@ -49,14 +49,6 @@ pytestmark = pytest.mark.statistical
 RUNS_PER_BATCH = 32  # runs side by side in one session (32 x 32 = 1024 rows)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():  # type: ignore[no-untyped-def]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _mild_lm() -> BigramLM:
     lm = BigramLM(0)
     lm.logits[BOS_ROW, 0] = 1.0

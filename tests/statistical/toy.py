@@ -172,3 +172,57 @@ def kl_divergence(p: Mapping[str, float], q: Mapping[str, float]) -> float:
             return math.inf
         total += pk * math.log(pk / qk)
     return total
+
+
+class ToySpecSession(ToySession):
+    """A :class:`ToySession` that also implements ``SpeculativeSession`` (``extend``/``keep``)
+    and ``truncate``/``length``: row ``i``'s logits after a position depend only on its token.
+    """
+
+    def __init__(self, lm: BigramLM, batch: int, prompt_len: int = 1) -> None:
+        super().__init__(lm, batch)
+        self.rows: list[list[int]] = [[] for _ in range(batch)]  # valid tokens fed per row
+        # per extend: (positions appended, the rows before it), for truncate
+        self.stack: list[tuple[int, list[list[int]]]] = []
+        self.prompt_len = prompt_len
+
+    @property
+    def length(self) -> int:
+        return self.prompt_len + sum(w for w, _ in self.stack)
+
+    def extend(self, token_ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        batch, width = token_ids.shape
+        out = torch.empty((batch, width, EOS + 1))
+        self.stack.append((width, [list(r) for r in self.rows]))
+        for i in range(batch):
+            for t in range(width):
+                if bool(valid[i, t]):
+                    self.rows[i].append(int(token_ids[i, t]))
+                row = self.rows[i]
+                out[i, t] = self.lm.logits[row[-1] if row else BOS_ROW]
+        return out
+
+    def keep(self, counts: Sequence[int]) -> None:
+        width, before = self.stack.pop()
+        for i, c in enumerate(counts):
+            added = self.rows[i][len(before[i]) :]
+            self.rows[i] = before[i] + added[: min(c, len(added))]
+        self.stack.append((max(counts) if counts else 0, before))
+
+    def truncate(self, length: int) -> None:
+        while self.length > length:
+            width, before = self.stack.pop()
+            if self.length < length:
+                raise ValueError("truncate inside an extend is not supported by the toy")
+            self.rows = before
+
+
+class ToyModel:
+    """What ``DraftModelDrafter`` needs of a model: ``start(prompts)``."""
+
+    def __init__(self, lm: BigramLM) -> None:
+        self.lm = lm
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> ToySpecSession:
+        return ToySpecSession(self.lm, len(prompts))

@@ -1,0 +1,597 @@
+"""Grammar-aware speculative decoding, exact in distribution (stage 7).
+
+Each iteration, for every live row of the batch:
+
+1. **Draft.** Drafters propose up to ``max_draft`` tokens that follow the *pending* token (the
+   last token chosen, not yet fed to the model). They run in a chain, each extending what the
+   previous ones proposed: the grammar's forced text first (jump-forward), then prompt lookup,
+   then a model drafter. Every proposed token is checked against the row's matcher as it is
+   offered (:meth:`DraftRequest.offer`), so no drafted token is ever invalid, whatever the
+   drafter proposes.
+2. **Verify.** One forward pass of the target over ``[pending, d_1, ..., d_k]`` gives the
+   target's logits at all ``k + 1`` positions. Position ``j`` is masked with the matcher's state
+   after ``d_1 .. d_j`` (the masked target, the distribution :class:`~constrain.sampling.
+   MaskedSampler` samples at that step, temperature/top-k/top-p included). Drafts are
+   deterministic proposals (a point mass ``q``), so Leviathan et al.'s rule reduces to: accept
+   ``d_j`` with probability ``p'(d_j)``; on rejection draw from ``p'`` with ``d_j`` removed,
+   renormalised; if all ``k`` are accepted, draw a bonus token from position ``k + 1``. Each
+   emitted token is therefore distributed exactly as in non-speculative masked sampling. In
+   greedy mode a draft is accepted iff it is the masked argmax (ties go to the lower id, as in
+   ``torch.argmax``), so the output is the non-speculative greedy output.
+3. **Commit.** The matcher keeps the accepted drafts and the emitted token (the rest was never
+   accepted: drafting advanced the matcher and rolled it back before verification), and the
+   session keeps ``1 + accepted`` of the ``k + 1`` positions it appended
+   (:meth:`SpeculativeSession.keep`): rejected positions are masked out of attention and the
+   key-value cache is cropped to the longest row.
+
+Greedy verification usually needs no full mask: a draft whose logit no other token beats is the
+masked argmax at once, and when a few tokens beat it, checking those few with the matcher
+decides (at most ``_GREEDY_CHECKS``, else the full mask is computed).
+
+Distribution: this samples the *locally masked* distribution, like every speculative decoder
+with mask access (../docs/sampling.md), not ``P(x | x in L)``; for that, use the ``smc`` or
+``asap`` samplers without speculation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from constrain.decoding.autoregressive import DecodeResult
+from constrain.decoding.drafters import (
+    Drafter,
+    DraftModelDrafter,
+    DraftRequest,
+    EarlyExitDrafter,
+    GrammarDrafter,
+    PromptLookupDrafter,
+    TokenText,
+)
+from constrain.errors import ConstrainError
+from constrain.matcher import Matcher
+
+__all__ = [
+    "DraftModelDrafter",
+    "DraftRequest",
+    "Drafter",
+    "EarlyExitDrafter",
+    "GrammarDrafter",
+    "PromptLookupDrafter",
+    "SpeculativeResult",
+    "SpeculativeSession",
+    "SpeculativeStats",
+    "TokenText",
+    "iter_speculative_decode",
+    "speculative_decode",
+]
+
+_GREEDY_CHECKS = 16
+"""Most higher-ranked tokens greedy verification checks one by one before filling a mask."""
+
+
+class SpeculativeSession(Protocol):
+    """A model with a key-value cache that can append several positions and drop some again."""
+
+    def forward(self, token_ids: torch.Tensor | None) -> torch.Tensor:
+        """Prefill (``None``): the next-token logits ``(B, C)`` after the prompts."""
+        ...
+
+    def extend(self, token_ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Append ``token_ids`` ``(B, T)``; return the logits ``(B, T, C)`` after each one.
+
+        Positions where ``valid`` ``(B, T)`` is false are padding: masked out of attention and
+        of the positions of later tokens.
+        """
+        ...
+
+    def keep(self, counts: Sequence[int]) -> None:
+        """Of the positions the last :meth:`extend` appended, row ``i`` keeps ``counts[i]``."""
+        ...
+
+
+@dataclass
+class SpeculativeStats:
+    """Counters of one speculative decode (all rows together)."""
+
+    forwards: int = 0
+    """Target forward passes after the prefill (verification passes)."""
+    output_tokens: int = 0
+    """Tokens emitted (EOS excluded)."""
+    drafted: dict[str, int] = field(default_factory=dict)
+    """Tokens each drafter proposed (and the grammar allowed)."""
+    accepted: dict[str, int] = field(default_factory=dict)
+    """Of those, how many verification accepted."""
+    forced_tokens: int = 0
+    """Output tokens the grammar forced: the only token its mask allowed (counted where a full
+    mask was computed: at every position when sampling, at corrections in greedy mode)."""
+    forced_checked: int = 0
+    """Positions where a full mask was computed (the denominator of ``forced_tokens``)."""
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    forward_seconds: float = 0.0
+
+    @property
+    def forwards_per_token(self) -> float:
+        """Target forward passes per output token (non-speculative decoding: about 1)."""
+        return self.forwards / self.output_tokens if self.output_tokens else math.nan
+
+    def acceptance(self, name: str) -> float:
+        """Share of drafter ``name``'s tokens that verification accepted."""
+        d = self.drafted.get(name, 0)
+        return self.accepted.get(name, 0) / d if d else math.nan
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the counters as a JSON-ready dict."""
+        return {
+            "forwards": self.forwards,
+            "output_tokens": self.output_tokens,
+            "forwards_per_token": self.forwards_per_token,
+            "drafted": dict(self.drafted),
+            "accepted": dict(self.accepted),
+            "forced_tokens": self.forced_tokens,
+            "forced_checked": self.forced_checked,
+            "draft_seconds": self.draft_seconds,
+            "verify_seconds": self.verify_seconds,
+            "forward_seconds": self.forward_seconds,
+        }
+
+
+@dataclass
+class SpeculativeResult(DecodeResult):
+    """:class:`DecodeResult` plus the speculation counters."""
+
+    stats: SpeculativeStats = field(default_factory=SpeculativeStats)
+
+
+_RATE_DECAY = 0.1
+"""Weight of the newest verification outcome in a drafter's running acceptance rate."""
+
+
+class _Policy:
+    """How many tokens each drafter may draft: the adaptive draft length.
+
+    Costs are in target forward passes of one position. A pass over ``T >= 2`` positions costs
+    ``1 + start`` (``start`` is measured: the running ratio of multi-position to one-position
+    pass times, minus 1; on this project's 2-core CPU about 0.6-0.9, on a GPU near 0), and each
+    further position ``_PER_TOKEN``. A drafter whose running acceptance rate is ``a`` has its
+    ``j``-th token accepted with probability about ``a ** j``. So it may start a row's draft
+    when the expected accepted run ``a / (1 - a)`` exceeds ``start`` plus its own drafting cost,
+    extend one when ``a`` exceeds ``_PER_TOKEN`` plus its own cost per token, and drafts up to
+    ``log(_PER_TOKEN) / log(a)`` tokens (where ``a ** j`` stops paying for a position). A drafter
+    switched off is probed with one token now and then, to re-measure ``a``. Rates start at the
+    drafter's ``prior`` (grammar 0.9, lookup 0.5, early exit 0.2).
+    """
+
+    def __init__(self, drafters: Sequence[Drafter], max_draft: int) -> None:
+        self.rates = {d.name: float(getattr(d, "prior", 0.5)) for d in drafters}
+        self.own = {d.name: float(getattr(d, "cost", 0.0)) for d in drafters}
+        self.max_draft = max_draft
+        self.iteration = 0
+        self.one = 0.0  # running seconds of a one-position pass
+        self.many = 0.0  # ... and of a multi-position pass
+
+    @property
+    def start(self) -> float:
+        if self.one <= 0.0 or self.many <= 0.0:
+            return _START_GUESS
+        return max(0.0, self.many / self.one - 1.0)
+
+    def timed(self, width: int, seconds: float) -> None:
+        if width == 1:
+            self.one = seconds if self.one == 0.0 else 0.8 * self.one + 0.2 * seconds
+        else:
+            self.many = seconds if self.many == 0.0 else 0.8 * self.many + 0.2 * seconds
+
+    def outcome(self, source: str, accepted: bool) -> None:
+        rate = self.rates.get(source, 0.5)
+        self.rates[source] = (1 - _RATE_DECAY) * rate + _RATE_DECAY * accepted
+
+    def __call__(self, row: int, source: str, drafted: int) -> int:
+        a = min(self.rates.get(source, 0.5), 0.97)
+        own = self.own.get(source, 0.0)
+        run = a / (1.0 - a)
+        worth = run > self.start + own if drafted == 0 else a > _PER_TOKEN + own
+        if not worth:
+            period = int(_PROBE_EVERY * (1.0 + 4.0 * own))
+            return 1 if self.iteration % period == 0 else 0
+        if a <= _PER_TOKEN:
+            return 1
+        return max(1, min(self.max_draft, int(math.log(_PER_TOKEN) / math.log(a))))
+
+
+_START_GUESS = 0.5
+"""Extra cost of a multi-position pass before one of each kind has been timed."""
+_PER_TOKEN = 0.03
+"""Cost of one more position in a multi-position pass (measured 0.01-0.05 on the CPU)."""
+_PROBE_EVERY = 16
+"""A drafter switched off for a low acceptance rate drafts one token this often, to re-measure."""
+
+
+# -- verification -----------------------------------------------------------------------------
+
+
+class _Target:
+    """The masked target distribution of one position (what MaskedSampler samples)."""
+
+    def __init__(
+        self, temperature: float, top_k: int, top_p: float, generator: torch.Generator | None
+    ) -> None:
+        self.temperature = temperature
+        self.top_k = top_k
+        self.top_p = top_p
+        self.generator = generator
+
+    def probs(self, masked: torch.Tensor) -> torch.Tensor:
+        """``masked`` (C,) float logits with -inf on disallowed tokens -> probabilities."""
+        scores = masked / self.temperature
+        if self.top_k and self.top_k < scores.shape[-1]:
+            kth = torch.topk(scores, self.top_k).values[-1]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        if self.top_p < 1.0:
+            sorted_scores, order = torch.sort(scores, descending=True)
+            p = sorted_scores.softmax(dim=-1)
+            drop = p.cumsum(dim=-1) - p >= self.top_p  # always keeps the first
+            sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+            scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+        return scores.double().softmax(dim=-1)
+
+    def uniform(self) -> float:
+        return float(torch.rand((), generator=self.generator, dtype=torch.float64))
+
+    def draw(self, probs: torch.Tensor) -> int:
+        return int(torch.multinomial(probs, 1, generator=self.generator))
+
+
+class _Verifier:
+    """Masks one row's positions with its matcher and applies the acceptance rule."""
+
+    def __init__(
+        self,
+        target: _Target,
+        eos: set[int],
+        vocab_size: int | None,
+        stats: SpeculativeStats,
+        backend: str,
+    ) -> None:
+        self.target = target
+        self.eos = eos
+        self.stats = stats
+        self.backend = backend
+        self._row: torch.Tensor | None = None
+        self.vocab_size = vocab_size
+
+    def _mask(self, m: Matcher, logits: torch.Tensor) -> torch.Tensor:
+        """Return ``logits`` (C,) with the disallowed tokens at -inf (a copy)."""
+        vs = m.vocab.size
+        if self._row is None or self._row.shape[1] != (vs + 31) // 32:
+            self._row = allocate_token_bitmask(1, vs)
+        m.fill_next_token_bitmask(self._row, 0)
+        out = logits.float().clone().view(1, -1)
+        apply_token_bitmask_inplace(out, self._row, vocab_size=vs, backend=self.backend)  # type: ignore[arg-type]
+        words = self._row.numpy().view(np.uint32)
+        allowed = int(np.unpackbits(words.view(np.uint8)).sum())
+        self.stats.forced_checked += 1
+        if allowed == 1:
+            self.stats.forced_tokens += 1
+        return out.view(-1)
+
+    def _allowed(self, m: Matcher | None, tok: int) -> bool:
+        if m is None:
+            return True
+        if tok in self.eos:
+            return m.is_accepting()
+        try:
+            ok = m.accept_token(tok)
+        except ValueError:
+            return False
+        if ok:
+            m.rollback(1)
+        return ok
+
+    def greedy(self, m: Matcher | None, logits: torch.Tensor, draft: int | None) -> int:
+        """Return the masked argmax (checking only a few tokens when ``draft`` is it)."""
+        if draft is not None:
+            z = logits
+            zd = z[draft]
+            above = torch.nonzero((z > zd), as_tuple=False).view(-1)
+            if above.numel() <= _GREEDY_CHECKS:
+                ties = torch.nonzero(z[:draft] == zd, as_tuple=False).view(-1)
+                cand = torch.cat([above, ties]) if ties.numel() else above
+                if cand.numel() <= _GREEDY_CHECKS:
+                    # by descending logit, then ascending id: the first allowed one is the argmax
+                    order = sorted(cand.tolist(), key=lambda t: (-float(z[t]), t))
+                    for t in order:
+                        if self._allowed(m, t):
+                            return int(t)
+                    return int(draft)
+        masked = logits if m is None else self._mask(m, logits)
+        if m is not None and bool(torch.isneginf(masked).all()):
+            raise ConstrainError(
+                "no token is allowed here: the grammar has no continuation and no end. This is "
+                "a bug in constrain; please report it with the grammar."
+            )
+        return int(masked.argmax())
+
+    def sample(self, m: Matcher | None, logits: torch.Tensor, draft: int | None) -> int:
+        """Accept ``draft`` with probability p'(draft), else draw from p' without it."""
+        masked = logits.float() if m is None else self._mask(m, logits)
+        probs = self.target.probs(masked)
+        if not bool(torch.isfinite(probs).all()) or float(probs.sum()) <= 0.0:
+            raise ConstrainError(
+                "no token is allowed here: the grammar has no continuation and no end. This is "
+                "a bug in constrain; please report it with the grammar."
+            )
+        if draft is None:
+            return self.target.draw(probs)
+        p = float(probs[draft])
+        if p >= 1.0 or self.target.uniform() < p:
+            return draft
+        probs[draft] = 0.0
+        return self.target.draw(probs / probs.sum())
+
+
+def speculative_decode(
+    session: SpeculativeSession,
+    matchers: Sequence[Matcher | None],
+    drafters: Sequence[Drafter],
+    *,
+    prompts: Sequence[Sequence[int]],
+    eos_ids: Sequence[int],
+    max_tokens: int,
+    max_draft: int = 8,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    pad_id: int | None = None,
+    backend: str = "auto",
+    adaptive: bool = True,
+) -> SpeculativeResult:
+    """Generate like :func:`constrain.decoding.decode` with a masked sampler, speculatively.
+
+    Parameters
+    ----------
+    session : SpeculativeSession
+        The target model, positioned before its prefill (it is run here).
+    matchers : sequence of Matcher or None
+        One per row, advanced in place.
+    drafters : sequence of Drafter
+        Chained in order (each extends the previous ones' drafts); may be empty (then this is
+        plain masked decoding, one forward pass per token).
+    prompts : sequence of sequence of int
+        The rows' prompt tokens (prompt lookup searches them).
+    eos_ids : sequence of int
+        End-of-sequence ids.
+    max_tokens : int
+        Most output tokens per row.
+    max_draft : int
+        Most draft tokens per row and iteration.
+    temperature, top_k, top_p
+        The masked target distribution (``temperature=0``: greedy), as in
+        :class:`~constrain.sampling.MaskedSampler`.
+    generator : torch.Generator, optional
+        Randomness (acceptance tests and draws).
+    pad_id : int, optional
+        Token put in padding positions (default ``eos_ids[0]``).
+    backend : str
+        Bitmask kernel (:func:`constrain.apply_token_bitmask_inplace`).
+    adaptive : bool
+        Let each drafter draft only as much as pays, from its running acceptance rate and the
+        measured cost of multi-position passes (:class:`_Policy`): a drafter the model keeps
+        rejecting is switched off (and probed now and then).
+
+    Returns
+    -------
+    SpeculativeResult
+        ``log_weights`` are NaN: speculation does not compute the allowed mass of every step.
+    """
+    steps = iter_speculative_decode(
+        session,
+        matchers,
+        drafters,
+        prompts=prompts,
+        eos_ids=eos_ids,
+        max_tokens=max_tokens,
+        max_draft=max_draft,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=generator,
+        pad_id=pad_id,
+        backend=backend,
+        adaptive=adaptive,
+    )
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: SpeculativeResult = done.value
+            return result
+
+
+def iter_speculative_decode(
+    session: SpeculativeSession,
+    matchers: Sequence[Matcher | None],
+    drafters: Sequence[Drafter],
+    *,
+    prompts: Sequence[Sequence[int]],
+    eos_ids: Sequence[int],
+    max_tokens: int,
+    max_draft: int = 8,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    pad_id: int | None = None,
+    backend: str = "auto",
+    adaptive: bool = True,
+) -> Generator[tuple[list[int], list[list[int]]], None, SpeculativeResult]:
+    """Like :func:`speculative_decode`, as a generator.
+
+    Yields ``(rows, tokens)`` after every iteration: the rows that got tokens and, per row, the
+    tokens (one or more); returns the :class:`SpeculativeResult`.
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if max_draft < 0:
+        raise ValueError(f"max_draft must be >= 0, got {max_draft}")
+    if not eos_ids:
+        raise ValueError("eos_ids must name at least one end-of-sequence token")
+    if not temperature >= 0.0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if len(prompts) != len(matchers):
+        raise ValueError(f"{len(prompts)} prompts for {len(matchers)} matchers")
+    batch = len(matchers)
+    eos = {int(e) for e in eos_ids}
+    pad = int(eos_ids[0]) if pad_id is None else int(pad_id)
+    stats = SpeculativeStats()
+    for d in drafters:
+        stats.drafted.setdefault(d.name, 0)
+        stats.accepted.setdefault(d.name, 0)
+    verifier = _Verifier(_Target(temperature, top_k, top_p, generator), eos, None, stats, backend)
+    choose = verifier.greedy if temperature == 0.0 else verifier.sample
+    out: list[list[int]] = [[] for _ in range(batch)]
+    finish = ["length"] * batch
+    histories = [list(p) for p in prompts]
+    policy = _Policy(drafters, max_draft)
+    t_start = time.perf_counter()
+
+    def commit(i: int, tok: int) -> bool:
+        """Append ``tok`` to row ``i``; return whether the row goes on."""
+        m = matchers[i]
+        if tok in eos:
+            if m is not None and not m.accept_token(tok):
+                raise ConstrainError(f"row {i}: EOS chosen where the grammar does not accept")
+            finish[i] = "stop"
+            return False
+        if m is not None and not m.accept_token(tok):
+            raise ConstrainError(
+                f"row {i}: token {tok} chosen, which the grammar rejects. This is a bug in "
+                "constrain; please report it with the grammar."
+            )
+        out[i].append(tok)
+        histories[i].append(tok)
+        stats.output_tokens += 1
+        if m is not None and m.is_terminated():
+            finish[i] = "stop"
+            return False
+        return len(out[i]) < max_tokens
+
+    if max_tokens == 0:
+        return SpeculativeResult(out, finish, [math.nan] * batch, stats=stats)
+    t0 = time.perf_counter()
+    logits = session.forward(None)
+    stats.forward_seconds += time.perf_counter() - t0
+    for d in drafters:
+        d.begin(session, prompts)
+    live: list[int] = []
+    first_rows: list[int] = []
+    first_toks: list[list[int]] = []
+    t0 = time.perf_counter()
+    for i in range(batch):
+        tok = choose(matchers[i], logits[i], None)
+        if commit(i, tok):
+            live.append(i)
+        if tok not in eos:
+            first_rows.append(i)
+            first_toks.append([tok])
+    stats.verify_seconds += time.perf_counter() - t0
+    if first_rows:
+        yield first_rows, first_toks
+    while live:
+        # 1. draft (advancing the matchers), then roll the matchers back
+        t0 = time.perf_counter()
+        budget = [0] * batch
+        for i in live:
+            budget[i] = max(0, min(max_draft, max_tokens - len(out[i]) - 1))
+        req = DraftRequest(live, histories, matchers, budget, eos)
+        if adaptive:
+            policy.iteration = stats.forwards
+            req.quota = policy
+        if any(budget[i] for i in live):
+            for d in drafters:
+                d.propose(req)
+        for i in live:
+            m = matchers[i]
+            if m is not None and req.drafts[i]:
+                m.rollback(len(req.drafts[i]))
+            for s in req.sources[i]:
+                stats.drafted[s] = stats.drafted.get(s, 0) + 1
+        stats.draft_seconds += time.perf_counter() - t0
+        # 2. one forward pass over [pending, drafts]
+        width = 1 + max(len(req.drafts[i]) for i in live)
+        ids = torch.full((batch, width), pad, dtype=torch.long)
+        valid = torch.zeros((batch, width), dtype=torch.bool)
+        for i in live:
+            row = [histories[i][-1], *req.drafts[i]]
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            valid[i, : len(row)] = True
+        t0 = time.perf_counter()
+        all_logits = session.extend(ids, valid)
+        spent = time.perf_counter() - t0
+        stats.forward_seconds += spent
+        policy.timed(width, spent)
+        stats.forwards += 1
+        # 3. verify row by row
+        t0 = time.perf_counter()
+        keep = [0] * batch
+        still: list[int] = []
+        got_rows: list[int] = []
+        got_toks: list[list[int]] = []
+        for i in live:
+            draft = req.drafts[i]
+            m = matchers[i]
+            kept = 1  # the pending token
+            new: list[int] = []
+            going = True
+            for j in range(len(draft) + 1):
+                proposed = draft[j] if j < len(draft) else None
+                tok = choose(m, all_logits[i, j], proposed)
+                going = commit(i, tok)
+                if tok not in eos:
+                    new.append(tok)
+                if proposed is not None:
+                    src = req.sources[i][j]
+                    hit = tok == proposed
+                    policy.outcome(src, hit)
+                    if hit:
+                        stats.accepted[src] = stats.accepted.get(src, 0) + 1
+                        if going:
+                            kept += 1
+                            continue
+                break
+            keep[i] = kept
+            if new:
+                got_rows.append(i)
+                got_toks.append(new)
+            if going:
+                still.append(i)
+        stats.verify_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        session.keep(keep)
+        stats.forward_seconds += time.perf_counter() - t0
+        live = still
+        if got_rows:
+            yield got_rows, got_toks
+    seconds = time.perf_counter() - t_start
+    return SpeculativeResult(
+        token_ids=out,
+        finish_reasons=finish,
+        log_weights=[math.nan] * batch,
+        steps=stats.forwards,
+        seconds=seconds,
+        timings={
+            "draft": stats.draft_seconds,
+            "verify": stats.verify_seconds,
+            "forward": stats.forward_seconds,
+        },
+        stats=stats,
+    )
