@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--whitespace",
-        choices=("compact", "flexible", "indent"),
+        choices=("compact", "spaced", "flexible", "indent"),
         default="compact",
         help="JSON whitespace of the grammar (json_options; the library default is compact)",
     )

@@ -91,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--max-draft", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    ap.add_argument(
+        "--whitespace",
+        choices=("compact", "spaced", "flexible", "indent"),
+        default=None,
+        help="JSON layout (json_options); default: generate()'s default",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -111,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     model = constrain.load_model()
     load_seconds = time.perf_counter() - t0
     schema = json.loads(SCHEMA.read_text())
-    compiled = model.compile(output_type(schema=schema, json_options={}).grammar)
+    json_options = {"whitespace": args.whitespace} if args.whitespace else {}
+    compiled = model.compile(output_type(schema=schema, json_options=json_options).grammar)
 
     def run(config: str, text: str) -> dict[str, Any]:
         prompt = INSTRUCTION.format(roles=ROLES, text=text)
@@ -121,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 prompt,
                 model=model,
                 schema=schema,
+                json_options=json_options,
                 max_tokens=args.max_tokens,
                 speculative=CONFIGS[config],
                 max_draft=args.max_draft,
@@ -203,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         model, compiled, [r["plain"]["ids"] for r in rows if r["plain"]["ids"] is not None]
     )
 
-    print(f"\nspeculative decoding, {len(rows)} extraction examples, greedy, SmolLM2-135M")
+    layout = json_options.get("whitespace", "default")
+    print(
+        f"\nspeculative decoding, {len(rows)} extraction examples, greedy, SmolLM2-135M, "
+        f"whitespace {layout}"
+    )
     print(f"{'config':<14}{'tok/s':>8}{'speedup':>9}{'(median)':>10}{'fwd/tok':>9}"
           f"{'same':>7}  acceptance")  # fmt: skip
     for c in configs:
@@ -233,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "examples": len(rows),
         "max_tokens": args.max_tokens,
         "max_draft": args.max_draft,
+        "json_options": json_options,
         "summary": summary,
         "forced_tokens": forced,
         "forced_positions": total,

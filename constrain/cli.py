@@ -637,8 +637,9 @@ def _add_constraint(p: argparse.ArgumentParser, *, choices: bool, pydantic: bool
         )
     p.add_argument(
         "--whitespace",
-        choices=("compact", "flexible", "indent"),
-        help="whitespace a schema's JSON may contain (default compact)",
+        choices=("compact", "spaced", "flexible", "indent"),
+        help="JSON layout a schema's output may have (default spaced: json.dumps's ', ' and "
+        "': ', as generate() writes)",
     )
     p.add_argument(
         "--lenient",

@@ -441,7 +441,10 @@ def generate(
         Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
         ``python_compatible`` defaults to True here, since the output is parsed by Python:
         integers are written plainly (``10``, never ``10.00``, which ``json.loads`` would make
-        a float).
+        a float). ``whitespace`` defaults to ``"spaced"`` here (``", "`` and ``": "`` separators, as
+        ``json.dumps`` writes): models write JSON with spaces, and forbidding them costs
+        accuracy (``docs/sampling.md``); pass ``{"whitespace": "compact"}`` for the shortest
+        output or ``"flexible"`` to let the model choose (bounded).
     overlap : bool, optional
         Compute the next mask while the forward pass runs (default: when the model is on a GPU).
     speculative : bool, str, Drafter or list of those, optional

@@ -432,10 +432,12 @@ class Grammar:
         ----------
         schema : dict, bool or str
             The schema (draft 2020-12, and the draft 4-7 spellings), or its JSON text.
-        whitespace : {"compact", "flexible", "indent"}, optional
-            ``"compact"`` (default): no whitespace. ``"flexible"``: up to ``max_whitespace``
-            characters of whitespace after every token. ``"indent"``: an optional newline and
-            bounded indentation. Whitespace is never unbounded.
+        whitespace : {"compact", "spaced", "flexible", "indent"}, optional
+            ``"compact"`` (default): no whitespace. ``"spaced"``: exactly ``", "`` and
+            ``": "`` as separators, nothing else (Python's ``json.dumps`` layout, the one
+            models see most). ``"flexible"``: up to ``max_whitespace`` characters of
+            whitespace after every token. ``"indent"``: an optional newline and bounded
+            indentation. Whitespace is never unbounded.
         max_whitespace : int, optional
             Longest whitespace run (default 4).
         any_order : bool, optional

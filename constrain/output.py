@@ -76,6 +76,8 @@ def output_type(
         The output is exactly one of these strings.
     json_options : mapping, optional
         Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
+        Defaults here: ``whitespace="spaced"`` (``", "`` and ``": "``, as ``json.dumps``) and
+        ``python_compatible=True``.
 
     Raises
     ------
@@ -114,6 +116,13 @@ def output_type(
 
 
 def _schema_output(schema: Any, opts: dict[str, Any]) -> OutputType:
+    # Models write JSON with spaces ("age": 34); forbidding them makes a model choose between
+    # tokens it finds unlikely. On the extraction set (docs/sampling.md) SmolLM2's age accuracy
+    # was 0.22 under compact JSON, 0.80 with flexible whitespace and 0.76 with json.dumps's
+    # ", " / ": " separators (field accuracy 0.43 / 0.57 / 0.58). "spaced" is as good as
+    # flexible and leaves the layout to the grammar: no whitespace to choose, more text forced
+    # (jump-forward drafts it), outputs about 8% shorter than flexible's.
+    opts.setdefault("whitespace", "spaced")
     if isinstance(schema, (dict, bool)):
         return _json_output(schema, opts, "JSON Schema")
     if isinstance(schema, Path) or (

@@ -113,7 +113,25 @@ class Emitter:
     def __init__(self, ctx: SchemaContext) -> None:
         self.ctx = ctx
         self.options = ctx.options
-        self.ws = whitespace_regex(ctx.options.whitespace, ctx.options.max_whitespace, 2)
+        mode = ctx.options.whitespace
+        if mode not in ("compact", "flexible", "indent", "spaced"):
+            raise ValueError(
+                f"whitespace={mode!r}: choose 'compact', 'spaced', 'flexible' or 'indent'"
+            )
+        ws = None if mode == "spaced" else whitespace_regex(mode, ctx.options.max_whitespace, 2)
+        self.ws: Regex | None = ws
+        """Layout after every lexeme (None: none)."""
+        self.comma: Regex
+        """A comma with its layout (``,`` then ``ws``; ``", "`` in spaced mode)."""
+        self.colon: Regex
+        """A key's colon with its layout (``ws : ws``; ``": "`` in spaced mode)."""
+        if mode == "spaced":  # json.dumps's default separators
+            self.comma, self.colon = Literal(", "), Literal(": ")
+        elif ws is None:
+            self.comma, self.colon = Literal(","), Literal(":")
+        else:
+            self.comma = Concat((Literal(","), ws))
+            self.colon = Concat((ws, Literal(":"), ws))
         self.rules: dict[str, list[Alternative]] = {}
         self.terminals: dict[Regex, str] = {}
         self.memo: dict[Any, str] = {}
@@ -441,11 +459,11 @@ class Emitter:
         if scalars:
             regex = scalars[0]
             if after_comma:
-                comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+                comma = self.comma
                 regex = Concat((comma, regex))
             return (self.lexeme(regex),)
         rule = alts[0][0]
-        return (self.lexeme(Literal(",")), rule) if after_comma else (rule,)
+        return (self.token(self.comma), rule) if after_comma else (rule,)
 
     # -- objects ------------------------------------------------------------------------------
 
@@ -460,15 +478,15 @@ class Emitter:
     def item_symbols(self, item: Any, after_comma: bool) -> tuple[str, ...]:
         """Return the symbols of one array item (a rule name, or pieces to fuse with the comma)."""
         if isinstance(item, str):
-            return (self.lexeme(Literal(",")), item) if after_comma else (item,)
+            return (self.token(self.comma), item) if after_comma else (item,)
         scalar, alts = self.value_parts(item)
         if scalar is not None and not alts:
             if not after_comma:
                 return (self.lexeme(scalar),)
-            comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+            comma = self.comma
             return (self.lexeme(Concat((comma, scalar))),)
         rule = self.value(item)
-        return (self.lexeme(Literal(",")), rule) if after_comma else (rule,)
+        return (self.token(self.comma), rule) if after_comma else (rule,)
 
     def member_symbols(
         self, content: Regex, conj: tuple[Piece, ...], first: bool
@@ -481,20 +499,20 @@ class Emitter:
 
     def key_regex(self, content: Regex, first: bool) -> Regex:
         """Return the regex of an object key with its colon (and the comma before, if not first)."""
-        colon = Literal(":") if self.ws is None else Concat((self.ws, Literal(":"), self.ws))
+        colon = self.colon
         body = Concat((quoted(content), colon))
         if first:
             return body
-        comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+        comma = self.comma
         return Concat((comma, body))
 
     def key_token(self, content: Regex, first: bool) -> str:
         """Return the terminal of an object key (``"k":``, or ``,"k":`` after the first)."""
-        colon = Literal(":") if self.ws is None else Concat((self.ws, Literal(":"), self.ws))
+        colon = self.colon
         body = Concat((quoted(content), colon))
         if first:
             return self.token(body)
-        comma = Literal(",") if self.ws is None else Concat((Literal(","), self.ws))
+        comma = self.comma
         return self.token(Concat((comma, body)))
 
     # -- grammar ------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ __all__ = [
     "json_equal_key",
 ]
 
-Whitespace = Literal["compact", "flexible", "indent"]
+Whitespace = Literal["compact", "spaced", "flexible", "indent"]
 
 ANNOTATIONS = frozenset(
     (

@@ -173,7 +173,7 @@ def test_check_text_with_a_schema(capsys: pytest.CaptureFixture[str]) -> None:
         "address": {"city": "Lisbon", "country": "Portugal"},
         "skills": ["Rust"],
     }
-    text = json.dumps(good, separators=(",", ":"))
+    text = json.dumps(good)  # the default layout: json.dumps's separators
     assert main(["check", "--schema", str(PERSON), text]) == 0
     assert capsys.readouterr().out == "accepted\n"
     bad = text.replace('"engineer"', '"pilot"')
@@ -183,9 +183,11 @@ def test_check_text_with_a_schema(capsys: pytest.CaptureFixture[str]) -> None:
     too_old = text.replace("31", "121")
     assert main(["check", "--schema", str(PERSON), too_old]) == 1
     assert capsys.readouterr().out.startswith("rejected at offset ")
-    # whitespace: compact by default, --whitespace flexible accepts json.dumps' spacing
+    # whitespace: json.dumps' layout by default (as generate() writes), --whitespace compact
     spaced = json.dumps(good)
-    assert main(["check", "--schema", str(PERSON), spaced]) == 1
+    assert main(["check", "--schema", str(PERSON), spaced]) == 0
+    assert capsys.readouterr().out == "accepted\n"
+    assert main(["check", "--schema", str(PERSON), "--whitespace", "compact", spaced]) == 1
     capsys.readouterr()
     assert main(["check", "--schema", str(PERSON), "--whitespace", "flexible", spaced]) == 0
     assert capsys.readouterr().out == "accepted\n"
@@ -274,7 +276,7 @@ def test_resolve_object_errors(spec: str, message: str, models_file: Path) -> No
 def test_check_pydantic(models_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--pydantic", f"{models_file}:City"]) == 0
     assert ": compiles" in capsys.readouterr().out
-    text = '{"cityName":"Porto","population":230000}'
+    text = '{"cityName": "Porto", "population": 230000}'
     assert main(["check", "--pydantic", f"{models_file}:City", text]) == 0
     assert capsys.readouterr().out == "accepted\n"
     assert main(["check", "--pydantic", f"{models_file}:City", text.replace("230000", "-1")]) == 1
@@ -311,7 +313,7 @@ def test_mask_with_a_regex_and_a_schema(capsys: pytest.CaptureFixture[str]) -> N
     assert out.startswith("2 of 257 tokens allowed")
     assert "b'a'" in out and "b'b'" in out
     assert main(["mask", "--schema", str(PERSON), "--tokenizer", "byte", "--prefix", "{"]) == 0
-    assert 'forced next bytes: b\'"name":"\'' in capsys.readouterr().out
+    assert 'forced next bytes: b\'"name": "\'' in capsys.readouterr().out
 
 
 def test_mask_invalid_prefix_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

@@ -147,6 +147,39 @@ def test_flexible_whitespace_is_bounded() -> None:
     assert not accepts(Grammar.from_json_schema({}), "[1, 2]")
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"type": "object", "properties": {"a": {"type": "array"}, "b": {"const": [1, {"c": 2}]}}},
+        {"type": "array", "prefixItems": [{"type": "integer"}, {"enum": [[1, 2]]}]},
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+    ],
+)
+def test_spaced_layout_is_exactly_json_dumps(schema: dict[str, Any]) -> None:
+    grammar = Grammar.from_json_schema(schema, whitespace="spaced")
+    values: list[Any] = [
+        {"a": [1, 2], "b": [1, {"c": 2}]},
+        [3, [1, 2]],
+        {"x": 1, "y": 2},
+        {"a": [], "b": [1, {"c": 2}]},
+    ]
+    import jsonschema
+
+    for value in values:
+        if not jsonschema.Draft202012Validator(schema).is_valid(value):
+            continue
+        text = json.dumps(value)
+        assert accepts(grammar, text), text
+        assert not accepts(grammar, json.dumps(value, separators=(",", ":"))) or "," not in text
+        assert not accepts(grammar, json.dumps(value, indent=1))
+
+
+def test_unknown_whitespace_mode_is_an_error() -> None:
+    with pytest.raises(ValueError, match="whitespace='tabs'"):
+        Grammar.from_json_schema({}, whitespace="tabs")  # type: ignore[arg-type]
+
+
 def test_string_escapes_are_decoded_before_checking() -> None:
     grammar = Grammar.from_json_schema({"type": "string", "maxLength": 1})
     assert accepts(grammar, '"\\n"')
