@@ -194,3 +194,20 @@ def test_drafts_verified_without_the_policy_give_the_greedy_output(
     assert res.token_ids == base.token_ids
     text = model.vocabulary.decode(res.token_ids[0]).decode()
     assert isinstance(out.parse(text), Person)
+
+
+def test_cpu_head_matches_the_models_logits(model: Model) -> None:
+    from constrain.integrations.transformers import _CpuHead
+
+    prompt = model.encode_prompt("Name a colour.")
+    sess = model.start([prompt])
+    sess.forward(None)  # the first prefill checks the head against the model's logits
+    assert model.head.ok and not model.head.unchecked
+    for width in (1, 2, 3, 5):  # 1-3 rows: x @ W.T; more: the model's own lm_head
+        hidden = torch.randn(1, width, model.model.config.hidden_size)
+        expected = model.model.lm_head(hidden)
+        assert torch.allclose(model.head.logits(hidden), expected, rtol=1e-4, atol=1e-3)
+    # a head that disagrees with the model's logits is switched off at the check
+    other = _CpuHead(model.model)
+    other.check(torch.randn(1, 1, model.model.config.hidden_size), torch.zeros(1, 1, 5))
+    assert not other.ok
