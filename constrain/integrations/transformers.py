@@ -283,12 +283,13 @@ class HFSession:
         self.cache: Any = None
         self.prompt_tokens = [len(p) for p in prompts]
         self._cache_kw = owner.cache_keyword
+        self._head: _CpuHead = getattr(owner, "head", None) or _CpuHead(None)
 
     @torch.inference_mode()
     def forward(self, token_ids: torch.Tensor | None) -> torch.Tensor:
         """Return the next-token logits ``(B, C)`` (prefill when ``token_ids`` is None)."""
         model = self.owner.model
-        head = self.owner.head
+        head = self._head
         if token_ids is None:
             mask = self.attention_mask
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -346,7 +347,7 @@ class HFSession:
         self.attention_mask = torch.cat([self.attention_mask, new], dim=1)
         width = int(token_ids.shape[1])
         positions = (self.attention_mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
-        run = self.owner.head.run if model is self.owner.model else _plain_run
+        run = self._head.run if model is self.owner.model else _plain_run
         out = run(
             model,
             input_ids=token_ids.to(dev),
