@@ -16,6 +16,7 @@ import functools
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -187,7 +188,9 @@ def _asap_for(key: tuple[Any, ...], fresh: ASAp) -> ASAp:
 
 SpeculativeSpec = bool | str | Drafter | Sequence[str | Drafter] | None
 _DRAFTER_NAMES = ("grammar", "lookup", "early_exit")
-_TOKEN_TEXT: dict[int, TokenText] = {}  # per model: the style of tokens it emits, learned
+# per model: the style of tokens it emits, learned (weak keys: an id() key could be reused by
+# another model after this one is freed, with another vocabulary)
+_TOKEN_TEXT: weakref.WeakKeyDictionary[Model, TokenText] = weakref.WeakKeyDictionary()
 
 
 def _drafters(model: Model, spec: SpeculativeSpec) -> list[Drafter]:
@@ -203,14 +206,14 @@ def _drafters(model: Model, spec: SpeculativeSpec) -> list[Drafter]:
         items = list(spec)
     else:
         items = [spec]
-    text = _TOKEN_TEXT.get(id(model))
+    text = _TOKEN_TEXT.get(model)
     if text is None:
         tok = model.tokenizer
 
         def encode(t: str) -> list[int]:
             return [int(i) for i in tok(t, add_special_tokens=False)["input_ids"]]
 
-        text = _TOKEN_TEXT[id(model)] = TokenText(model.vocabulary, encode)
+        text = _TOKEN_TEXT[model] = TokenText(model.vocabulary, encode)
     out: list[Drafter] = []
     for item in items:
         if not isinstance(item, str):
