@@ -137,12 +137,9 @@ class CompiledGrammar:
         self.tables = MaskTables(vocab, lexer, parser, max_bytes=limits.mask_cache_bytes)
         self.terminal_names = tuple(lexer.names)
         self.cont_bits = continuation_bits(lexer)
-        # Python-side copies for the matcher's kernel-free accept path (lexer_step)
-        self._trans_list: list[list[int]] = lexer.trans.tolist()
-        self._class_list: list[int] = lexer.byte_class.tolist()
-        self._accept_int = [int.from_bytes(r.tobytes(), "little") for r in lexer.accept_bits]
-        self._alive_int = [int.from_bytes(r.tobytes(), "little") for r in lexer.alive_bits]
-        self._steps: dict[tuple[int, int], tuple[int, int, int, int] | None] = {}
+        # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
+        # every matcher of this grammar passes arrays of the same types
+        self.kernel_entries: dict[str, Any] = {}
 
     def precompute(self, budget_s: float) -> int:
         """Build the token tables of the lexer states reachable from the start, breadth first.
@@ -172,37 +169,6 @@ class CompiledGrammar:
                     seen.add(nxt)
                     order.append(nxt)
         return built
-
-    def lexer_step(self, state: int, token: int) -> tuple[int, int, int, int] | None:
-        """Walk a token's bytes through the lexer from ``state`` (memoised, thread-safe).
-
-        Returns ``(end_state, accept_inside, accept_end, alive_end)``, terminal bitsets as Python
-        ints (``accept_inside`` ORs the states after every byte but the last), or None when the
-        walk dies or the token has no bytes. Used by the matcher's kernel-free accept path.
-        """
-        key = (state, token)
-        hit = self._steps.get(key, False)
-        if hit is not False:
-            return hit  # type: ignore[return-value]
-        vocab = self.vocab
-        start, end = int(vocab.token_indptr[token]), int(vocab.token_indptr[token + 1])
-        result: tuple[int, int, int, int] | None = None
-        if start < end:
-            trans, classes, accept = self._trans_list, self._class_list, self._accept_int
-            acc_inside = 0
-            s = state
-            for k, b in enumerate(vocab.token_bytes[start:end].tolist()):
-                if k:
-                    acc_inside |= accept[s]
-                s = trans[s][classes[b]]
-                if s < 0:
-                    break
-            else:
-                result = (s, acc_inside, accept[s], self._alive_int[s])
-        if len(self._steps) > 1 << 17:
-            self._steps.clear()
-        self._steps[key] = result
-        return result
 
     def root_kernel(self) -> np.ndarray:
         """Return the kernel (sorted item ids with a terminal after the dot) of the start set."""

@@ -23,9 +23,23 @@ import numpy as np
 from constrain._types import Int32Array
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
-from constrain.kernels.numba_earley import STATUS_CAPACITY, STATUS_LIMIT, earley_init_kernel
+from constrain.kernels.entry import entry_point
+from constrain.kernels.numba_earley import (
+    STATUS_CAPACITY,
+    STATUS_LIMIT,
+    earley_init_kernel,
+    scan_kernel_items,
+)
 from constrain.kernels.numba_match import (
+    H_ITEMS,
+    H_NUM,
+    H_OFF,
+    H_SETS,
+    H_TERM,
+    STATUS_ENTRY_MISS,
+    STATUS_HISTORY,
     STATUS_HYPOTHESES,
+    accept_token_kernel,
     end_accepting_kernel,
     fill_mask_kernel,
     simulate_kernel,
@@ -88,6 +102,7 @@ class Matcher:
             )
         self.compiled = compiled
         self.vocab = compiled.vocab
+        self._entries_by_kernel = compiled.kernel_entries
         lexer, parser = compiled.lexer, compiled.parser
         self._lex = (
             lexer.byte_class,
@@ -130,14 +145,19 @@ class Matcher:
         self._entry_index: object = None
         self._entry_memo: dict[tuple[int, int], int] = {}
         self._row_memo: dict[tuple[tuple[int, int], ...], np.ndarray] = {}
-        self._allowed_int: dict[int, int] = {}
-        self._ignore_int = int.from_bytes(parser.ignore_bits.tobytes(), "little")
         self._ids4 = np.zeros(4, dtype=np.int32)
+        self._kbuf = np.empty(256, dtype=np.int32)
+        self._eids = np.empty(8, dtype=np.int32)
+        self._item_next_t = parser.item_next_t
         self._last_bitmask: Any = None
         self._last_rows = np.zeros((0, 0), dtype=np.uint32)
         # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
         self._job = np.zeros((4, 1), dtype=np.int64)
         self._result = np.zeros(1, dtype=np.int32)
+        # history, one row per step (numba_match.H_*), and the hypotheses of each step
+        self._hist = np.zeros((64, 5), dtype=np.int64)
+        self._hist_hyp = np.zeros((2, 256), dtype=np.int32)
+        self._hist_len = np.zeros(2, dtype=np.int64)
         self._rebuild_args()
         self.reset()
 
@@ -201,7 +221,7 @@ class Matcher:
         self._n = 1
         self._hyp[:, 0] = 0
         self._terminated = False
-        self._history: list[_Snapshot] = []
+        self._hist_len[:] = 0
 
     def _snapshot(self) -> _Snapshot:
         return (
@@ -218,10 +238,29 @@ class Matcher:
         self._truncate(n_sets, n_items)
         self._terminated = terminated
 
+    def _grow_history(self) -> None:
+        rows, used = int(self._hist_len[0]), int(self._hist_len[1])
+        hist = np.zeros((2 * self._hist.shape[0], self._hist.shape[1]), dtype=np.int64)
+        hist[:rows] = self._hist[:rows]
+        need = used + self._n
+        hist_hyp = np.zeros((2, max(2 * self._hist_hyp.shape[1], 2 * need)), dtype=np.int32)
+        hist_hyp[:, :used] = self._hist_hyp[:, :used]
+        self._hist, self._hist_hyp = hist, hist_hyp
+
+    def _push_history(self) -> None:
+        """Record the current state as one step (what ``rollback(1)`` returns to)."""
+        rows, used, n = int(self._hist_len[0]), int(self._hist_len[1]), self._n
+        while rows >= self._hist.shape[0] or used + n > self._hist_hyp.shape[1]:
+            self._grow_history()
+        self._hist[rows] = (used, n, self._counts[0], self._counts[1], self._terminated)
+        self._hist_hyp[:, used : used + n] = self._hyp[:, :n]
+        self._hist_len[0] = rows + 1
+        self._hist_len[1] = used + n
+
     @property
     def num_accepted_tokens(self) -> int:
         """Number of tokens accepted since the last reset (what ``rollback`` can undo)."""
-        return len(self._history)
+        return int(self._hist_len[0])
 
     def fork(self) -> Matcher:
         """Return an independent copy of this matcher (same position, own state)."""
@@ -229,15 +268,14 @@ class Matcher:
         other.__dict__.update(self.__dict__)
         for name in ("_hyp", "_cur", "_stack", "_stack_n", "_fstack", "_fstack_n", "_items",
                      "_sets", "_set_bits", "_counts", "_scratch", "_memo", "_job",
-                     "_result", "_ids4"):  # fmt: skip
+                     "_result", "_ids4", "_kbuf", "_eids", "_hist", "_hist_hyp",
+                     "_hist_len"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
-        other._history = list(self._history)
         # Earley set uids are per matcher: after the fork both sides number new sets from the
         # same counter, so memos keyed by uid must not be shared.
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
         other._row_memo = dict(self._row_memo)
-        other._allowed_int = dict(self._allowed_int)
         other._rebuild_args()
         return other
 
@@ -285,7 +323,7 @@ class Matcher:
         return int(self._result[0])
 
     def _commit(self, n: int) -> None:
-        self._history.append(self._snapshot())
+        self._push_history()
         self._hyp[:, :n] = self._cur[:, :n]
         self._n = n
 
@@ -326,44 +364,29 @@ class Matcher:
         if tok in self._eos_set:
             if not self.is_accepting():
                 return False
-            self._history.append(self._snapshot())
+            self._push_history()
             self._terminated = True
             return True
-        if self._n == 1 and self._fast_accept(tok):
-            return True
-        start, end = int(vocab.token_indptr[tok]), int(vocab.token_indptr[tok + 1])
-        if start == end:
+        while True:
+            args = (
+                tok, self._n, vocab.token_indptr, vocab.token_bytes, self._hyp, self._job,
+                self._no_lcp, self._result, self._stack, self._stack_n, self._cur, self._hist,
+                self._hist_hyp, self._hist_len, *self._args,
+            )  # fmt: skip
+            # every matcher of a grammar passes arrays of the same types: one compiled entry
+            # (constrain.kernels.entry) serves them all
+            kernel = self._entries_by_kernel.get("accept")
+            if kernel is None:
+                kernel = self._entries_by_kernel["accept"] = entry_point(accept_token_kernel, args)
+            res = kernel(*args)
+            if res == STATUS_HISTORY:
+                self._grow_history()
+                continue
+            if not self._check(res):
+                break
+        if res <= 0:
             return False
-        n = self._advance(vocab.token_bytes, start, end)
-        if n <= 0:
-            return False
-        self._commit(n)
-        return True
-
-    def _fast_accept(self, tok: int) -> bool:
-        """Accept a token that stays inside the current lexeme without calling a kernel.
-
-        Applies to a single hypothesis ``(P, s)`` when no lexeme can end inside or at the end of
-        the token (so no scan and no split happens) and the lexeme stays alive: the new state is
-        ``(P, walk(s, token))``. Returns False when the general path must decide.
-        """
-        p = int(self._hyp[0, 0])
-        s = int(self._hyp[1, 0])
-        step = self.compiled.lexer_step(s, tok)
-        if step is None:
-            return False
-        s_end, acc_inside, acc_end, alive_end = step
-        uid = int(self._sets[5, p])
-        allowed = self._allowed_int.get(uid)
-        if allowed is None:
-            allowed = int.from_bytes(self._set_bits[p].tobytes(), "little") | self._ignore_int
-            if len(self._allowed_int) > 4096:
-                self._allowed_int.clear()
-            self._allowed_int[uid] = allowed
-        if acc_inside & allowed or acc_end & allowed or not alive_end & allowed:
-            return False
-        self._history.append(self._snapshot())
-        self._hyp[1, 0] = s_end
+        self._n = res
         return True
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:
@@ -386,7 +409,7 @@ class Matcher:
         if self._terminated:
             return False
         if not raw:
-            self._history.append(self._snapshot())
+            self._push_history()
             return True
         n = self._advance(np.frombuffer(raw, dtype=np.uint8), 0, len(raw))
         if n <= 0:
@@ -404,16 +427,22 @@ class Matcher:
         """
         if num_tokens < 0:
             raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
-        if num_tokens > len(self._history):
+        rows = int(self._hist_len[0])
+        if num_tokens > rows:
             raise MatcherStateError(
-                f"cannot roll back {num_tokens} tokens: only {len(self._history)} were accepted "
+                f"cannot roll back {num_tokens} tokens: only {rows} were accepted "
                 "since the last reset"
             )
         if num_tokens == 0:
             return
-        snap = self._history[-num_tokens]
-        del self._history[-num_tokens:]
-        self._restore(snap)
+        row = self._hist[rows - num_tokens]
+        off, n = int(row[H_OFF]), int(row[H_NUM])
+        self._n = n
+        self._hyp[:, :n] = self._hist_hyp[:, off : off + n]
+        self._truncate(int(row[H_SETS]), int(row[H_ITEMS]))
+        self._terminated = bool(row[H_TERM])
+        self._hist_len[0] = rows - num_tokens
+        self._hist_len[1] = off
 
     # -- masks ------------------------------------------------------------------------------
 
@@ -474,14 +503,29 @@ class Matcher:
         if cached is not None:
             row[:] = cached
             return
-        entry_ids, snap = self._entries(n)
+        # First try with the entries looked up inside the kernel (the tables' index); on a
+        # miss, find or build them here and pass them explicitly.
+        entry_ids = self._eids[:n] if n <= self._eids.shape[0] else np.empty(n, np.int32)
+        entry_ids.fill(-1)
+        snap = self.compiled.tables.snapshot()
         vocab = self.vocab
         while True:
-            res = fill_mask_kernel(
+            args = (
                 self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
-                vocab.token_indptr, vocab.token_bytes, row, self._fstack, self._fstack_n,
-                self._stack, *self._args,
+                snap.h_keys, snap.h_entry, snap.e_state, snap.e_koff, snap.k_pool,
+                snap.num_entries, self._kbuf, vocab.token_indptr, vocab.token_bytes, row,
+                self._fstack, self._fstack_n, self._stack, *self._args,
             )  # fmt: skip
+            if row.flags.c_contiguous and row.flags.writeable:
+                kernel = self._entries_by_kernel.get("fill")
+                if kernel is None:
+                    kernel = self._entries_by_kernel["fill"] = entry_point(fill_mask_kernel, args)
+            else:
+                kernel = fill_mask_kernel  # a row of another layout: let numba type it
+            res = kernel(*args)
+            if res == STATUS_ENTRY_MISS:
+                entry_ids, snap = self._entries(n)
+                continue
             if not self._check(res):
                 break
             row[:] = 0
@@ -529,8 +573,12 @@ class Matcher:
         uid = int(self._sets[5, p])
         kernel = self._kernels.get(uid)
         if kernel is None:
-            items = self._items[0, self._sets[0, p] : self._sets[1, p]]
-            kernel = np.unique(items[self.compiled.parser.item_next_t[items] >= 0])
+            out = self._kbuf
+            n = scan_kernel_items(p, self._items, self._sets, self._item_next_t, out)
+            if n < 0:
+                self._kbuf = out = np.empty(2 * -n, dtype=np.int32)
+                n = scan_kernel_items(p, self._items, self._sets, self._item_next_t, out)
+            kernel = out[:n].copy()
             if len(self._kernels) > 4096:
                 self._kernels.clear()
             self._kernels[uid] = kernel

@@ -29,7 +29,12 @@ import numpy as np
 from constrain._types import Int32Array, Int64Array
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
-from constrain.kernels.numba_tables import body_reach_kernel, build_entry_kernel
+from constrain.kernels.numba_tables import (
+    body_reach_kernel,
+    build_entry_kernel,
+    entry_hash,
+    index_insert,
+)
 from constrain.vocab import Vocabulary
 
 __all__ = ["MaskTables", "TableSnapshot"]
@@ -49,6 +54,12 @@ class TableSnapshot:
     c_tokens: Int32Array
     c_lcp: Int32Array
     num_entries: int
+    # the same index, readable from kernels (``numba_tables.find_entry``)
+    h_keys: Int64Array
+    h_entry: Int32Array
+    e_state: Int32Array
+    e_koff: Int64Array
+    k_pool: Int32Array
 
 
 class MaskTables:
@@ -91,6 +102,11 @@ class MaskTables:
             c_tokens=np.zeros(1024, dtype=np.int32),
             c_lcp=np.zeros(1024, dtype=np.int32),
             num_entries=0,
+            h_keys=np.full(16, -1, dtype=np.int64),
+            h_entry=np.full(16, -1, dtype=np.int32),
+            e_state=np.zeros(8, dtype=np.int32),
+            e_koff=np.zeros(9, dtype=np.int64),
+            k_pool=np.zeros(256, dtype=np.int32),
         )
 
     def snapshot(self) -> TableSnapshot:
@@ -101,7 +117,13 @@ class MaskTables:
         """Return the memory held by the pools, in bytes."""
         snap = self._snap
         return int(
-            snap.w_pool.nbytes + snap.c_indptr.nbytes + snap.c_tokens.nbytes + snap.c_lcp.nbytes
+            snap.w_pool.nbytes
+            + snap.c_indptr.nbytes
+            + snap.c_tokens.nbytes
+            + snap.c_lcp.nbytes
+            + snap.k_pool.nbytes
+            + snap.h_keys.nbytes
+            + snap.h_entry.nbytes
         )
 
     def __len__(self) -> int:
@@ -246,13 +268,40 @@ class MaskTables:
             lcps = np.zeros(size, dtype=np.int32)
             lcps[:start] = c_lcp[:start]
             c_tokens, c_lcp = tokens, lcps
+        # the kernel-side index: the key is stored with the entry, the slot written last
+        kernel = np.frombuffer(key[1], dtype=np.int32)
+        e_state, e_koff, k_pool = snap.e_state, snap.e_koff, snap.k_pool
+        h_keys, h_entry = snap.h_keys, snap.h_entry
+        if e >= e_state.shape[0]:
+            e_state = np.concatenate([e_state, np.zeros_like(e_state)])
+            e_koff = np.concatenate([e_koff, np.zeros(e_state.shape[0] // 2, np.int64)])
+        k_start = int(e_koff[e])
+        k_end = k_start + kernel.shape[0]
+        if k_end > k_pool.shape[0]:
+            grown = np.zeros(max(2 * k_pool.shape[0], k_end), dtype=np.int32)
+            grown[:k_start] = k_pool[:k_start]
+            k_pool = grown
         # Rows beyond num_entries are invisible to readers until the new snapshot is published.
         w_pool[e] = within
         c_tokens[start:end] = cands
         c_lcp[start:end] = lcp
         c_indptr[e + 1] = end
+        e_state[e] = key[0]
+        k_pool[k_start:k_end] = kernel
+        e_koff[e + 1] = k_end
+        if 2 * (e + 1) > h_keys.shape[0]:
+            h_keys = np.full(2 * h_keys.shape[0], -1, dtype=np.int64)
+            h_entry = np.full(h_keys.shape[0], -1, dtype=np.int32)
+            for old in range(e):
+                lo, hi = int(e_koff[old]), int(e_koff[old + 1])
+                h = entry_hash(int(e_state[old]), k_pool[lo:hi], hi - lo)
+                index_insert(h, old, h_keys, h_entry)
+        index_insert(entry_hash(key[0], kernel, kernel.shape[0]), e, h_keys, h_entry)
         snap.index[key] = e
-        self._snap = TableSnapshot(snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1)
+        self._snap = TableSnapshot(
+            snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1,
+            h_keys, h_entry, e_state, e_koff, k_pool,
+        )  # fmt: skip
         return e
 
 

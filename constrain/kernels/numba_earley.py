@@ -39,6 +39,7 @@ __all__ = [
     "earley_init_kernel",
     "earley_scan_kernel",
     "memo_get",
+    "scan_kernel_items",
     "memo_scan",
 ]
 
@@ -346,3 +347,39 @@ def memo_union(
     memo[1, h] = q
     memo[2, h] = sets[UID, q]
     return int(q)
+
+
+@njit(cache=True, nogil=True)
+def scan_kernel_items(
+    p: int, items: np.ndarray, sets: np.ndarray, item_next_t: np.ndarray, out: np.ndarray
+) -> int:
+    """Write the sorted distinct items of set ``p`` with a terminal after the dot into ``out``.
+
+    This is the set's *scan kernel*: two sets with equal kernels accept the same terminals and
+    behave alike under any lexeme that does not complete a rule, so the token tables are keyed by
+    it. Returns the count, or ``-(needed)`` when ``out`` is too short. Reference:
+    ``np.unique(its[item_next_t[its] >= 0])`` with ``its`` the set's items.
+    """
+    n = 0
+    start, end = sets[START, p], sets[END, p]
+    for j in range(start, end):
+        it = items[ITEM, j]
+        if item_next_t[it] >= 0:
+            n += 1
+    if n > out.shape[0]:
+        return -n
+    n = 0
+    for j in range(start, end):
+        it = items[ITEM, j]
+        if item_next_t[it] >= 0:
+            out[n] = it
+            n += 1
+    if n > 1:
+        out[:n].sort()
+        k = 1
+        for j in range(1, n):
+            if out[j] != out[k - 1]:
+                out[k] = out[j]
+                k += 1
+        n = k
+    return n

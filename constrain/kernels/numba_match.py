@@ -27,9 +27,20 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from constrain.kernels.numba_earley import ACC, MEMO_MISS, memo_get, memo_scan, memo_union
+from constrain.kernels.numba_earley import (
+    ACC,
+    MEMO_MISS,
+    memo_get,
+    memo_scan,
+    memo_union,
+    scan_kernel_items,
+)
+from constrain.kernels.numba_tables import find_entry
 
 __all__ = [
+    "STATUS_ENTRY_MISS",
+    "STATUS_HISTORY",
+    "accept_token_kernel",
     "STATUS_HYPOTHESES",
     "end_accepting_kernel",
     "fill_mask_kernel",
@@ -37,6 +48,11 @@ __all__ = [
 ]
 
 STATUS_HYPOTHESES = -4
+STATUS_ENTRY_MISS = -6
+STATUS_HISTORY = -7
+
+# columns of a matcher's history rows (one per accepted step, for rollback)
+H_OFF, H_NUM, H_SETS, H_ITEMS, H_TERM = 0, 1, 2, 3, 4
 
 
 @njit(cache=True, nogil=True)
@@ -348,6 +364,13 @@ def fill_mask_kernel(
     c_indptr: np.ndarray,
     c_tokens: np.ndarray,
     c_lcp: np.ndarray,
+    h_keys: np.ndarray,
+    h_entry: np.ndarray,
+    e_state: np.ndarray,
+    e_koff: np.ndarray,
+    k_pool: np.ndarray,
+    num_entries: int,
+    kbuf: np.ndarray,
     token_indptr: np.ndarray,
     token_bytes: np.ndarray,
     out_row: np.ndarray,
@@ -375,7 +398,22 @@ def fill_mask_kernel(
     the longest token; ``big`` is int32 ``[2, 2, H_max]`` for candidates with more than ``H``
     hypotheses. Returns a negative status, else 1 if the input so far is a complete sentence
     (the caller then allows EOS) and 0 if not.
+
+    An ``entry_ids[h]`` below 0 is looked up here, by the scan kernel of the hypothesis's Earley
+    set and its lexer state, in the tables' index (``h_keys`` ... ``num_entries``, see
+    ``numba_tables.find_entry``); ``STATUS_ENTRY_MISS`` when one is not there (the caller then
+    builds the entry and calls again with explicit ids). ``kbuf`` is int32 scratch for kernels.
     """
+    for h in range(n_hyp):
+        if entry_ids[h] < 0:
+            k = scan_kernel_items(hyp[0, h], items, sets, par[2], kbuf)
+            if k < 0:
+                return STATUS_ENTRY_MISS
+            e = find_entry(hyp[1, h], kbuf, k, h_keys, h_entry, e_state, e_koff, k_pool,
+                           num_entries)  # fmt: skip
+            if e < 0:
+                return STATUS_ENTRY_MISS
+            entry_ids[h] = e
     for h in range(n_hyp):
         e = entry_ids[h]
         for w in range(out_row.shape[0]):
@@ -455,3 +493,101 @@ def fill_mask_kernel(
         hyp, n_hyp, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
         max_set_items,
     )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def accept_token_kernel(
+    tok: int,
+    n_hyp: int,
+    token_indptr: np.ndarray,
+    token_bytes: np.ndarray,
+    hyp: np.ndarray,
+    job: np.ndarray,
+    no_lcp: np.ndarray,
+    result: np.ndarray,
+    stack: np.ndarray,
+    stack_n: np.ndarray,
+    cur: np.ndarray,
+    hist: np.ndarray,
+    hist_hyp: np.ndarray,
+    hist_len: np.ndarray,
+    lex: tuple[Any, ...],
+    num_terminals: int,
+    memo: np.ndarray,
+    par: tuple[Any, ...],
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+    max_set_items: int,
+) -> int:
+    """Advance the hypotheses ``hyp[:, :n_hyp]`` over token ``tok``'s bytes, in place.
+
+    Returns the new number of hypotheses (the state is then advanced and the previous one pushed
+    on the history: ``hist[k] = (offset in hist_hyp, count, chart sets, chart items, 0)``,
+    ``hist_len = [rows, hist_hyp columns used]``), 0 when the token is rejected (state unchanged),
+    or a negative status: ``STATUS_HISTORY`` (grow the history, retry) or one of
+    :func:`simulate_kernel`'s.
+
+    A single hypothesis ``(P, s)`` whose lexeme stays alive through the token without any allowed
+    terminal ending inside it or at its end (no scan, no split) moves to ``(P, walk(s, token))``
+    directly; everything else goes through :func:`simulate_kernel`.
+    """
+    rows, used = hist_len[0], hist_len[1]
+    if rows >= hist.shape[0] or used + n_hyp > hist_hyp.shape[1]:
+        return STATUS_HISTORY
+    start, end = token_indptr[tok], token_indptr[tok + 1]
+    if start == end:
+        return 0
+    saved_sets, saved_items = counts[0], counts[1]
+    n_new = -1
+    if n_hyp == 1:
+        byte_class, trans, accept_bits, alive_bits, ignore = lex[0], lex[1], lex[2], lex[3], lex[4]
+        p = hyp[0, 0]
+        s = hyp[1, 0]
+        fast = True
+        for k in range(start, end):
+            s = trans[s, byte_class[token_bytes[k]]]
+            if s < 0:
+                fast = False
+                break
+            for w in range(accept_bits.shape[1]):
+                if accept_bits[s, w] & (set_bits[p, w] | ignore[w]) != 0:
+                    fast = False
+                    break
+            if not fast:
+                break
+        if fast and _alive(s, p, alive_bits, set_bits, ignore):
+            cur[0, 0] = p
+            cur[1, 0] = s
+            n_new = 1
+    if n_new < 0:
+        job[0, 0] = 0
+        job[1, 0] = n_hyp
+        job[2, 0] = start
+        job[3, 0] = end
+        st = simulate_kernel(
+            job[0], job[1], hyp, job[2], job[3], no_lcp, token_bytes, result, stack, stack_n,
+            cur, True, True, lex, num_terminals, memo, par, items, sets, set_bits, counts,
+            scratch, max_set_items,
+        )  # fmt: skip
+        if st < 0:
+            return st
+        n_new = result[0]
+        if n_new <= 0:
+            return 0
+    hist[rows, H_OFF] = used
+    hist[rows, H_NUM] = n_hyp
+    hist[rows, H_SETS] = saved_sets
+    hist[rows, H_ITEMS] = saved_items
+    hist[rows, H_TERM] = 0
+    for h in range(n_hyp):
+        hist_hyp[0, used + h] = hyp[0, h]
+        hist_hyp[1, used + h] = hyp[1, h]
+    hist_len[0] = rows + 1
+    hist_len[1] = used + n_hyp
+    for h in range(n_new):
+        hyp[0, h] = cur[0, h]
+        hyp[1, h] = cur[1, h]
+    return int(n_new)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["build_entry_kernel"]
+__all__ = ["build_entry_kernel", "entry_hash", "find_entry", "index_insert"]
 
 _K = 8
 
@@ -495,3 +495,67 @@ def body_reach_kernel(
                     out[n] = y
                     n += 1
     return n
+
+
+# -- the entry index: (lexer state, Earley kernel) -> entry id, readable from kernels ----------
+#
+# An open-addressing table over ``h_keys`` (hash, -1 when empty) and ``h_entry`` (entry id). The
+# key itself is stored with the entry (``e_state``, kernel ``k_pool[e_koff[e]:e_koff[e + 1]]``)
+# and compared in full on every hit, so a hash collision can never return a wrong entry. Writers
+# fill the entry first and the slot last; a reader that meets an entry beyond its snapshot's
+# ``num_entries`` treats it as a miss.
+
+
+@njit(cache=True, nogil=True)
+def entry_hash(state: int, kernel: np.ndarray, n: int) -> int:
+    """Hash ``(state, kernel[:n])`` to 31 bits (no overflow: the same with and without JIT)."""
+    h = (int(state) * 40503 + 2166136261) & 0x7FFFFFFF
+    for j in range(n):
+        h = ((h ^ (int(kernel[j]) & 0x7FFFFFFF)) * 16777619) & 0x7FFFFFFF
+    return h
+
+
+@njit(cache=True, nogil=True)
+def find_entry(
+    state: int,
+    kernel: np.ndarray,
+    n: int,
+    h_keys: np.ndarray,
+    h_entry: np.ndarray,
+    e_state: np.ndarray,
+    e_koff: np.ndarray,
+    k_pool: np.ndarray,
+    num_entries: int,
+) -> int:
+    """Return the entry id of ``(state, kernel[:n])``, or -1 when it is not (yet) in the index."""
+    h = entry_hash(state, kernel, n)
+    mask = h_keys.shape[0] - 1
+    slot = (int(h) * 0x9E3779B1) & mask
+    for _ in range(h_keys.shape[0]):
+        k = h_keys[slot]
+        if k == -1:
+            return -1
+        if k == h:
+            e = h_entry[slot]
+            if 0 <= e < num_entries and e_state[e] == state and e_koff[e + 1] - e_koff[e] == n:
+                base = e_koff[e]
+                same = True
+                for j in range(n):
+                    if k_pool[base + j] != kernel[j]:
+                        same = False
+                        break
+                if same:
+                    return int(e)
+        slot = (slot + 1) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def index_insert(h: int, e: int, h_keys: np.ndarray, h_entry: np.ndarray) -> None:
+    """Put entry ``e`` of hash ``h`` into the first free slot of its probe sequence."""
+    mask = h_keys.shape[0] - 1
+    slot = (int(h) * 0x9E3779B1) & mask
+    while h_keys[slot] != -1:
+        slot = (slot + 1) & mask
+    h_entry[slot] = e
+    h_keys[slot] = h

@@ -28,6 +28,8 @@ import pytest
 import reference
 
 from constrain import Compiler, Grammar, Matcher
+from constrain.kernels.numba_earley import scan_kernel_items
+from constrain.kernels.numba_tables import find_entry
 from constrain.testing import tiny_vocabulary
 
 # name -> (Lark text, alphabet for exhaustive strings, sentences whose prefixes are explored)
@@ -151,6 +153,36 @@ def test_cached_entries_equal_fresh_builds(name: str) -> None:
             assert cands.tolist() == fresh[1].tolist()
     # the initial pools hold 8 entries: mini_json needs more, so copy-on-grow is exercised
     assert len(tables) > (8 if name == "mini_json" else 0)
+    # the kernel-side index (read by fill_mask_kernel) finds every entry of the dict index, and
+    # only with the exact key
+    snap = tables.snapshot()
+    assert snap.index
+    for (state, raw), e in snap.index.items():
+        kernel = np.frombuffer(raw, dtype=np.int32)
+        args = (snap.h_keys, snap.h_entry, snap.e_state, snap.e_koff, snap.k_pool)
+        assert find_entry(state, kernel, kernel.shape[0], *args, snap.num_entries) == e
+        assert find_entry(state, kernel, kernel.shape[0], *args, e) == -1  # older snapshot
+        assert find_entry(state + 1000, kernel, kernel.shape[0], *args, snap.num_entries) == -1
+        longer = np.append(kernel, 10_000).astype(np.int32)
+        assert find_entry(state, longer, longer.shape[0], *args, snap.num_entries) == -1
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_scan_kernel_items_is_the_sorted_distinct_terminal_items(name: str) -> None:
+    m = matcher(name)
+    next_t = m.compiled.parser.item_next_t
+    short = np.empty(1, dtype=np.int32)
+    for prefix in explored_prefixes(name, max_len=2):
+        m.reset()
+        assert m.accept_bytes(prefix)
+        for p in m._hyp[0, : m._n].tolist():
+            its = m._items[0, m._sets[0, p] : m._sets[1, p]]
+            expected = np.unique(its[next_t[its] >= 0])
+            out = np.empty(its.shape[0] + 1, dtype=np.int32)
+            n = scan_kernel_items(p, m._items, m._sets, next_t, out)
+            assert out[:n].tolist() == expected.tolist()
+            if n > 1:  # too short an output: the needed size (before dedup), negated
+                assert scan_kernel_items(p, m._items, m._sets, next_t, short) <= -n
 
 
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
