@@ -72,13 +72,15 @@ import platform
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from constrain.testing import empirical, kl_divergence, total_variation
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -101,32 +103,6 @@ def log(msg: str) -> None:
 
 
 # -- distances --------------------------------------------------------------------------------
-
-
-def total_variation(p: Mapping[str, float], q: Mapping[str, float]) -> float:
-    """Return ``1/2 sum_x |p(x) - q(x)|``."""
-    keys = set(p) | set(q)
-    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in keys)
-
-
-def kl_divergence(p: Mapping[str, float], q: Mapping[str, float]) -> float:
-    """Return ``KL(p || q)`` (``inf`` where ``p`` has mass and ``q`` has none)."""
-    total = 0.0
-    for k, pk in p.items():
-        if pk <= 0.0:
-            continue
-        qk = q.get(k, 0.0)
-        if qk <= 0.0:
-            return math.inf
-        total += pk * math.log(pk / qk)
-    return total
-
-
-def empirical(samples: Iterable[str]) -> dict[str, float]:
-    """Return the relative frequency of every distinct sample."""
-    counts = Counter(samples)
-    n = sum(counts.values())
-    return {k: v / n for k, v in counts.items()} if n else {}
 
 
 def weighted(samples: Sequence[str], log_weights: Sequence[float]) -> dict[str, float]:

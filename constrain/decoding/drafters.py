@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -49,6 +49,24 @@ class Drafter(Protocol):
     def propose(self, request: DraftRequest) -> None:
         """Extend ``request``'s drafts with :meth:`DraftRequest.offer`."""
         ...
+
+
+def ragged_block(
+    rows: Mapping[int, Sequence[int]], batch: int, pad: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pack rows of different lengths into ``(ids[batch, T], valid[batch, T])``, left-aligned.
+
+    ``T`` is the longest row's length; positions past a row's end (and rows not given) hold
+    ``pad`` with ``valid`` false, the form :meth:`SpeculativeSession.extend` takes.
+    """
+    width = max((len(v) for v in rows.values()), default=0)
+    ids = torch.full((batch, width), pad, dtype=torch.long)
+    valid = torch.zeros((batch, width), dtype=torch.bool)
+    for r, v in rows.items():
+        if len(v):
+            ids[r, : len(v)] = torch.tensor(list(v), dtype=torch.long)
+            valid[r, : len(v)] = True
+    return ids, valid
 
 
 class DraftRequest:
@@ -384,14 +402,32 @@ class PromptLookupDrafter:
         self._prompts: list[int] = []
         self._prompt_bytes: list[bytes] = []
         self._cursor: list[int] = []
+        # per row: the output decoded so far and how many tokens it covers (outputs only grow
+        # during a decode, so each propose decodes only the new tokens)
+        self._out_bytes: list[bytearray] = []
+        self._out_tokens: list[int] = []
 
     def begin(self, session: Any, prompts: Sequence[Sequence[int]]) -> None:
         """Set up for one decode (called after the prefill)."""
         self._prompts = [len(p) for p in prompts]
         self._cursor = [0] * len(prompts)
+        self._out_bytes = [bytearray() for _ in prompts]
+        self._out_tokens = [0] * len(prompts)
         if self.text is not None:
             vocab = self.text.vocabulary
             self._prompt_bytes = [vocab.decode(p) for p in prompts]
+
+    def _output_bytes(self, row: int, out: Sequence[int]) -> bytes:
+        """Return the bytes of ``out`` (row ``row``'s output tokens), decoding only new ones."""
+        assert self.text is not None
+        done = self._out_tokens[row]
+        if len(out) < done:  # not expected within a decode; start over rather than be wrong
+            self._out_bytes[row] = bytearray()
+            done = 0
+        if len(out) > done:
+            self._out_bytes[row] += self.text.vocabulary.decode(out[done:])
+            self._out_tokens[row] = len(out)
+        return bytes(self._out_bytes[row])
 
     def lookup(self, context: Sequence[int], limit: int) -> list[int]:
         """Token matching: up to ``limit`` tokens that followed the latest match of the end."""
@@ -458,11 +494,11 @@ class PromptLookupDrafter:
             if room == 0:
                 continue
             if self.text is not None and row < len(self._prompt_bytes):
-                vocab = self.text.vocabulary
                 out = request.context(row)[self._prompts[row] :]
                 toks, self._cursor[row] = self.lookup_text(
-                    self._prompt_bytes[row], vocab.decode(out), room, self._cursor[row]
-                )
+                    self._prompt_bytes[row], self._output_bytes(row, out), room,
+                    self._cursor[row],
+                )  # fmt: skip
             else:
                 toks = self.lookup(request.context(row), room)
             if toks:
@@ -528,12 +564,7 @@ class EarlyExitDrafter:
         batch = len(request.histories)
         # feed the pending token and the drafts so far through the first layers
         blocks = {r: [request.histories[r][-1], *request.drafts[r]] for r in rows}
-        width = max(len(b) for b in blocks.values())
-        ids = torch.full((batch, width), 0, dtype=torch.long)
-        valid = torch.zeros((batch, width), dtype=torch.bool)
-        for r, b in blocks.items():
-            ids[r, : len(b)] = torch.tensor(b)
-            valid[r, : len(b)] = True
+        ids, valid = ragged_block(blocks, batch)
         start = sess.length
         try:
             logits = sess.extend_with(self.view, ids, valid)
@@ -586,13 +617,9 @@ class DraftModelDrafter:
         batch = len(request.histories)
         # catch up on committed tokens (kept), then the drafts so far (dropped afterwards)
         news = {r: request.histories[r][self._fed[r] :] for r in rows}
-        width = max(len(v) for v in news.values())
-        if width:
-            ids = torch.zeros((batch, width), dtype=torch.long)
-            valid = torch.zeros((batch, width), dtype=torch.bool)
+        if max(len(v) for v in news.values()):
+            ids, valid = ragged_block(news, batch)
             for r, v in news.items():
-                ids[r, : len(v)] = torch.tensor(v, dtype=torch.long)
-                valid[r, : len(v)] = True
                 self._fed[r] += len(v)
             logits = sess.extend(ids, valid)
             last = {r: logits[r, len(v) - 1] for r, v in news.items() if v}
@@ -601,14 +628,8 @@ class DraftModelDrafter:
         start = sess.length
         try:
             drafted = {r: list(request.drafts[r]) for r in rows}
-            width = max(len(v) for v in drafted.values())
-            if width:
-                ids = torch.zeros((batch, width), dtype=torch.long)
-                valid = torch.zeros((batch, width), dtype=torch.bool)
-                for r, v in drafted.items():
-                    if v:
-                        ids[r, : len(v)] = torch.tensor(v, dtype=torch.long)
-                        valid[r, : len(v)] = True
+            if max(len(v) for v in drafted.values()):
+                ids, valid = ragged_block(drafted, batch)
                 logits = sess.extend(ids, valid)
                 for r, v in drafted.items():
                     if v:

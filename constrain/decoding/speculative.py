@@ -54,6 +54,7 @@ from constrain.decoding.drafters import (
     GrammarDrafter,
     PromptLookupDrafter,
     TokenText,
+    ragged_block,
 )
 from constrain.errors import ConstrainError
 from constrain.matcher import Matcher
@@ -276,11 +277,14 @@ class _Verifier:
         m.fill_next_token_bitmask(self._row, 0)
         out = logits.float().clone().view(1, -1)
         apply_token_bitmask_inplace(out, self._row, vocab_size=vs, backend=self.backend)  # type: ignore[arg-type]
-        words = self._row.numpy().view(np.uint32)
-        allowed = int(np.unpackbits(words.view(np.uint8)).sum())
+        # forced = exactly one bit set: one nonzero word, a power of two
+        words = self._row.numpy().view(np.uint32).reshape(-1)
+        nonzero = np.flatnonzero(words)
         self.stats.forced_checked += 1
-        if allowed == 1:
-            self.stats.forced_tokens += 1
+        if nonzero.shape[0] == 1:
+            w = int(words[nonzero[0]])
+            if w & (w - 1) == 0:
+                self.stats.forced_tokens += 1
         return out.view(-1)
 
     def _allowed(self, m: Matcher | None, tok: int) -> bool:
@@ -393,22 +397,8 @@ def speculative_decode(
     SpeculativeResult
         ``log_weights`` are NaN: speculation does not compute the allowed mass of every step.
     """
-    steps = iter_speculative_decode(
-        session,
-        matchers,
-        drafters,
-        prompts=prompts,
-        eos_ids=eos_ids,
-        max_tokens=max_tokens,
-        max_draft=max_draft,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        generator=generator,
-        pad_id=pad_id,
-        backend=backend,
-        adaptive=adaptive,
-    )
+    args = dict(locals())
+    steps = iter_speculative_decode(**args)
     while True:
         try:
             next(steps)
@@ -527,13 +517,8 @@ def iter_speculative_decode(
                 stats.drafted[s] = stats.drafted.get(s, 0) + 1
         stats.draft_seconds += time.perf_counter() - t0
         # 2. one forward pass over [pending, drafts]
-        width = 1 + max(len(req.drafts[i]) for i in live)
-        ids = torch.full((batch, width), pad, dtype=torch.long)
-        valid = torch.zeros((batch, width), dtype=torch.bool)
-        for i in live:
-            row = [histories[i][-1], *req.drafts[i]]
-            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-            valid[i, : len(row)] = True
+        ids, valid = ragged_block({i: [histories[i][-1], *req.drafts[i]] for i in live}, batch, pad)
+        width = ids.shape[1]
         t0 = time.perf_counter()
         all_logits = session.extend(ids, valid)
         spent = time.perf_counter() - t0

@@ -21,7 +21,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["build_entry_kernel", "entry_hash", "find_entry", "index_insert"]
+__all__ = [
+    "build_entry_kernel",
+    "entry_hash",
+    "equivalent_within",
+    "find_entry",
+    "index_insert",
+    "walk_single_kernel",
+]
 
 _K = 8
 
@@ -138,7 +145,7 @@ def _intern(
 
 
 @njit(cache=True, nogil=True)
-def _walk_single(
+def walk_single_kernel(
     s0: int,
     alive: np.ndarray,
     byte_class: np.ndarray,
@@ -149,15 +156,13 @@ def _walk_single(
     node_depth: np.ndarray,
     token_next_dup: np.ndarray,
     out_w: np.ndarray,
+    max_depth: int,
 ) -> int:
     """Trie walk when no lexeme boundary can occur inside a token: one lexer state per depth.
 
     Every token whose bytes keep the lexer alive is allowed (``out_w``); there are no candidates.
+    ``max_depth`` exceeds every ``node_depth``.
     """
-    max_depth = 1
-    for i in range(node_depth.shape[0]):
-        if node_depth[i] + 1 > max_depth:
-            max_depth = node_depth[i] + 1
     state = np.empty(max_depth, dtype=np.int32)
     state[0] = s0
     m = node_byte.shape[0]
@@ -199,6 +204,8 @@ def build_entry_kernel(
     out_w: np.ndarray,
     out_c: np.ndarray,
     out_lcp: np.ndarray,
+    max_depth: int,
+    info: np.ndarray,
 ) -> int:
     """Fill ``out_w`` (uint32 bitset, pre-zeroed) and ``out_c``; return the candidate count.
 
@@ -241,12 +248,14 @@ def build_entry_kernel(
         Receives the candidate token ids (duplicates of a byte string included), in trie order.
     out_lcp : (V,) int32
         Receives, per candidate, the length of the byte prefix shared with the previous one.
+    max_depth : int
+        Above every ``node_depth`` (the longest token's length plus one).
+    info : (1,) int64
+        Receives 1 when no lexeme can end inside a token for these expected terminals (whatever
+        ``s0``: the walk was :func:`walk_single_kernel` over the states in ``alive_bits`` that
+        keep an expected or ignored terminal alive), else 0.
     """
     num_words = expected.shape[0]
-    max_depth = 1
-    for i in range(node_depth.shape[0]):
-        if node_depth[i] + 1 > max_depth:
-            max_depth = node_depth[i] + 1
     cfg_n = np.zeros(max_depth, dtype=np.int32)
     cfg_s = np.zeros((max_depth, _K), dtype=np.int32)
     cfg_x = np.zeros((max_depth, _K), dtype=np.int8)
@@ -285,20 +294,25 @@ def build_entry_kernel(
                 a = a >> np.uint64(1)
                 t += 1
         any_split = any_split or root_split[q]
+    info[0] = 0 if any_split else 1
     if not any_split:
         # no lexeme can end and be followed inside a token: every allowed token is exact
-        return _walk_single(s0, root_alive, byte_class, trans, node_byte, node_token, node_end,
-                            node_depth, token_next_dup, out_w)  # fmt: skip
+        return walk_single_kernel(s0, root_alive, byte_class, trans, node_byte, node_token,
+                                  node_end, node_depth, token_next_dup, out_w,
+                                  max_depth)  # fmt: skip
     # The configuration set at a trie node depends only on the parent's set and the byte
     # class, so sets are interned and their transitions memoised: a lazily built DFA over
     # configuration sets, and the walk costs one table lookup per node once it is warm.
+    # The store starts small and doubles up to max_sets (most walks meet a few dozen sets; a
+    # full-size store cost ~100 us to initialise per build).
     max_sets = 4096
-    cs_n = np.zeros(max_sets, dtype=np.int32)
-    cs_flags = np.zeros(max_sets, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
-    cs_s = np.zeros((max_sets, _K), dtype=np.int32)
-    cs_x = np.zeros((max_sets, _K), dtype=np.int8)
-    cs_bits = np.zeros((max_sets, _K, num_words), dtype=np.uint64)
-    cs_trans = np.full((max_sets, trans.shape[1]), -2, dtype=np.int32)
+    cap = 64
+    cs_n = np.zeros(cap, dtype=np.int32)
+    cs_flags = np.zeros(cap, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
+    cs_s = np.zeros((cap, _K), dtype=np.int32)
+    cs_x = np.zeros((cap, _K), dtype=np.int8)
+    cs_bits = np.zeros((cap, _K, num_words), dtype=np.uint64)
+    cs_trans = np.full((cap, trans.shape[1]), -2, dtype=np.int32)
     table = np.full(4 * max_sets, -1, dtype=np.int32)
     t_s = np.zeros((1, _K), dtype=np.int32)
     t_x = np.zeros((1, _K), dtype=np.int8)
@@ -404,6 +418,28 @@ def build_entry_kernel(
             if n == 0 and not over:
                 nid = -1
             else:
+                if num_sets >= cs_n.shape[0] and cs_n.shape[0] < max_sets:
+                    cap = 2 * cs_n.shape[0]
+                    g_n = np.zeros(cap, dtype=np.int32)
+                    g_n[:num_sets] = cs_n[:num_sets]
+                    g_flags = np.zeros(cap, dtype=np.int8)
+                    g_flags[:num_sets] = cs_flags[:num_sets]
+                    g_s = np.zeros((cap, _K), dtype=np.int32)
+                    g_s[:num_sets] = cs_s[:num_sets]
+                    g_x = np.zeros((cap, _K), dtype=np.int8)
+                    g_x[:num_sets] = cs_x[:num_sets]
+                    g_bits = np.zeros((cap, _K, num_words), dtype=np.uint64)
+                    g_bits[:num_sets] = cs_bits[:num_sets]
+                    g_trans = np.full((cap, trans.shape[1]), -2, dtype=np.int32)
+                    g_trans[:num_sets] = cs_trans[:num_sets]
+                    cs_n, cs_flags, cs_s, cs_x, cs_bits, cs_trans = (
+                        g_n,
+                        g_flags,
+                        g_s,
+                        g_x,
+                        g_bits,
+                        g_trans,
+                    )
                 flags = (1 if over else 0) | (4 if exact_alive else 0)
                 nid = _intern(n, flags, t_s, t_x, t_bits, cs_n, cs_flags, cs_s, cs_x, cs_bits,
                               table, num_sets)  # fmt: skip
@@ -559,3 +595,61 @@ def index_insert(h: int, e: int, h_keys: np.ndarray, h_entry: np.ndarray) -> Non
         slot = (slot + 1) & mask
     h_entry[slot] = e
     h_keys[slot] = h
+
+
+@njit(cache=True, nogil=True)
+def equivalent_within(
+    s: int, r: int, trans: np.ndarray, alive: np.ndarray, depth: int, max_pairs: int
+) -> bool:
+    """Tell whether states ``s`` and ``r`` keep alive the same strings of ``depth`` bytes or fewer.
+
+    ``alive[x]``: the walk may continue at ``x``; a negative transition is dead. A breadth-first
+    search over state pairs, level by level up to ``depth``; False when some string tells them
+    apart or when more than ``max_pairs`` pairs would have to be visited (an answer on the safe
+    side: the caller then walks the trie as usual). When True, for the
+    :func:`walk_single_kernel` walk every token of at most ``depth`` bytes is allowed from ``s``
+    iff it is from ``r``.
+    """
+    if s == r:
+        return True
+    num_states = trans.shape[0]
+    num_classes = trans.shape[1]
+    seen = dict()
+    cur_a = np.empty(max_pairs, dtype=np.int64)
+    cur_b = np.empty(max_pairs, dtype=np.int64)
+    nxt_a = np.empty(max_pairs, dtype=np.int64)
+    nxt_b = np.empty(max_pairs, dtype=np.int64)
+    cur_a[0] = s
+    cur_b[0] = r
+    n = 1
+    seen[s * num_states + r] = True
+    for _ in range(depth):
+        m = 0
+        for k in range(n):
+            a = cur_a[k]
+            b = cur_b[k]
+            for c in range(num_classes):
+                x = trans[a, c]
+                y = trans[b, c]
+                ok_x = x >= 0 and alive[x]
+                ok_y = y >= 0 and alive[y]
+                if ok_x != ok_y:
+                    return False
+                if not ok_x or x == y:
+                    continue
+                key = x * num_states + y
+                if key in seen:
+                    continue
+                if len(seen) >= max_pairs:
+                    return False
+                seen[key] = True
+                nxt_a[m] = x
+                nxt_b[m] = y
+                m += 1
+        if m == 0:
+            return True
+        for k in range(m):
+            cur_a[k] = nxt_a[k]
+            cur_b[k] = nxt_b[k]
+        n = m
+    return True

@@ -255,3 +255,38 @@ def test_intern_hash_is_the_same_without_jit() -> None:
     py_table, overflows = run(py_intern)
     assert not overflows, overflows
     assert (jit_table == py_table).all()
+
+
+def test_tables_reused_from_equivalent_states_equal_the_definition() -> None:
+    """Counted repetition: lexer states that agree on every string of up to 16 bytes share the
+    short tokens' part of their tables (MaskTables reuses an equivalent state's table and walks
+    only the longer tokens). Masks still equal the brute-force definition, at every count."""
+    import re
+
+    from constrain import Vocabulary
+    from constrain.testing import brute_force_mask
+
+    multi = [b"ab", b"abc ", b"a" * 17, b"ab c" * 5, b"c" * 25, b"b" * 16, b" " * 18 + b"x", b"x"]
+    vocab = Vocabulary.from_bytes([bytes([b]) for b in range(256)] + multi + [None], eos_ids=[264])
+    body, end = r"[a-c ]{0,40}", r"[a-c ]{1,40}x"
+
+    def viable(raw: bytes) -> bool:
+        text = raw.decode("latin-1")
+        return bool(re.fullmatch(body, text) or re.fullmatch(end, text))
+
+    def complete(raw: bytes) -> bool:
+        return bool(re.fullmatch(end, raw.decode("latin-1")))
+
+    compiled = Compiler(vocab, cache_bytes=0).compile(Grammar.from_regex(end))
+    m = Matcher(compiled)
+    for k in range(42):
+        prefix = (b"abc " * 11)[:k]
+        m.reset()
+        assert m.accept_bytes(prefix) == viable(prefix), k
+        if not viable(prefix):
+            continue
+        expected = brute_force_mask(vocab, viable, prefix, complete)
+        got = np.zeros(vocab.size, dtype=bool)
+        got[m.allowed_token_ids()] = True
+        assert (got == expected[: vocab.size]).all(), (k, np.flatnonzero(got != expected))
+    assert compiled.tables.num_reused > 0

@@ -18,32 +18,27 @@ from statistical.toy import (
     CHARS,
     EOS,
     BigramLM,
-    empirical,
     exact_masked,
     exact_target,
-    kl_divergence,
     language,
-    total_variation,
-    toy_vocabulary,
+    toy_matcher,
 )
 
-from constrain import Compiler, Grammar, Matcher
+from constrain import Matcher
 from constrain.decoding import decode
 from constrain.sampling import MaskedSampler
 from constrain.sampling.asap import ASAp, ASApSample
+from constrain.testing import empirical, kl_divergence, total_variation
 
 pytestmark = pytest.mark.statistical
 
 N_SAMPLES = 20_000
 MAX_TOKENS = 8  # longer than every string of the language: no truncation
 LM = BigramLM(0)
-_COMPILED: dict[str, object] = {}
 
 
 def _matcher(pattern: str = BIASED_REGEX) -> Matcher:
-    if pattern not in _COMPILED:
-        _COMPILED[pattern] = Compiler(toy_vocabulary()).compile(Grammar.from_regex(pattern))
-    return Matcher(_COMPILED[pattern])  # type: ignore[arg-type]
+    return toy_matcher(pattern)
 
 
 @functools.cache

@@ -19,10 +19,10 @@ from statistical.toy import (
     EOS,
     BigramLM,
     language,
-    toy_vocabulary,
+    toy_matcher,
 )
 
-from constrain import Compiler, ConstrainError, Grammar, Matcher
+from constrain import ConstrainError, Matcher
 from constrain.sampling import AWRS, MaskedSampler, Sampler
 from constrain.testing import byte_vocabulary, tiny_vocabulary
 
@@ -32,16 +32,8 @@ NESTED_LARK = 'start: "a" start "b" | "c" "d"*'  # a^n c d* b^n: context-free, u
 EMAIL_REGEX = r"[a-z]{2,8}@[a-z]{2,6}\.(com|org|net)"
 
 
-_COMPILED: dict[tuple[str, str], object] = {}
-
-
 def _matcher(kind: str, source: str, vocab=None) -> Matcher:  # type: ignore[no-untyped-def]
-    vocab = toy_vocabulary() if vocab is None else vocab
-    key = (kind, source, vocab.fingerprint)
-    if key not in _COMPILED:
-        grammar = Grammar.from_regex(source) if kind == "regex" else Grammar.from_lark(source)
-        _COMPILED[key] = Compiler(vocab).compile(grammar)
-    return Matcher(_COMPILED[key])  # type: ignore[arg-type]
+    return toy_matcher(source, kind, vocab)
 
 
 def _walk(m: Matcher, tokens: list[int]) -> Matcher:

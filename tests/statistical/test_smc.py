@@ -30,19 +30,17 @@ from statistical.toy import (
     MAX_LEN,
     BigramLM,
     ToySession,
-    empirical,
     exact_masked,
     exact_target,
-    kl_divergence,
     language,
-    total_variation,
-    toy_vocabulary,
+    toy_matcher,
 )
 
-from constrain import Compiler, Grammar, Matcher
+from constrain import Matcher
 from constrain.decoding import decode
 from constrain.sampling import AWRS, SMC, MaskedSampler, Sampler, SMCResult
 from constrain.sampling.smc import effective_sample_size, resample_indices
+from constrain.testing import empirical, kl_divergence, total_variation
 
 pytestmark = pytest.mark.statistical
 
@@ -56,18 +54,13 @@ def _mild_lm() -> BigramLM:
     return lm
 
 
-_COMPILED: dict[str, object] = {}
-
-
 @functools.lru_cache(maxsize=1)
 def _language() -> list[str]:
     return language()  # the 22 strings of BIASED_REGEX (enumerating them takes a second)
 
 
 def _matcher(regex: str = BIASED_REGEX) -> Matcher:
-    if regex not in _COMPILED:
-        _COMPILED[regex] = Compiler(toy_vocabulary()).compile(Grammar.from_regex(regex))
-    return Matcher(_COMPILED[regex])  # type: ignore[arg-type]
+    return toy_matcher(regex)
 
 
 def _run_many(

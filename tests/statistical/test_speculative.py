@@ -26,10 +26,11 @@ from statistical.toy import (
     ToySpecSession,
     exact_masked,
     language,
+    toy_matcher,
     toy_vocabulary,
 )
 
-from constrain import Compiler, Grammar, Matcher
+from constrain import Matcher
 from constrain.decoding import decode
 from constrain.decoding.speculative import (
     Drafter,
@@ -48,13 +49,10 @@ BATCH = 500
 MAX_TOKENS = 8
 LM = BigramLM(0)
 PROMPT = [0, 1, 1, 3, 5]  # "abbdf": gives prompt lookup something to match
-_COMPILED: dict[str, object] = {}
 
 
 def _matcher(pattern: str = BIASED_REGEX) -> Matcher:
-    if pattern not in _COMPILED:
-        _COMPILED[pattern] = Compiler(toy_vocabulary()).compile(Grammar.from_regex(pattern))
-    return Matcher(_COMPILED[pattern])  # type: ignore[arg-type]
+    return toy_matcher(pattern)
 
 
 @functools.cache

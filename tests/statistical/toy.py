@@ -20,13 +20,12 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 
-from constrain import Vocabulary
+from constrain import Compiler, Grammar, Matcher, Vocabulary
 
 CHARS = "abcdefghi"
 EOS = len(CHARS)  # id 9
@@ -148,30 +147,18 @@ def exact_masked(lm: BigramLM, strings: Iterable[str]) -> dict[str, float]:
     return out
 
 
-def empirical(samples: Iterable[str]) -> dict[str, float]:
-    """Return the empirical distribution of ``samples``."""
-    counts = Counter(samples)
-    n = sum(counts.values())
-    return {k: v / n for k, v in counts.items()}
+_COMPILED: dict[tuple[str, str, str], object] = {}
 
 
-def total_variation(p: Mapping[str, float], q: Mapping[str, float]) -> float:
-    """Return ``0.5 * sum |p - q|`` over the union of supports."""
-    keys = set(p) | set(q)
-    return 0.5 * sum(abs(p.get(k, 0.0) - q.get(k, 0.0)) for k in keys)
-
-
-def kl_divergence(p: Mapping[str, float], q: Mapping[str, float]) -> float:
-    """Return ``KL(p || q)`` (infinite if ``q`` misses mass of ``p``)."""
-    total = 0.0
-    for k, pk in p.items():
-        if pk <= 0:
-            continue
-        qk = q.get(k, 0.0)
-        if qk <= 0:
-            return math.inf
-        total += pk * math.log(pk / qk)
-    return total
+def toy_matcher(source: str, kind: str = "regex", vocab: Vocabulary | None = None) -> Matcher:
+    """A fresh matcher for a regex (or Lark grammar) over ``vocab`` (default the toy one);
+    the compiled grammar is cached per (kind, source, vocabulary)."""
+    vocab = toy_vocabulary() if vocab is None else vocab
+    key = (kind, source, vocab.fingerprint)
+    if key not in _COMPILED:
+        grammar = Grammar.from_regex(source) if kind == "regex" else Grammar.from_lark(source)
+        _COMPILED[key] = Compiler(vocab).compile(grammar)
+    return Matcher(_COMPILED[key])  # type: ignore[arg-type]
 
 
 class ToySpecSession(ToySession):
