@@ -303,16 +303,17 @@ def build_entry_kernel(
     # The configuration set at a trie node depends only on the parent's set and the byte
     # class, so sets are interned and their transitions memoised: a lazily built DFA over
     # configuration sets, and the walk costs one table lookup per node once it is warm.
-    # The store starts small and doubles up to max_sets (most walks meet a few dozen sets; a
-    # full-size store cost ~100 us to initialise per build).
+    # cs_trans rows are initialised when their set is created: filling all 4096 rows up front
+    # cost ~100 us per build (most walks meet a few dozen sets)
     max_sets = 4096
-    cap = 64
-    cs_n = np.zeros(cap, dtype=np.int32)
-    cs_flags = np.zeros(cap, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
-    cs_s = np.zeros((cap, _K), dtype=np.int32)
-    cs_x = np.zeros((cap, _K), dtype=np.int8)
-    cs_bits = np.zeros((cap, _K, num_words), dtype=np.uint64)
-    cs_trans = np.full((cap, trans.shape[1]), -2, dtype=np.int32)
+    cs_n = np.zeros(max_sets, dtype=np.int32)
+    cs_flags = np.zeros(max_sets, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
+    cs_s = np.zeros((max_sets, _K), dtype=np.int32)
+    cs_x = np.zeros((max_sets, _K), dtype=np.int8)
+    cs_bits = np.zeros((max_sets, _K, num_words), dtype=np.uint64)
+    cs_trans = np.empty((max_sets, trans.shape[1]), dtype=np.int32)
+    cs_trans[0, :] = -2
+    cs_trans[1, :] = -2
     table = np.full(4 * max_sets, -1, dtype=np.int32)
     t_s = np.zeros((1, _K), dtype=np.int32)
     t_x = np.zeros((1, _K), dtype=np.int8)
@@ -418,34 +419,13 @@ def build_entry_kernel(
             if n == 0 and not over:
                 nid = -1
             else:
-                if num_sets >= cs_n.shape[0] and cs_n.shape[0] < max_sets:
-                    cap = 2 * cs_n.shape[0]
-                    g_n = np.zeros(cap, dtype=np.int32)
-                    g_n[:num_sets] = cs_n[:num_sets]
-                    g_flags = np.zeros(cap, dtype=np.int8)
-                    g_flags[:num_sets] = cs_flags[:num_sets]
-                    g_s = np.zeros((cap, _K), dtype=np.int32)
-                    g_s[:num_sets] = cs_s[:num_sets]
-                    g_x = np.zeros((cap, _K), dtype=np.int8)
-                    g_x[:num_sets] = cs_x[:num_sets]
-                    g_bits = np.zeros((cap, _K, num_words), dtype=np.uint64)
-                    g_bits[:num_sets] = cs_bits[:num_sets]
-                    g_trans = np.full((cap, trans.shape[1]), -2, dtype=np.int32)
-                    g_trans[:num_sets] = cs_trans[:num_sets]
-                    cs_n, cs_flags, cs_s, cs_x, cs_bits, cs_trans = (
-                        g_n,
-                        g_flags,
-                        g_s,
-                        g_x,
-                        g_bits,
-                        g_trans,
-                    )
                 flags = (1 if over else 0) | (4 if exact_alive else 0)
                 nid = _intern(n, flags, t_s, t_x, t_bits, cs_n, cs_flags, cs_s, cs_x, cs_bits,
                               table, num_sets)  # fmt: skip
                 if nid < 0:
                     nid = 1
                 elif nid == num_sets:
+                    cs_trans[nid, :] = -2
                     num_sets += 1
             cs_trans[pid, c] = nid
         if nid < 0:
