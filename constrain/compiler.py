@@ -28,6 +28,7 @@ from constrain.automata.lexer import EmptyTerminalError, LexerDfa, build_lexer
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.errors import ConstrainError
 from constrain.ir import Grammar
+from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
 from constrain.vocab import Vocabulary
 
@@ -91,12 +92,8 @@ def _dataclass_from(cls: Any, data: Any, prefix: str, meta: dict[str, Any]) -> A
 
 def continuation_bits(lexer: LexerDfa) -> np.ndarray:
     """Return ``uint64[S, W]``: terminals whose lexeme can still grow by a byte from each state."""
-    trans = lexer.trans
     out = np.zeros_like(lexer.alive_bits)
-    for c in range(trans.shape[1]):
-        nxt = trans[:, c]
-        ok = nxt >= 0
-        out[ok] |= lexer.alive_bits[nxt[ok]]
+    continuation_bits_kernel(lexer.trans, lexer.alive_bits, out)
     out.setflags(write=False)
     return out
 

@@ -204,6 +204,12 @@ class Nfa:
     comp: Int32Array
 
 
+# counted repetitions with at least this many copies are built by replicating one copy
+_CHAIN_MIN = 16
+# one copy of a repeated item: (states incl. the entry 0, exit, edges (4, E), eps (2, F))
+_CopyTemplate = tuple[int, int, Int32Array, Int32Array]
+
+
 def _utf8(text: str) -> bytes | None:
     try:
         return text.encode("utf-8")
@@ -235,6 +241,7 @@ class NfaBuilder:
         self._chunks: list[Int32Array] = []
         self._sizes: dict[int, tuple[Regex, int]] = {}
         self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
+        self._templates: dict[int, tuple[Regex, _CopyTemplate | None]] = {}
 
     def new_state(self) -> int:
         """Add a state and return its id."""
@@ -342,6 +349,64 @@ class NfaBuilder:
             self._chunks.append(chunk)
         return exit_state
 
+    def _copy_template(self, item: Regex) -> _CopyTemplate | None:
+        """Return ``item``'s fragment with local state ids (memoised by identity), or None.
+
+        ``(num_states, exit, edges (4, E), eps (2, F))``: state 0 is the entry (no edge enters
+        it), ``exit`` the end state. None when the fragment ends at its entry (an empty match
+        only), which cannot be chained.
+        """
+        found = self._templates.get(id(item))
+        if found is not None:
+            return found[1]
+        sub = NfaBuilder(self.max_nfa_states, self.limit_name, self.limit)
+        sub.num_states = 1
+        exit_state = sub.build(item, 0)
+        flat = np.frombuffer(sub._edges, dtype=np.int32).reshape(-1, 4).T
+        edges = np.concatenate([flat, *sub._chunks], axis=1) if sub._chunks else flat.copy()
+        eps = np.frombuffer(sub._eps, dtype=np.int32).reshape(-1, 2).T.copy()
+        tpl = None if exit_state == 0 else (sub.num_states, exit_state, edges, eps)
+        self._templates[id(item)] = (item, tpl)  # holding `item` keeps its id from being reused
+        return tpl
+
+    def _chain(self, item: Regex, start: int, copies: int) -> np.ndarray | None:
+        """Add ``copies`` fragments of ``item`` in sequence from ``start``; return their exits.
+
+        The same states and edges as ``copies`` calls of :meth:`build`, written in one numpy
+        operation from one copy built once: counted repetitions (``maxLength`` strings,
+        digits) are the bulk of JSON Schema lexers. None when ``item`` cannot be chained.
+        """
+        tpl = self._copy_template(item)
+        if tpl is None:
+            return None
+        num, exit_local, edges, eps = tpl
+        width = num - 1  # new states per copy: local ids 1 .. num - 1
+        first = self.num_states
+        self.num_states += copies * width
+        base = first - 1 + width * np.arange(copies, dtype=np.int64)  # local j >= 1 -> base + j
+        exits = base + exit_local
+        entries = np.empty(copies, dtype=np.int64)
+        entries[0] = start
+        entries[1:] = exits[:-1]
+
+        def place(local: Int32Array) -> np.ndarray:
+            ids = base[:, None] + local[None, :]
+            return np.where(local[None, :] == 0, entries[:, None], ids).reshape(-1)
+
+        if edges.shape[1]:
+            chunk = np.empty((4, copies * edges.shape[1]), dtype=np.int32)
+            chunk[0] = place(edges[0])
+            chunk[1] = np.tile(edges[1], copies)
+            chunk[2] = np.tile(edges[2], copies)
+            chunk[3] = place(edges[3])
+            self._chunks.append(chunk)
+        if eps.shape[1]:
+            pairs = np.empty((copies * eps.shape[1], 2), dtype=np.int32)
+            pairs[:, 0] = place(eps[0])
+            pairs[:, 1] = place(eps[1])
+            self._eps.frombytes(pairs.tobytes())
+        return exits
+
     def _automaton(self, node: Automaton, start: int) -> int:
         """Add an automaton: one NFA state per state, a CharSet fragment per edge."""
         self._check(self._size(node))
@@ -407,6 +472,18 @@ class NfaBuilder:
             return self.build(simple, start)
         self._check(self._size(node))
         item, lo, hi = node.item, node.min, node.max
+        if hi is not None and hi >= _CHAIN_MIN:
+            exits = self._chain(item, start, hi)
+            if exits is not None:
+                if hi == lo:
+                    return int(exits[-1])
+                final = self.new_state()  # every prefix of at least `lo` copies may stop
+                optional = exits[lo - 1 :] if lo > 0 else np.concatenate([[start], exits])
+                pairs = np.empty((optional.shape[0], 2), dtype=np.int32)
+                pairs[:, 0] = optional
+                pairs[:, 1] = final
+                self._eps.frombytes(pairs.tobytes())
+                return final
         cur = start
         for _ in range(lo - 1 if hi is None and lo > 0 else lo):
             cur = self.build(item, cur)

@@ -2,19 +2,39 @@
 
 A numba dispatcher types every argument on every call (``typeof``: ~70 ns per array, more for
 tuples) before it picks the compiled overload; the matcher's kernels take ~35 arrays, so that is
-3 µs of a 6 µs accept. :func:`entry_point` resolves the overload once, for the exact argument
-types of a call, and returns its compiled entry, which only unboxes. The caller must then pass
-arguments of exactly those types (same dtypes, dimensions, layouts, read-only flags): the entry
-does not check them. The matcher does so for arrays it owns; anything else goes through the
-dispatcher.
+3 µs of a 6 µs accept. :func:`entry_point` resolves the overload once for the exact argument types
+of a call and returns its compiled entry, which only unboxes. The caller must then pass arguments
+of exactly those types (same dtypes, dimensions, layouts, read-only flags): the entry does not
+check them. The matcher does so for arrays it owns; anything else goes through the dispatcher.
+
+Resolving through numba's ``typeof`` costs ~40 µs per argument, so resolved entries are cached
+process-wide by a cheap fingerprint of the arguments (type, dtype, dimensions, layout and
+write flag of each array, recursively through tuples), which fixes numba's type for the arrays
+and scalars the matcher passes.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 __all__ = ["entry_point"]
+
+_CACHE: dict[tuple[int, tuple[Any, ...]], Callable[..., Any]] = {}
+_LOCK = threading.Lock()
+
+
+def _fingerprint(arg: Any) -> Any:
+    if isinstance(arg, np.ndarray):
+        flags = arg.flags
+        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+        return (arg.dtype.num, arg.ndim, layout, flags.writeable, flags.aligned)
+    if isinstance(arg, tuple):
+        return tuple(_fingerprint(a) for a in arg)
+    return type(arg)
 
 
 def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
@@ -25,8 +45,13 @@ def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     """
     if not hasattr(dispatcher, "overloads"):
         return dispatcher  # type: ignore[no-any-return]
-    sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-    cres = dispatcher.overloads.get(sig)
-    if cres is None:
-        return dispatcher.compile(sig)  # type: ignore[no-any-return]
-    return cres.entry_point  # type: ignore[no-any-return]
+    key = (id(dispatcher), tuple(_fingerprint(a) for a in args))
+    found = _CACHE.get(key)
+    if found is not None:
+        return found
+    with _LOCK:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        cres = dispatcher.overloads.get(sig)
+        entry = dispatcher.compile(sig) if cres is None else cres.entry_point
+        _CACHE[key] = entry
+    return entry  # type: ignore[no-any-return]

@@ -679,3 +679,17 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type:
             trans[s, c] = d
         s += 1
     return 0, n, trans[:n], pair_a[:n], pair_b[:n]
+
+
+@njit(cache=True, nogil=True)
+def continuation_bits_kernel(trans, alive_bits, out):  # type: ignore[no-untyped-def]
+    """OR into ``out[s]`` the ``alive_bits`` of every successor of state ``s`` (any byte class).
+
+    Reference: ``for c: out[trans[:, c] >= 0] |= alive_bits[trans[trans[:, c] >= 0, c]]``.
+    """
+    for s in range(trans.shape[0]):
+        for c in range(trans.shape[1]):
+            x = trans[s, c]
+            if x >= 0:
+                for w in range(out.shape[1]):
+                    out[s, w] |= alive_bits[x, w]

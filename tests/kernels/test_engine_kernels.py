@@ -290,3 +290,17 @@ def test_tables_reused_from_equivalent_states_equal_the_definition() -> None:
         got[m.allowed_token_ids()] = True
         assert (got == expected[: vocab.size]).all(), (k, np.flatnonzero(got != expected))
     assert compiled.tables.num_reused > 0
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_continuation_bits_equal_the_reference(name: str) -> None:
+    from constrain.compiler import continuation_bits
+
+    lexer = matcher(name).compiled.lexer
+    expected = np.zeros_like(lexer.alive_bits)
+    for c in range(lexer.trans.shape[1]):
+        nxt = lexer.trans[:, c]
+        ok = nxt >= 0
+        expected[ok] |= lexer.alive_bits[nxt[ok]]
+    assert (continuation_bits(lexer) == expected).all()
+    assert expected.any()

@@ -300,3 +300,32 @@ def test_determinize_kernel_limit_status() -> None:
     )  # fmt: skip
     assert out[0] == 1 and out[1] == 3
     assert determinize(nfa, max_states=3, limit_name="x").trans.shape[0] == 3  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"[a-cé]{0,20}",
+        r"(?:ab|c|\\u[0-9a-f]{2}){3,18}x",
+        r"(?:x[yz]*){16}",
+        r"(?:[0-9]|é€){2,17}-?",
+        r"(?:(?:a|bc)?){16,20}",
+    ],
+)
+def test_counted_repetition_built_by_replication(pattern: str) -> None:
+    """Repeats of 16 or more copies are written by replicating one copy's fragment
+    (NfaBuilder._chain); the language is the one ``re.fullmatch`` gives."""
+    import re
+
+    dfa = dfa_of(pattern)
+    rng = random.Random(pattern)
+    alphabet = ["a", "b", "c", "é", "x", "y", "z", "0", "7", "-", "€", "é€", "\\u", "f", "ab"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        expected = re.fullmatch(pattern, text) is not None
+        assert dfa.matches(text.encode()) == expected, (pattern, text)  # type: ignore[attr-defined]
+    for k in range(25):  # exact counts around the bounds
+        for unit in ("a", "ab", "c", "é€", "xy"):
+            text = unit * k
+            expected = re.fullmatch(pattern, text) is not None
+            assert dfa.matches(text.encode()) == expected, (pattern, text)  # type: ignore[attr-defined]
