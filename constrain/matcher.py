@@ -36,12 +36,13 @@ from constrain.kernels.numba_match import (
     H_OFF,
     H_SETS,
     H_TERM,
+    MEMO_HYPS,
     STATUS_ENTRY_MISS,
     STATUS_HISTORY,
     STATUS_HYPOTHESES,
     accept_token_kernel,
     end_accepting_kernel,
-    fill_mask_kernel,
+    fill_row_kernel,
     simulate_kernel,
 )
 from constrain.tables import TableSnapshot
@@ -144,7 +145,11 @@ class Matcher:
         self._kernels: dict[int, Int32Array] = {}
         self._entry_index: object = None
         self._entry_memo: dict[tuple[int, int], int] = {}
-        self._row_memo: dict[tuple[tuple[int, int], ...], np.ndarray] = {}
+        # the last rows, memoised inside the fill kernel (numba_match.fill_row_kernel)
+        self._rm_n = np.full(_ROW_MEMO, -1, dtype=np.int64)
+        self._rm_key = np.zeros((_ROW_MEMO, 2 * MEMO_HYPS), dtype=np.int64)
+        self._rm_rows = np.zeros((_ROW_MEMO, (self.vocab.size + 31) // 32), dtype=np.uint32)
+        self._rm_next = np.zeros(1, dtype=np.int64)
         self._ids4 = np.zeros(4, dtype=np.int32)
         self._kbuf = np.empty(256, dtype=np.int32)
         self._eids = np.empty(8, dtype=np.int32)
@@ -269,13 +274,12 @@ class Matcher:
         for name in ("_hyp", "_cur", "_stack", "_stack_n", "_fstack", "_fstack_n", "_items",
                      "_sets", "_set_bits", "_counts", "_scratch", "_memo", "_job",
                      "_result", "_ids4", "_kbuf", "_eids", "_hist", "_hist_hyp",
-                     "_hist_len"):  # fmt: skip
+                     "_hist_len", "_rm_n", "_rm_key", "_rm_rows", "_rm_next"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
         # Earley set uids are per matcher: after the fork both sides number new sets from the
         # same counter, so memos keyed by uid must not be shared.
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
-        other._row_memo = dict(self._row_memo)
         other._rebuild_args()
         return other
 
@@ -485,24 +489,18 @@ class Matcher:
                 f"(vocab.size={self.vocab.size})"
             )
         row = rows[index]
-        row[:] = 0
+        if row.shape[0] > words:
+            row[words:] = 0
         self._fill_row(row[:words])
         return True
 
     def _fill_row(self, row: np.ndarray) -> None:
+        """Write the row (``words`` uint32); one kernel call in the common case."""
         if self._terminated:
+            row[:] = 0
             self._set_eos(row)
             return
         n = self._n
-        # The mask is a function of the hypotheses (Earley set uid, lexer state) alone: sets are
-        # immutable once built. Inside a JSON string or a long identifier the hypotheses repeat
-        # token after token, so the last few rows are memoised.
-        uid_row = self._sets[5]
-        key = tuple((int(uid_row[self._hyp[0, h]]), int(self._hyp[1, h])) for h in range(n))
-        cached = self._row_memo.get(key)
-        if cached is not None:
-            row[:] = cached
-            return
         # First try with the entries looked up inside the kernel (the tables' index); on a
         # miss, find or build them here and pass them explicitly.
         entry_ids = self._eids[:n] if n <= self._eids.shape[0] else np.empty(n, np.int32)
@@ -514,26 +512,21 @@ class Matcher:
                 self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
                 snap.h_keys, snap.h_entry, snap.e_state, snap.e_koff, snap.k_pool,
                 snap.num_entries, self._kbuf, vocab.token_indptr, vocab.token_bytes, row,
-                self._fstack, self._fstack_n, self._stack, *self._args,
+                self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
+                self._rm_rows, self._rm_next, *self._args,
             )  # fmt: skip
             if row.flags.c_contiguous and row.flags.writeable:
                 kernel = self._entries_by_kernel.get("fill")
                 if kernel is None:
-                    kernel = self._entries_by_kernel["fill"] = entry_point(fill_mask_kernel, args)
+                    kernel = self._entries_by_kernel["fill"] = entry_point(fill_row_kernel, args)
             else:
-                kernel = fill_mask_kernel  # a row of another layout: let numba type it
+                kernel = fill_row_kernel  # a row of another layout: let numba type it
             res = kernel(*args)
             if res == STATUS_ENTRY_MISS:
                 entry_ids, snap = self._entries(n)
                 continue
             if not self._check(res):
                 break
-            row[:] = 0
-        if res == 1:
-            self._set_eos(row)
-        if len(self._row_memo) >= _ROW_MEMO:
-            self._row_memo.pop(next(iter(self._row_memo)))
-        self._row_memo[key] = row.copy()
 
     def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""

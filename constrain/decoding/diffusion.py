@@ -16,8 +16,9 @@ building blocks of the literature, over the grammars of the rest of the library:
   of the other masked positions, built from the same forward pass, verifies under the grammar;
   when it does not, fall back to the exact infilling check.
 
-Token ids use ``MASK = -1`` for a position that is (or stays) masked. Not here yet: the model
-adapter, the denoising loop and ``generate()`` integration (see ``docs/diffusion.md``).
+Token ids use ``MASK = -1`` for a position that is (or stays) masked. The denoising loop over a
+model is :func:`~constrain.decoding.denoising.diffusion_decode`; ``generate()`` integration is
+not here yet (see ``docs/diffusion.md``).
 
 References
 ----------
@@ -109,6 +110,7 @@ def dingo(
     committed: Any = None,
     start_state: int = 0,
     complete: bool = False,
+    end_states: Any = None,
 ) -> DingoResult | None:
     """Return the most probable assignment of a block that keeps the output valid (DINGO).
 
@@ -143,6 +145,10 @@ def dingo(
         The token-DFA state of the output before the block (``tdfa.walk(previous_tokens)``).
     complete : bool, optional
         Require a complete word at the end of the block (the last block).
+    end_states : (S,) bool array, optional
+        Only these states may end the block (with ``complete``, both conditions apply); the
+        denoising loop passes the states from which the positions after the block can still
+        reach a complete word.
 
     Returns
     -------
@@ -204,8 +210,13 @@ def dingo(
         scores = out[states]
         if not states.size:
             return None
-    if complete:
-        keep = tdfa.accepting[states]
+    if complete or end_states is not None:
+        keep = tdfa.accepting[states] if complete else np.ones(states.size, dtype=np.bool_)
+        if end_states is not None:
+            allowed = _to_numpy(end_states, np.bool_, "end_states", 1)
+            if allowed.shape[0] != num:
+                raise ValueError(f"end_states must have {num} entries, got {allowed.shape[0]}")
+            keep &= allowed[states]
         states, scores = states[keep], scores[keep]
         if not states.size:
             return None

@@ -30,6 +30,7 @@ from numba import njit
 from constrain.kernels.numba_earley import (
     ACC,
     MEMO_MISS,
+    UID,
     memo_get,
     memo_scan,
     memo_union,
@@ -38,9 +39,11 @@ from constrain.kernels.numba_earley import (
 from constrain.kernels.numba_tables import find_entry
 
 __all__ = [
+    "MEMO_HYPS",
     "STATUS_ENTRY_MISS",
     "STATUS_HISTORY",
     "accept_token_kernel",
+    "fill_row_kernel",
     "STATUS_HYPOTHESES",
     "end_accepting_kernel",
     "fill_mask_kernel",
@@ -50,6 +53,7 @@ __all__ = [
 STATUS_HYPOTHESES = -4
 STATUS_ENTRY_MISS = -6
 STATUS_HISTORY = -7
+MEMO_HYPS = 8  # rows are memoised for states of at most this many hypotheses
 
 # columns of a matcher's history rows (one per accepted step, for rollback)
 H_OFF, H_NUM, H_SETS, H_ITEMS, H_TERM = 0, 1, 2, 3, 4
@@ -591,3 +595,93 @@ def accept_token_kernel(
         hyp[0, h] = cur[0, h]
         hyp[1, h] = cur[1, h]
     return int(n_new)
+
+
+@njit(cache=True, nogil=True)
+def fill_row_kernel(
+    hyp: np.ndarray,
+    n_hyp: int,
+    entry_ids: np.ndarray,
+    w_pool: np.ndarray,
+    c_indptr: np.ndarray,
+    c_tokens: np.ndarray,
+    c_lcp: np.ndarray,
+    h_keys: np.ndarray,
+    h_entry: np.ndarray,
+    e_state: np.ndarray,
+    e_koff: np.ndarray,
+    k_pool: np.ndarray,
+    num_entries: int,
+    kbuf: np.ndarray,
+    token_indptr: np.ndarray,
+    token_bytes: np.ndarray,
+    out_row: np.ndarray,
+    stack: np.ndarray,
+    stack_n: np.ndarray,
+    big: np.ndarray,
+    eos_ids: np.ndarray,
+    rm_n: np.ndarray,
+    rm_key: np.ndarray,
+    rm_rows: np.ndarray,
+    rm_next: np.ndarray,
+    lex: tuple[Any, ...],
+    num_terminals: int,
+    memo: np.ndarray,
+    par: tuple[Any, ...],
+    items: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    counts: np.ndarray,
+    scratch: np.ndarray,
+    max_set_items: int,
+) -> int:
+    """Write the whole mask row of the hypotheses into ``out_row`` (EOS bits included).
+
+    The row is a function of the hypotheses ``(uid of the Earley set, lexer state)`` alone
+    (sets never change once built, uids are never reused), so the last ``rm_n.shape[0]`` rows
+    are memoised (``rm_n[k]`` hypotheses, ``rm_key[k]`` their (uid, state) pairs, ``rm_rows[k]``
+    the row; ``rm_n[k] = -1`` for an empty slot, ``rm_next`` the slot written next): inside a JSON
+    string or a long identifier the hypotheses repeat token after token. Otherwise the row is
+    zeroed and filled by :func:`fill_mask_kernel` (same arguments and statuses; the caller retries
+    on a negative status), EOS bits are set when the input so far is complete, and the row is
+    memoised. Returns 0 (filled), 2 (memo hit) or a negative status.
+    """
+    uid_row = sets[UID]
+    if n_hyp <= MEMO_HYPS:
+        for k in range(rm_n.shape[0]):
+            if rm_n[k] != n_hyp:
+                continue
+            same = True
+            for h in range(n_hyp):
+                if rm_key[k, 2 * h] != uid_row[hyp[0, h]] or rm_key[k, 2 * h + 1] != hyp[1, h]:
+                    same = False
+                    break
+            if same:
+                for w in range(out_row.shape[0]):
+                    out_row[w] = rm_rows[k, w]
+                return 2
+    for w in range(out_row.shape[0]):
+        out_row[w] = 0
+    res = fill_mask_kernel(
+        hyp, n_hyp, entry_ids, w_pool, c_indptr, c_tokens, c_lcp, h_keys, h_entry, e_state,
+        e_koff, k_pool, num_entries, kbuf, token_indptr, token_bytes, out_row, stack, stack_n,
+        big, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
+        max_set_items,
+    )  # fmt: skip
+    if res < 0:
+        return res
+    if res == 1:
+        for j in range(eos_ids.shape[0]):
+            e = eos_ids[j]
+            if e < 32 * out_row.shape[0]:
+                out_row[e >> 5] |= np.uint32(1) << np.uint32(e & 31)
+    if n_hyp <= MEMO_HYPS:
+        k = rm_next[0]
+        rm_next[0] = (k + 1) % rm_n.shape[0]
+        rm_n[k] = n_hyp
+        for h in range(n_hyp):
+            rm_key[k, 2 * h] = uid_row[hyp[0, h]]
+            rm_key[k, 2 * h + 1] = hyp[1, h]
+        for w in range(out_row.shape[0]):
+            rm_rows[k, w] = out_row[w]
+    return 0
