@@ -4,10 +4,13 @@
 - speculative, exact in distribution: :func:`speculative_decode` with the drafters of
   ``drafters.py`` (``speculative.py``);
 - diffusion: DINGO, the CFG infilling check and LAVE (``diffusion.py``, ``infilling.py``,
-  ``token_dfa.py``); the denoising loop over a diffusion model is still to come.
+  ``token_dfa.py``), and the denoising loop :func:`diffusion_decode` over a
+  :class:`DiffusionModel` (``denoising.py``; the Hugging Face adapter is
+  :class:`constrain.integrations.diffusion.HFMaskedLM`).
 """
 
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession, decode
+from constrain.decoding.denoising import DiffusionModel, DiffusionResult, diffusion_decode
 from constrain.decoding.diffusion import (
     DingoResult,
     Gap,
@@ -29,6 +32,8 @@ from constrain.decoding.speculative import (
 __all__ = [
     "DecodeResult",
     "DecodingSession",
+    "DiffusionModel",
+    "DiffusionResult",
     "DingoResult",
     "Gap",
     "InfillChecker",
@@ -39,6 +44,7 @@ __all__ = [
     "SpeculativeStats",
     "TokenDfa",
     "decode",
+    "diffusion_decode",
     "dingo",
     "iter_speculative_decode",
     "lave_step",
