@@ -510,7 +510,7 @@ class Matcher:
         while True:
             args = (
                 self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
-                snap.h_keys, snap.h_entry, snap.e_state, snap.e_koff, snap.k_pool,
+                snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool,
                 snap.num_entries, self._kbuf, vocab.token_indptr, vocab.token_bytes, row,
                 self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
                 self._rm_rows, self._rm_next, *self._args,

@@ -36,6 +36,7 @@ from constrain.kernels.numba_tables import (
     entry_hash,
     equivalent_within,
     index_insert,
+    index_rehash,
     walk_single_kernel,
 )
 from constrain.vocab import Vocabulary
@@ -66,11 +67,13 @@ class TableSnapshot:
     c_tokens: Int32Array
     c_lcp: Int32Array
     num_entries: int
-    # the same index, readable from kernels (``numba_tables.find_entry``)
+    # the same index, readable from kernels (``numba_tables.find_entry``): per slot the hash,
+    # the entry and the key (state, kernel in ``k_pool``)
     h_keys: Int64Array
     h_entry: Int32Array
-    e_state: Int32Array
-    e_koff: Int64Array
+    h_state: Int32Array
+    h_koff: Int64Array
+    h_klen: Int32Array
     k_pool: Int32Array
 
 
@@ -102,6 +105,7 @@ class MaskTables:
         self._lock = threading.Lock()
         self.num_builds = 0
         self.num_reused = 0
+        self.num_shared = 0
         self.num_resets = 0
         self._reach: dict[int, np.ndarray | None] = {}
         self._body_classes: list[list[list[int]]] | None = None
@@ -123,10 +127,15 @@ class MaskTables:
             num_entries=0,
             h_keys=np.full(16, -1, dtype=np.int64),
             h_entry=np.full(16, -1, dtype=np.int32),
-            e_state=np.zeros(8, dtype=np.int32),
-            e_koff=np.zeros(9, dtype=np.int64),
+            h_state=np.zeros(16, dtype=np.int32),
+            h_koff=np.zeros(16, dtype=np.int64),
+            h_klen=np.zeros(16, dtype=np.int32),
             k_pool=np.zeros(256, dtype=np.int32),
         )
+        self._num_keys = 0
+        self._k_used = 0
+        # (state, build inputs) -> entry: keys whose builds would be identical share one entry
+        self._by_inputs: dict[tuple[int, bytes], int] = {}
 
     def snapshot(self) -> TableSnapshot:
         """Return the current snapshot (entries never change once published)."""
@@ -141,8 +150,7 @@ class MaskTables:
             + snap.c_tokens.nbytes
             + snap.c_lcp.nbytes
             + snap.k_pool.nbytes
-            + snap.h_keys.nbytes
-            + snap.h_entry.nbytes
+            + snap.h_keys.nbytes * 3
         )
 
     def __len__(self) -> int:
@@ -183,14 +191,7 @@ class MaskTables:
                     )  # fmt: skip
                     self.num_reused += 1
                     return out_w, np.zeros(0, np.int32), np.zeros(0, np.int32)
-        terms = parser.item_next_t[kernel].astype(np.int64)
-        num_t = max(parser.num_terminals, 1)
-        expected = np.zeros(parser.num_words, dtype=np.uint64)
-        np.bitwise_or.at(expected, terms >> 6, np.uint64(1) << (terms & 63).astype(np.uint64))
-        next_bits = np.zeros((num_t, parser.num_words), dtype=np.uint64)
-        np.bitwise_or.at(next_bits, terms, parser.item_rest_first[kernel])
-        next_exact = np.ones(num_t, dtype=np.bool_)
-        next_exact[terms[parser.item_rest_nullable[kernel]]] = False
+        expected, next_bits, next_exact, _ = self._inputs(kernel)
         out_w = np.zeros(self.num_words, dtype=np.uint32)
         out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
         out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
@@ -235,6 +236,30 @@ class MaskTables:
             if len(recent) > _RECENT:
                 del recent[0]
         return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
+
+    def _inputs(self, kernel: Int32Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
+        """Return what a build reads of ``kernel``, and that as a signature (bytes).
+
+        That is the expected terminals and, per terminal, the exact next expected set and whether
+        it is exact.
+        """
+        parser = self.parser
+        terms = parser.item_next_t[kernel].astype(np.int64)
+        num_t = max(parser.num_terminals, 1)
+        expected = np.zeros(parser.num_words, dtype=np.uint64)
+        np.bitwise_or.at(expected, terms >> 6, np.uint64(1) << (terms & 63).astype(np.uint64))
+        next_bits = np.zeros((num_t, parser.num_words), dtype=np.uint64)
+        np.bitwise_or.at(next_bits, terms, parser.item_rest_first[kernel])
+        next_exact = np.ones(num_t, dtype=np.bool_)
+        next_exact[terms[parser.item_rest_nullable[kernel]]] = False
+        # Only the rows of expected terminals are read (a scan from the root's configuration is
+        # of an expected terminal; the others have no next bits and count as exact).
+        used = np.unique(terms)
+        sig = b"".join(
+            (expected.tobytes(), used.tobytes(), next_bits[used].tobytes(),
+             next_exact[used].tobytes())
+        )  # fmt: skip
+        return expected, next_bits, next_exact, sig
 
     def _long_tokens(self) -> tuple[np.ndarray, Any]:
         """Return the tokens longer than ``_SHORT`` bytes: their bitset and trie (built once)."""
@@ -287,9 +312,16 @@ class MaskTables:
             ids[h] = e
         if complete:
             return ids, snap
+        # A key whose build inputs equal an existing entry's shares that entry (different
+        # Earley kernels often expect the same terminals with the same follow-ups).
         built: dict[tuple[int, bytes], tuple[np.ndarray, Int32Array, Int32Array]] = {}
+        inputs: dict[tuple[int, bytes], tuple[int, bytes]] = {}
         for h, key in enumerate(keys):
-            if key not in built and key not in snap.index:
+            if key in built or key in inputs or key in snap.index:
+                continue
+            sig = (key[0], self._inputs(kernels[h])[3])
+            inputs[key] = sig
+            if sig not in self._by_inputs:
                 built[key] = self.build(key[0], kernels[h])
         with self._lock:
             extra = sum(w.nbytes + 2 * c.nbytes for w, c, _ in built.values())
@@ -299,8 +331,15 @@ class MaskTables:
             for h, key in enumerate(keys):
                 e = self._snap.index.get(key, -1)
                 if e < 0:
-                    entry = built[key] if key in built else self.build(key[0], kernels[h])
-                    e = self._insert(key, *entry)
+                    sig = inputs.get(key) or (key[0], self._inputs(kernels[h])[3])
+                    e = self._by_inputs.get(sig, -1)
+                    if e >= 0:
+                        self._index_key(key, e)
+                        self.num_shared += 1
+                    else:
+                        entry = built[key] if key in built else self.build(key[0], kernels[h])
+                        e = self._insert(key, *entry)
+                        self._by_inputs[sig] = e
                 ids[h] = e
             return ids, self._snap
 
@@ -326,41 +365,52 @@ class MaskTables:
             lcps = np.zeros(size, dtype=np.int32)
             lcps[:start] = c_lcp[:start]
             c_tokens, c_lcp = tokens, lcps
-        # the kernel-side index: the key is stored with the entry, the slot written last
-        kernel = np.frombuffer(key[1], dtype=np.int32)
-        e_state, e_koff, k_pool = snap.e_state, snap.e_koff, snap.k_pool
-        h_keys, h_entry = snap.h_keys, snap.h_entry
-        if e >= e_state.shape[0]:
-            e_state = np.concatenate([e_state, np.zeros_like(e_state)])
-            e_koff = np.concatenate([e_koff, np.zeros(e_state.shape[0] // 2, np.int64)])
-        k_start = int(e_koff[e])
-        k_end = k_start + kernel.shape[0]
-        if k_end > k_pool.shape[0]:
-            grown = np.zeros(max(2 * k_pool.shape[0], k_end), dtype=np.int32)
-            grown[:k_start] = k_pool[:k_start]
-            k_pool = grown
         # Rows beyond num_entries are invisible to readers until the new snapshot is published.
         w_pool[e] = within
         c_tokens[start:end] = cands
         c_lcp[start:end] = lcp
         c_indptr[e + 1] = end
-        e_state[e] = key[0]
+        self._snap = TableSnapshot(
+            snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1, snap.h_keys, snap.h_entry,
+            snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool,
+        )  # fmt: skip
+        self._index_key(key, e)
+        return e
+
+    def _index_key(self, key: tuple[int, bytes], e: int) -> None:
+        """Add key -> entry ``e`` to both indexes and publish (under the lock)."""
+        snap = self._snap
+        kernel = np.frombuffer(key[1], dtype=np.int32)
+        k_pool = snap.k_pool
+        h_keys, h_entry, h_state, h_koff, h_klen = (
+            snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen
+        )  # fmt: skip
+        k_start = self._k_used
+        k_end = k_start + kernel.shape[0]
+        if k_end > k_pool.shape[0]:
+            grown = np.zeros(max(2 * k_pool.shape[0], k_end), dtype=np.int32)
+            grown[:k_start] = k_pool[:k_start]
+            k_pool = grown
         k_pool[k_start:k_end] = kernel
-        e_koff[e + 1] = k_end
-        if 2 * (e + 1) > h_keys.shape[0]:
-            h_keys = np.full(2 * h_keys.shape[0], -1, dtype=np.int64)
-            h_entry = np.full(h_keys.shape[0], -1, dtype=np.int32)
-            for old in range(e):
-                lo, hi = int(e_koff[old]), int(e_koff[old + 1])
-                h = entry_hash(int(e_state[old]), k_pool[lo:hi], hi - lo)
-                index_insert(h, old, h_keys, h_entry)
-        index_insert(entry_hash(key[0], kernel, kernel.shape[0]), e, h_keys, h_entry)
+        self._k_used = k_end
+        if 2 * (self._num_keys + 1) > h_keys.shape[0]:
+            size = 2 * h_keys.shape[0]
+            table = (
+                np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int32),
+                np.zeros(size, dtype=np.int32), np.zeros(size, dtype=np.int64),
+                np.zeros(size, dtype=np.int32),
+            )  # fmt: skip
+            index_rehash(h_keys, h_entry, h_state, h_koff, h_klen, *table)
+            h_keys, h_entry, h_state, h_koff, h_klen = table
+        h = entry_hash(key[0], kernel, kernel.shape[0])
+        index_insert(h, e, key[0], k_start, kernel.shape[0], h_keys, h_entry, h_state, h_koff,
+                     h_klen)  # fmt: skip
+        self._num_keys += 1
         snap.index[key] = e
         self._snap = TableSnapshot(
-            snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1,
-            h_keys, h_entry, e_state, e_koff, k_pool,
+            snap.index, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
+            snap.num_entries, h_keys, h_entry, h_state, h_koff, h_klen, k_pool,
         )  # fmt: skip
-        return e
 
 
 # UTF-8 encodings of the raw JSON string-body characters (U+0020.., minus '"' and '\\'), as

@@ -370,8 +370,9 @@ def fill_mask_kernel(
     c_lcp: np.ndarray,
     h_keys: np.ndarray,
     h_entry: np.ndarray,
-    e_state: np.ndarray,
-    e_koff: np.ndarray,
+    h_state: np.ndarray,
+    h_koff: np.ndarray,
+    h_klen: np.ndarray,
     k_pool: np.ndarray,
     num_entries: int,
     kbuf: np.ndarray,
@@ -413,8 +414,8 @@ def fill_mask_kernel(
             k = scan_kernel_items(hyp[0, h], items, sets, par[2], kbuf)
             if k < 0:
                 return STATUS_ENTRY_MISS
-            e = find_entry(hyp[1, h], kbuf, k, h_keys, h_entry, e_state, e_koff, k_pool,
-                           num_entries)  # fmt: skip
+            e = find_entry(hyp[1, h], kbuf, k, h_keys, h_entry, h_state, h_koff, h_klen,
+                           k_pool, num_entries)  # fmt: skip
             if e < 0:
                 return STATUS_ENTRY_MISS
             entry_ids[h] = e
@@ -608,8 +609,9 @@ def fill_row_kernel(
     c_lcp: np.ndarray,
     h_keys: np.ndarray,
     h_entry: np.ndarray,
-    e_state: np.ndarray,
-    e_koff: np.ndarray,
+    h_state: np.ndarray,
+    h_koff: np.ndarray,
+    h_klen: np.ndarray,
     k_pool: np.ndarray,
     num_entries: int,
     kbuf: np.ndarray,
@@ -663,8 +665,9 @@ def fill_row_kernel(
     for w in range(out_row.shape[0]):
         out_row[w] = 0
     res = fill_mask_kernel(
-        hyp, n_hyp, entry_ids, w_pool, c_indptr, c_tokens, c_lcp, h_keys, h_entry, e_state,
-        e_koff, k_pool, num_entries, kbuf, token_indptr, token_bytes, out_row, stack, stack_n,
+        hyp, n_hyp, entry_ids, w_pool, c_indptr, c_tokens, c_lcp, h_keys, h_entry, h_state,
+        h_koff, h_klen, k_pool, num_entries, kbuf, token_indptr, token_bytes, out_row, stack,
+        stack_n,
         big, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
         max_set_items,
     )  # fmt: skip

@@ -27,6 +27,7 @@ __all__ = [
     "equivalent_within",
     "find_entry",
     "index_insert",
+    "index_rehash",
     "walk_single_kernel",
 ]
 
@@ -515,11 +516,12 @@ def body_reach_kernel(
 
 # -- the entry index: (lexer state, Earley kernel) -> entry id, readable from kernels ----------
 #
-# An open-addressing table over ``h_keys`` (hash, -1 when empty) and ``h_entry`` (entry id). The
-# key itself is stored with the entry (``e_state``, kernel ``k_pool[e_koff[e]:e_koff[e + 1]]``)
-# and compared in full on every hit, so a hash collision can never return a wrong entry. Writers
-# fill the entry first and the slot last; a reader that meets an entry beyond its snapshot's
-# ``num_entries`` treats it as a miss.
+# An open-addressing table: per slot the hash (``h_keys``, -1 when empty), the entry id
+# (``h_entry``) and the key itself (``h_state``, kernel ``k_pool[h_koff:h_koff + h_klen]``),
+# compared in full on every hit, so a hash collision can never return a wrong entry. Several keys
+# may share an entry (equal build inputs). Writers fill a slot's key and entry first and its
+# hash last; a reader that meets an entry beyond its snapshot's ``num_entries`` treats it as a
+# miss.
 
 
 @njit(cache=True, nogil=True)
@@ -538,8 +540,9 @@ def find_entry(
     n: int,
     h_keys: np.ndarray,
     h_entry: np.ndarray,
-    e_state: np.ndarray,
-    e_koff: np.ndarray,
+    h_state: np.ndarray,
+    h_koff: np.ndarray,
+    h_klen: np.ndarray,
     k_pool: np.ndarray,
     num_entries: int,
 ) -> int:
@@ -551,10 +554,10 @@ def find_entry(
         k = h_keys[slot]
         if k == -1:
             return -1
-        if k == h:
+        if k == h and h_state[slot] == state and h_klen[slot] == n:
             e = h_entry[slot]
-            if 0 <= e < num_entries and e_state[e] == state and e_koff[e + 1] - e_koff[e] == n:
-                base = e_koff[e]
+            if 0 <= e < num_entries:
+                base = h_koff[slot]
                 same = True
                 for j in range(n):
                     if k_pool[base + j] != kernel[j]:
@@ -567,14 +570,48 @@ def find_entry(
 
 
 @njit(cache=True, nogil=True)
-def index_insert(h: int, e: int, h_keys: np.ndarray, h_entry: np.ndarray) -> None:
-    """Put entry ``e`` of hash ``h`` into the first free slot of its probe sequence."""
+def index_insert(
+    h: int,
+    e: int,
+    state: int,
+    koff: int,
+    klen: int,
+    h_keys: np.ndarray,
+    h_entry: np.ndarray,
+    h_state: np.ndarray,
+    h_koff: np.ndarray,
+    h_klen: np.ndarray,
+) -> None:
+    """Put key ``(state, k_pool[koff:koff + klen])`` of hash ``h`` -> entry ``e`` in a free slot."""
     mask = h_keys.shape[0] - 1
     slot = (int(h) * 0x9E3779B1) & mask
     while h_keys[slot] != -1:
         slot = (slot + 1) & mask
     h_entry[slot] = e
+    h_state[slot] = state
+    h_koff[slot] = koff
+    h_klen[slot] = klen
     h_keys[slot] = h
+
+
+@njit(cache=True, nogil=True)
+def index_rehash(
+    h_keys: np.ndarray,
+    h_entry: np.ndarray,
+    h_state: np.ndarray,
+    h_koff: np.ndarray,
+    h_klen: np.ndarray,
+    n_keys: np.ndarray,
+    n_entry: np.ndarray,
+    n_state: np.ndarray,
+    n_koff: np.ndarray,
+    n_klen: np.ndarray,
+) -> None:
+    """Insert every occupied slot of the ``h_*`` table into the (empty, larger) ``n_*`` table."""
+    for slot in range(h_keys.shape[0]):
+        if h_keys[slot] != -1:
+            index_insert(h_keys[slot], h_entry[slot], h_state[slot], h_koff[slot],
+                         h_klen[slot], n_keys, n_entry, n_state, n_koff, n_klen)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
