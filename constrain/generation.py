@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from constrain.decoding.autoregressive import DecodeResult, iter_decode
+from constrain.decoding.denoising import DiffusionModel
 from constrain.decoding.drafters import (
     Drafter,
     EarlyExitDrafter,
@@ -35,6 +36,7 @@ from constrain.decoding.drafters import (
 )
 from constrain.decoding.speculative import SpeculativeResult, iter_speculative_decode
 from constrain.errors import IncompleteOutputError
+from constrain.generation_diffusion import generate_diffusion
 from constrain.integrations.transformers import Model, load_model
 from constrain.ir import Grammar
 from constrain.matcher import Matcher
@@ -381,7 +383,7 @@ def generate(
     regex: str | None = None,
     grammar: str | Path | Grammar | None = None,
     choices: Sequence[str] | None = None,
-    model: Model | str | os.PathLike[str] | None = None,
+    model: Model | DiffusionModel | str | os.PathLike[str] | None = None,
     max_tokens: int = 512,
     temperature: float = 0.0,
     top_k: int = 0,
@@ -414,9 +416,20 @@ def generate(
         :class:`~constrain.Grammar`. Returns the string.
     choices : sequence of str, optional
         Returns one of the strings.
-    model : Model, path or None, optional
+    model : Model, DiffusionModel, path or None, optional
         ``None``: the embedded default model (SmolLM2-135M-Instruct, loaded once). A path is
-        loaded with :func:`constrain.load_model` (prefer loading once yourself).
+        loaded with :func:`constrain.load_model` (prefer loading once yourself). A
+        masked-diffusion model (a :class:`~constrain.decoding.DiffusionModel` with
+        ``vocabulary`` and ``encode_prompt``, e.g.
+        :func:`constrain.models.tiny_diffusion.load_tiny_diffusion` or
+        :class:`~constrain.integrations.diffusion.HFMaskedLM`) is decoded by
+        :func:`~constrain.decoding.diffusion_decode` (:mod:`constrain.generation_diffusion`):
+        the prompt is a prefix that is never masked, ``max_tokens`` output positions follow
+        (capped by the model's ``max_length``), ``sampler=`` names the method (``None`` or
+        ``"auto"``, ``"dingo"``, ``"infill"``, ``"lave"``) and the keyword options are
+        ``length``, ``block_size``, ``steps``, ``unmasking``, ``num_candidates`` and ``gaps``.
+        ``GenerationResult.details`` is the :class:`~constrain.decoding.DiffusionResult`;
+        ``log_weight`` is NaN (not computed).
     max_tokens : int, optional
         Most output tokens per prompt (default 512).
     temperature, top_k, top_p : optional
@@ -480,6 +493,35 @@ def generate(
     constraint = {"schema": schema, "regex": regex, "grammar": grammar, "choices": choices}
     if all(v is None for v in constraint.values()):
         raise TypeError("give one of schema=, regex=, grammar= or choices=")
+    if isinstance(model, DiffusionModel):
+        if top_k or top_p != 1.0 or overlap is not None or speculative:
+            raise TypeError(
+                "top_k, top_p, overlap and speculative do not apply to a diffusion model; its "
+                "options are length, block_size, steps, unmasking, num_candidates and gaps"
+            )
+        rows = list(prompt) if _is_batch(prompt) else [prompt]
+        done = generate_diffusion(
+            rows, model, constraint, max_tokens=max_tokens, temperature=temperature,
+            seed=seed, sampler=sampler, chat=chat, system=system, json_options=json_options,
+            options=sampler_options,
+        )  # fmt: skip
+        infos = [
+            GenerationResult(
+                value=value,
+                text=text,
+                finish_reason="stop",
+                prompt_tokens=n_prompt,
+                output_tokens=len(res.output_ids),
+                seconds=res.seconds,
+                compile_seconds=compile_s,
+                log_weight=float("nan"),
+                sampler=res.method,
+                details=res,
+            )
+            for value, text, res, n_prompt, compile_s in done
+        ]
+        found: list[Any] = infos if return_info else [r.value for r in infos]
+        return found if _is_batch(prompt) else found[0]
     chosen = _make_sampler(sampler, temperature, top_k, top_p, sampler_options)
     if speculative:
         _speculative_target(chosen)
@@ -692,6 +734,8 @@ def stream(
     """
     if _is_batch(prompt):
         raise TypeError("stream() takes one prompt; use generate() for a batch")
+    if isinstance(model, DiffusionModel):
+        raise TypeError("stream() needs an autoregressive model; use generate() for diffusion")
     constraint = {"schema": schema, "regex": regex, "grammar": grammar, "choices": choices}
     if all(v is None for v in constraint.values()):
         raise TypeError("give one of schema=, regex=, grammar= or choices=")

@@ -130,8 +130,14 @@ STAGES: list[tuple[str, ...]] = [
     # DCCD) run the decoding loop, and the loop calls token-level samplers
     ("constrain.sampling", "constrain.decoding"),
     ("constrain.output",),
-    ("constrain.integrations",),
-    ("constrain.generation", "constrain.cli", "constrain.__main__"),  # the facades
+    ("constrain.integrations", "constrain.models"),  # model adapters and the shipped model
+    # the facades (generation_diffusion: generate()'s route to diffusion models)
+    (
+        "constrain.generation",
+        "constrain.generation_diffusion",
+        "constrain.cli",
+        "constrain.__main__",
+    ),
 ]
 KERNELS = "constrain.kernels"
 # Modules outside the ladder: the testing helpers may import anything (and only the facades of

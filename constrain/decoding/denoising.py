@@ -34,7 +34,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -66,10 +66,14 @@ _METHODS = ("auto", "dingo", "infill", "lave", "none")
 _AUTO_TOKEN_STATES = 2048  # as block_problems: token tries per mask while the NFA stays small
 
 
+@runtime_checkable
 class DiffusionModel(Protocol):
     """A masked-diffusion LM: predicts every position of a sequence at once.
 
-    :class:`constrain.integrations.diffusion.HFMaskedLM` adapts Hugging Face models.
+    :class:`constrain.integrations.diffusion.HFMaskedLM` adapts Hugging Face models;
+    :class:`constrain.models.tiny_diffusion.TinyDiffusionLM` is the small model shipped with
+    constrain. ``isinstance(obj, DiffusionModel)`` checks that the three members exist (it is
+    how ``generate()`` recognises a diffusion model).
     """
 
     @property

@@ -17,8 +17,8 @@ building blocks of the literature, over the grammars of the rest of the library:
   when it does not, fall back to the exact infilling check.
 
 Token ids use ``MASK = -1`` for a position that is (or stays) masked. The denoising loop over a
-model is :func:`~constrain.decoding.denoising.diffusion_decode`; ``generate()`` integration is
-not here yet (see ``docs/diffusion.md``).
+model is :func:`~constrain.decoding.denoising.diffusion_decode`; ``generate()`` reaches it
+through :mod:`constrain.generation_diffusion` (see ``docs/diffusion.md``).
 
 References
 ----------

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,53 @@ class HFMaskedLM:
                 self.tokenizer, vocab_size=self.vocab_size, eos_ids=sorted(eos)
             )
         return self._vocabulary
+
+    def encode_prompt(
+        self,
+        prompt: str | Sequence[Mapping[str, str]],
+        *,
+        chat: bool | None = None,
+        system: str | None = None,
+    ) -> list[int]:
+        """Return the prompt's token ids (what ``generate()`` keeps unmasked before the output).
+
+        Parameters
+        ----------
+        prompt : str or sequence of {"role": ..., "content": ...}
+            Text, or chat messages.
+        chat : bool, optional
+            Apply the tokenizer's chat template (default: when it has one; always for messages).
+        system : str, optional
+            A system message put first (chat only).
+
+        Raises
+        ------
+        ValueError
+            Without a tokenizer, or when a chat template is needed and there is none.
+        """
+        if self.tokenizer is None:
+            raise ValueError("no tokenizer: pass tokenizer= to encode prompts")
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        use_chat = has_template if chat is None else chat
+        if not isinstance(prompt, str):
+            use_chat = True
+        if not use_chat:
+            if system is not None:
+                raise ValueError("system= needs the chat template (chat=True)")
+            return [int(i) for i in self.tokenizer(prompt)["input_ids"]]
+        if not has_template:
+            raise ValueError("the tokenizer has no chat template: pass a str prompt, chat=False")
+        messages = (
+            [{"role": "user", "content": prompt}]
+            if isinstance(prompt, str)
+            else [dict(m) for m in prompt]
+        )
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def predict(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Return the logits ``(N, V)`` of every position, masked ones as ``mask_token_id``.

@@ -314,6 +314,8 @@ def test_hf_adapter_predict_masks_and_shapes(tmp_path: Path) -> None:
         HFMaskedLM(tiny_bert())
     with pytest.raises(ValueError, match="tokenizer"):
         _ = model.vocabulary
+    with pytest.raises(ValueError, match="tokenizer"):
+        model.encode_prompt("x")
     tiny_bert().save_pretrained(tmp_path)
     loaded = HFMaskedLM.from_pretrained(tmp_path, device="cpu", mask_token_id=MASK_ID)
     assert loaded.tokenizer is None

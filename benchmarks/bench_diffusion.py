@@ -1,0 +1,147 @@
+"""Constrained decoding of the shipped diffusion model: validity, likelihood and cost per step.
+
+The model is the shipped :class:`constrain.models.tiny_diffusion.TinyDiffusionLM` (or
+``--weights``); the tasks those of its corpus (:data:`constrain.models.corpus.TASKS`: two JSON
+schemas, arithmetic and SQL as Lark grammars). Per task and method (``none`` = unconstrained,
+``dingo``, ``infill``, ``lave``), ``--samples`` samples with seeds 0..n-1 through
+``diffusion_decode`` (temperature ``--temperature``, ``--block-size`` / ``--steps`` /
+``--unmasking``; by default one block, one position per step, confidence unmasking):
+
+- ``valid``: the fraction that ``jsonschema`` / ``lark`` accept (independent of constrain);
+- ``elbo``: the mean of LLaDA's Monte-Carlo lower bound on ``log p(output | prompt)`` in nats
+  (the output's ``length`` positions, EOS padding included; ``--elbo-draws`` draws of a masked
+  count ``l ~ U{1..L}`` and ``l`` masked positions, weight ``L / l``; the same draws for every
+  method). Higher is more likely under the model;
+- ``forward_ms`` and ``constraint_ms``: per denoising step, the model's forward pass and the
+  grammar work, and the grammar work as a fraction of a 60 ms forward pass (an 8B model's, the
+  scale of LLaDA) and of this model's own.
+
+DINGO needs a regular constraint: on the arithmetic grammar (nested parentheses) it is skipped.
+
+    python benchmarks/bench_diffusion.py                     # 20 samples per task and method
+    python benchmarks/bench_diffusion.py --samples 5 --methods none,lave [--threads 1]
+
+Writes ``benchmarks/results/diffusion-<UTC>.json`` and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from constrain import Compiler
+from constrain.decoding import NotRegularError, diffusion_decode
+from constrain.models.corpus import TASKS, is_valid
+from constrain.models.tiny_diffusion import TinyDiffusionLM, load_tiny_diffusion
+from constrain.output import output_type
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REFERENCE_FORWARD_MS = 60.0
+
+
+def elbo(model: TinyDiffusionLM, prompt: list[int], output: list[int], draws: int) -> float:
+    """LLaDA's lower bound on ``log p(output | prompt)`` (nats), ``draws`` Monte-Carlo draws."""
+    gen = torch.Generator().manual_seed(1234)
+    seq = torch.tensor(prompt + output)
+    n, length = len(prompt), len(output)
+    total = 0.0
+    for _ in range(draws):
+        count = int(torch.randint(1, length + 1, (1,), generator=gen))
+        picked = torch.randperm(length, generator=gen)[:count] + n
+        mask = torch.zeros(len(seq), dtype=torch.bool)
+        mask[picked] = True
+        logp = torch.log_softmax(model.predict(seq, mask).double(), dim=-1)
+        total += float(logp[picked, seq[picked]].sum()) * length / count
+    return total / draws
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--methods", default="none,dingo,infill,lave")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--block-size", type=int, default=None)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--unmasking", default="confidence")
+    ap.add_argument("--elbo-draws", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--weights", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model = load_tiny_diffusion(args.weights)
+    compiler = Compiler(model.vocabulary)
+    rows: list[dict[str, Any]] = []
+    for name in args.tasks.split(","):
+        task = TASKS[name]
+        t0 = time.perf_counter()
+        compiled = compiler.compile(output_type(**task.constraint).grammar)
+        compile_s = time.perf_counter() - t0
+        prompt = model.encode_prompt(task.prompt)
+        length = model.max_length - len(prompt)
+        for method in args.methods.split(","):
+            valid, elbos, fwd, cons, setup, texts = 0, [], [], [], [], []
+            try:
+                for seed in range(args.samples):
+                    res = diffusion_decode(
+                        model, compiled, length=length, block_size=args.block_size,
+                        steps=args.steps, unmasking=args.unmasking, method=method,  # type: ignore[arg-type]
+                        temperature=args.temperature, seed=seed, prompt=prompt,
+                    )  # fmt: skip
+                    valid += is_valid(name, res.text)
+                    elbos.append(elbo(model, prompt, res.token_ids, args.elbo_draws))
+                    fwd.extend(res.forward_seconds)
+                    cons.extend(res.constraint_seconds)
+                    setup.append(res.setup_seconds)
+                    if len(texts) < 3:
+                        texts.append(res.text)
+            except NotRegularError:
+                rows.append({"task": name, "method": method, "skipped": "not regular"})
+                continue
+            row = {
+                "task": name,
+                "method": method,
+                "samples": args.samples,
+                "valid": valid / args.samples,
+                "elbo": statistics.fmean(elbos),
+                "forward_ms": 1e3 * statistics.fmean(fwd),
+                "constraint_ms": 1e3 * statistics.fmean(cons),
+                "constraint_ms_p99": 1e3 * sorted(cons)[int(0.99 * (len(cons) - 1))],
+                "steps_per_sample": len(fwd) / args.samples,
+                "setup_ms": 1e3 * statistics.fmean(setup),
+                "compile_ms": 1e3 * compile_s,
+                "examples": texts,
+            }
+            row["constraint_vs_60ms"] = row["constraint_ms"] / REFERENCE_FORWARD_MS
+            row["constraint_vs_forward"] = row["constraint_ms"] / row["forward_ms"]
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "examples"}), flush=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = args.out or RESULTS / f"diffusion-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "weights")}
+    out.write_text(json.dumps({"settings": settings, "model": model.info, "rows": rows}, indent=1))
+    print("\n| task | method | valid | ELBO (nats) | constraint ms/step | vs 60 ms | vs forward |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "skipped" in r:
+            print(f"| {r['task']} | {r['method']} | — ({r['skipped']}) | | | | |")
+            continue
+        print(
+            f"| {r['task']} | {r['method']} | {r['valid']:.0%} | {r['elbo']:.1f} | "
+            f"{r['constraint_ms']:.2f} | {r['constraint_vs_60ms']:.1%} | "
+            f"{r['constraint_vs_forward']:.1f}x |"
+        )
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
