@@ -29,7 +29,12 @@ from typing import Any
 
 import torch
 
-from constrain.integrations.transformers import ModelNotFoundError, _as_ids, _logits_width
+from constrain.integrations.transformers import (
+    ModelNotFoundError,
+    _as_ids,
+    _logits_width,
+    encode_prompt_ids,
+)
 from constrain.vocab import Vocabulary
 
 __all__ = ["HFMaskedLM"]
@@ -160,27 +165,9 @@ class HFMaskedLM:
         """
         if self.tokenizer is None:
             raise ValueError("no tokenizer: pass tokenizer= to encode prompts")
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        use_chat = has_template if chat is None else chat
-        if not isinstance(prompt, str):
-            use_chat = True
-        if not use_chat:
-            if system is not None:
-                raise ValueError("system= needs the chat template (chat=True)")
-            return [int(i) for i in self.tokenizer(prompt)["input_ids"]]
-        if not has_template:
-            raise ValueError("the tokenizer has no chat template: pass a str prompt, chat=False")
-        messages = (
-            [{"role": "user", "content": prompt}]
-            if isinstance(prompt, str)
-            else [dict(m) for m in prompt]
+        return encode_prompt_ids(
+            self.tokenizer, prompt, chat=chat, system=system, name=type(self.model).__name__
         )
-        if system is not None:
-            messages.insert(0, {"role": "system", "content": system})
-        text = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
-        )
-        return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def predict(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Return the logits ``(N, V)`` of every position, masked ones as ``mask_token_id``.

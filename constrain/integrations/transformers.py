@@ -54,6 +54,42 @@ _CACHE_VERSION = 1  # bump when the conversion changes; old folders are then ign
 Message = Mapping[str, str]
 
 
+def encode_prompt_ids(
+    tokenizer: Any,
+    prompt: str | Sequence[Message],
+    *,
+    chat: bool | None = None,
+    system: str | None = None,
+    name: str = "the model",
+) -> list[int]:
+    """Return a prompt's token ids with a Hugging Face tokenizer, through its chat template.
+
+    ``chat=None`` applies the template when the tokenizer has one; chat messages always need
+    it. ``system`` puts a system message first (chat only). ``name`` names the model in errors.
+    """
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    use_chat = has_template if chat is None else chat
+    if not isinstance(prompt, str):
+        use_chat = True
+    if use_chat:
+        if not has_template:
+            raise ValueError(f"{name} has no chat template: pass a str prompt with chat=False")
+        messages = (
+            [{"role": "user", "content": prompt}]
+            if isinstance(prompt, str)
+            else [dict(m) for m in prompt]
+        )
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    else:
+        if system is not None:
+            raise ValueError("system= needs the chat template (chat=True)")
+        ids = tokenizer(prompt)["input_ids"]
+    return [int(i) for i in ids]
+
+
 class ModelNotFoundError(ConstrainError, FileNotFoundError):
     """The requested model (or the default model's package) is not installed."""
 
@@ -231,30 +267,7 @@ class Model:
         system : str, optional
             A system message put first (chat only).
         """
-        use_chat = self.has_chat_template if chat is None else chat
-        if not isinstance(prompt, str):
-            use_chat = True
-        if use_chat:
-            if not self.has_chat_template:
-                raise ValueError(
-                    f"{self.name} has no chat template: pass a str prompt with chat=False"
-                )
-            messages = (
-                [{"role": "user", "content": prompt}]
-                if isinstance(prompt, str)
-                else [dict(m) for m in prompt]
-            )
-            if system is not None:
-                messages.insert(0, {"role": "system", "content": system})
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        else:
-            if system is not None:
-                raise ValueError("system= needs the chat template (chat=True)")
-            ids = self.tokenizer(prompt)["input_ids"]
-        return [int(i) for i in ids]
+        return encode_prompt_ids(self.tokenizer, prompt, chat=chat, system=system, name=self.name)
 
     def start(self, prompts: Sequence[Sequence[int]]) -> HFSession:
         """Return a decoding session positioned after the (left-padded) prompts."""
