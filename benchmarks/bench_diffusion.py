@@ -13,8 +13,10 @@ schemas, arithmetic and SQL as Lark grammars). Per task and method (``none`` = u
   count ``l ~ U{1..L}`` and ``l`` masked positions, weight ``L / l``; the same draws for every
   method). Higher is more likely under the model;
 - ``forward_ms`` and ``constraint_ms``: per denoising step, the model's forward pass and the
-  grammar work, and the grammar work as a fraction of a 60 ms forward pass (an 8B model's, the
-  scale of LLaDA) and of this model's own.
+  grammar work, and the grammar work as a fraction of a 60 ms forward pass (the issue's
+  reference: one decoding step of the default SmolLM2-135M model on this machine, 50-61 ms per
+  token in ``bench_generate.py`` runs; a constant here, not measured in this run) and of this
+  model's own.
 
 DINGO needs a regular constraint: on the arithmetic grammar (nested parentheses) it is skipped.
 
