@@ -50,6 +50,9 @@ __all__ = ["MaskTables", "TableSnapshot"]
 # shares one full walk.
 _SHORT = 16
 _RECENT = 8
+# what a build reads of an Earley kernel: expected terminals, next expected sets, whether each is
+# exact, and all that as bytes (MaskTables._inputs)
+_Inputs = tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
 _MAX_PAIRS = 4096
 
 
@@ -156,8 +159,10 @@ class MaskTables:
     def __len__(self) -> int:
         return self._snap.num_entries
 
-    def build(self, state: int, kernel: Int32Array) -> tuple[np.ndarray, Int32Array, Int32Array]:
-        """Compute one entry without caching it.
+    def build(
+        self, state: int, kernel: Int32Array, inputs: _Inputs | None = None
+    ) -> tuple[np.ndarray, Int32Array, Int32Array]:
+        """Compute one entry without caching it (``inputs``: :meth:`_inputs` of ``kernel``).
 
         Parameters
         ----------
@@ -191,7 +196,7 @@ class MaskTables:
                     )  # fmt: skip
                     self.num_reused += 1
                     return out_w, np.zeros(0, np.int32), np.zeros(0, np.int32)
-        expected, next_bits, next_exact, _ = self._inputs(kernel)
+        expected, next_bits, next_exact, _ = self._inputs(kernel) if inputs is None else inputs
         out_w = np.zeros(self.num_words, dtype=np.uint32)
         out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
         out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
@@ -237,7 +242,7 @@ class MaskTables:
                 del recent[0]
         return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
 
-    def _inputs(self, kernel: Int32Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
+    def _inputs(self, kernel: Int32Array) -> _Inputs:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).
 
         That is the expected terminals and, per terminal, the exact next expected set and whether
@@ -319,10 +324,11 @@ class MaskTables:
         for h, key in enumerate(keys):
             if key in built or key in inputs or key in snap.index:
                 continue
-            sig = (key[0], self._inputs(kernels[h])[3])
+            found = self._inputs(kernels[h])
+            sig = (key[0], found[3])
             inputs[key] = sig
             if sig not in self._by_inputs:
-                built[key] = self.build(key[0], kernels[h])
+                built[key] = self.build(key[0], kernels[h], found)
         with self._lock:
             extra = sum(w.nbytes + 2 * c.nbytes for w, c, _ in built.values())
             if self.nbytes() + extra > self.max_bytes and self._snap.num_entries:
