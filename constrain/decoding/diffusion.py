@@ -240,8 +240,9 @@ _AUTO_TOKEN_STATES = 2048
 
 def _single_bytes(vocab: Vocabulary) -> tuple[bytes, ...] | None:
     """Return the single-byte tokens of ``vocab`` as a Gap alphabet (None: all 256 exist)."""
-    found = {vocab.token_bytes_of(t) for t in np.flatnonzero(vocab.token_lengths == 1).tolist()}
-    return None if len(found) == 256 else tuple(sorted(found))
+    ids = np.flatnonzero(vocab.token_lengths == 1)
+    found = np.unique(vocab.token_bytes[vocab.token_indptr[ids]])
+    return None if len(found) == 256 else tuple(bytes([b]) for b in found.tolist())
 
 
 def block_problems(
@@ -343,11 +344,38 @@ def block_completable(
     """
     items = 0
     for parts in block_problems(block, vocab, prefix=prefix, final=final, gaps=gaps):
-        result = checker.check(parts)
+        result = _check_relaxed_tail(checker, parts)
+        if result is None:
+            result = checker.check(parts)
         if result:
             return result
         items += result.num_items
     return InfillResult(False, num_items=items)
+
+
+# a trailing gap of at least this many units is first checked as an unbounded one
+_RELAX_MIN_UNITS = 4
+
+
+def _check_relaxed_tail(checker: InfillChecker, parts: list[Part]) -> InfillResult | None:
+    """Decide a problem ending in a long ``Gap(0, k)`` through its unbounded relaxation, if can.
+
+    ``L(G) ∩ w·A^{≤k}`` is empty when ``L(G) ∩ w·A*`` is (a superset), and non-empty when the
+    relaxation's witness fills the tail with at most ``k`` bytes (its words are at least one
+    byte each, so at most ``k`` units). The relaxed NFA has one state for the tail instead of
+    ``k + 1``, which is most of a diffusion check: the positions after the current block are
+    one long trailing gap. Returns None when the relaxation does not decide (a longer witness).
+    """
+    tail = parts[-1] if parts else None
+    if not isinstance(tail, Gap) or tail.min_len != 0 or tail.max_len is None:
+        return None
+    if tail.max_len < _RELAX_MIN_UNITS:
+        return None
+    relaxed = checker.check([*parts[:-1], Gap(0, None, tail.alphabet)])
+    if not relaxed:
+        return relaxed
+    assert relaxed.fills is not None
+    return relaxed if len(relaxed.fills[-1]) <= tail.max_len else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ References
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -304,7 +305,7 @@ class _Search:
         first, nt_rules, final_item = c.rule_first_item, c.nt_rules, c.final_item
         back, done, final = self.back, self.done, self.nfa.final
         waiting: dict[int, list[tuple[int, int]]] = {}
-        work: list[int] = []
+        work: deque[int] = deque()  # first in, first out: shallow derivations first
 
         def add(item: int, origin: int, state: int, why: tuple[int, ...] | None) -> None:
             key = (item * n + origin) * n + state
@@ -321,7 +322,7 @@ class _Search:
                     len(back),
                     "shorten the partial output or raise InfillChecker(max_items=)",
                 )
-            key = work.pop()
+            key = work.popleft()
             rest, p = divmod(key, n)
             item, o = divmod(rest, n)
             nt = next_nt[item]

@@ -34,6 +34,7 @@ from constrain.decoding.diffusion import (
     InfillChecker,
     NotRegularError,
     TokenDfa,
+    block_completable,
     block_problems,
     dingo,
     lave_step,
@@ -475,6 +476,70 @@ def test_lave_commits_only_completable_tokens(seed, length, final, gaps) -> None
     assert result.block.tolist() == cur
     if gaps != "unbounded":
         assert completable(matcher, cur, final)
+
+
+@settings(SETTINGS, max_examples=60)
+@given(
+    seed=st.integers(0, 2**31),
+    length=st.integers(5, 11),
+    final=st.booleans(),
+    gaps=st.sampled_from(["tokens", "bytes"]),
+)
+def test_relaxed_tail_check_agrees_with_the_bounded_one(seed, length, final, gaps) -> None:
+    """block_completable decides long trailing gaps through an unbounded relaxation first.
+
+    Its verdict must equal the exact check of every problem with the bounded gaps, and its
+    witness must respect the bounds (a fill of at most ``k`` units in a ``0..k`` gap).
+    """
+    rng = np.random.default_rng(seed)
+    vocab, start, checker = lave_setup()
+    prefix = [b"", b"", b"a+", b"(a)+"][int(rng.integers(4))]
+
+    def expr(depth: int) -> str:  # a random sentence of LAVE_GRAMMAR
+        r = rng.random()
+        if depth > 3 or r < 0.4:
+            return "a"
+        return f"({expr(depth + 1)})" if r < 0.7 else f"{expr(depth + 1)}+{expr(depth + 1)}"
+
+    text = "+".join(expr(0) for _ in range(4))
+    ids = {b: LAVE_TOKENS.index(b) for b in (b"a", b"(", b")", b"+")}
+    block = [MASK] * length
+    for j in range(min(length - 5, len(text))):  # the last 5 stay masked: a trailing run
+        if rng.random() < 0.5:
+            block[j] = ids[text[j].encode()] if rng.random() < 0.9 else int(rng.integers(7))
+    problems = block_problems(block, vocab, prefix=prefix, final=final, gaps=gaps)
+    exact = any(checker.check(parts) for parts in problems)
+    result = block_completable(checker, block, vocab, prefix=prefix, final=final, gaps=gaps)
+    assert bool(result) == exact, (prefix, block, final, gaps)
+    if not result:
+        return
+    assert result.fills is not None and result.text is not None
+
+    def unit_counts(fill: bytes, alphabet: tuple[bytes, ...] | None) -> set[int]:
+        """Every number of alphabet words (any bytes when None) that ``fill`` splits into."""
+        if alphabet is None:
+            return {len(fill)}
+        counts: list[set[int]] = [set() for _ in range(len(fill) + 1)]
+        counts[0].add(0)
+        for i in range(len(fill)):
+            for word in alphabet:
+                if counts[i] and fill.startswith(word, i):
+                    counts[i + len(word)].update(c + 1 for c in counts[i])
+        return counts[len(fill)]
+
+    def fits(parts: list) -> bool:
+        holes = [x for x in parts if isinstance(x, Gap)]
+        if len(holes) != len(result.fills):
+            return False
+        return all(
+            any(h.min_len <= c and (h.max_len is None or c <= h.max_len) for c in counts)
+            for h, fill in zip(holes, result.fills, strict=True)
+            for counts in [unit_counts(fill, h.alphabet)]
+        )
+
+    assert any(fits(parts) for parts in problems), (block, result.fills)
+    m = start.fork()
+    assert m.accept_bytes(result.text) and m.is_accepting()
 
 
 def test_lookahead_fills_with_allowed_predictions() -> None:
