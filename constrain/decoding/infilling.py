@@ -249,7 +249,7 @@ class _Search:
         hit = self.lex.get(p)
         if hit is not None:
             return hit
-        n, trans, accepts, out = self.n, self.c.trans, self.c.accepts, self.nfa.out
+        n, accepts, out, successors = self.n, self.c.accepts, self.nfa.out, self.c.successors
         parent: dict[int, tuple[int, int, int]] = {p: (-1, -1, -1)}
         ends: dict[int, dict[int, int]] = {}
         queue = [p]
@@ -257,15 +257,12 @@ class _Search:
             s, q = divmod(pair, n)
             for t in accepts[s]:
                 ends.setdefault(t, {}).setdefault(q, pair)
-            row = trans[s]
             for pairs, q2, part in out[q]:
-                for c, b in pairs:
-                    s2 = row[c]
-                    if s2 >= 0:
-                        key = s2 * n + q2
-                        if key not in parent:
-                            parent[key] = (pair, b, part)
-                            queue.append(key)
+                for s2, b in successors(s, pairs):
+                    key = s2 * n + q2
+                    if key not in parent:
+                        parent[key] = (pair, b, part)
+                        queue.append(key)
         self.lex[p] = (ends, parent)
         return ends, parent
 
@@ -457,11 +454,33 @@ class InfillChecker:
         self.nt_rules = [rules[ptr[a] : ptr[a + 1]] for a in range(parser.num_nonterminals)]
         self.final_item = int(parser.final_item)
         classes = lexer.byte_class.tolist()
-        self.byte_pairs = [((classes[b], b),) for b in range(256)]
+        self.byte_pairs = tuple(((classes[b], b),) for b in range(256))
         rep: dict[int, int] = {}
         for b in _PRINTABLE + list(range(256)):  # printable ASCII first: readable witnesses
             rep.setdefault(classes[b], b)
         self.any_pairs = tuple(sorted(rep.items()))
+        self._successors: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+
+    def successors(
+        self, state: int, pairs: tuple[tuple[int, int], ...]
+    ) -> tuple[tuple[int, int], ...]:
+        """Return ``(next lexer state, byte)`` for the live moves of ``state`` over ``pairs``.
+
+        One entry per next state (its first byte in ``pairs`` order: the same byte the walk
+        would record first), cached per state and ``pairs`` (one of this checker's tuples): an
+        any-byte gap edge has a pair per byte class but leads to a few states.
+        """
+        key = (state, id(pairs))
+        hit = self._successors.get(key)
+        if hit is None:
+            row = self.trans[state]
+            first: dict[int, int] = {}
+            for c, b in pairs:
+                s2 = row[c]
+                if s2 >= 0:
+                    first.setdefault(s2, b)
+            hit = self._successors[key] = tuple(first.items())
+        return hit
 
     def check(self, parts: Sequence[Part]) -> InfillResult:
         """Return whether some word of the grammar matches ``parts``, with an example.
