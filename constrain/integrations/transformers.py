@@ -31,6 +31,7 @@ import torch
 from constrain.bitmask import _BitmaskApplier, allocate_token_bitmask
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.errors import ConstrainError, MatcherStateError
+from constrain.kernels.numba_head import skinny_head_kernel
 from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.vocab import Vocabulary
 
@@ -460,15 +461,17 @@ class _CpuHead:
 
     MKL's single-precision GEMM is slow for a few rows: the SmolLM2 head (49,152 x 576) takes
     9-10 ms for one row through ``F.linear`` and 5.4 ms as ``x @ W.T`` with a contiguous
-    transposed copy of the weight (2 rows: 23 vs 11 ms; 3 rows: 34 vs 16 ms; from 4 rows
-    ``F.linear`` is as fast). Decoding steps and speculative passes have 1-3 rows per sequence,
-    so the base model runs, then this head. Used only on a CPU, for a ``*ForCausalLM`` whose
-    logits are exactly ``lm_head(hidden)``: checked once against the model's own logits at the
-    first prefill (:meth:`check`), else the model runs as is. The copy costs the head's size
-    again in memory (113 MB for SmolLM2).
+    transposed copy of the weight, and 2 or 4 rows cost about 2 or 4 times one row although the
+    weight needs reading only once. So one row (a decoding step) takes ``x @ W.T``, 2-16 rows
+    (a speculative pass, a small batch) :func:`~constrain.kernels.numba_head.skinny_head_kernel`
+    (each weight row read once for every hidden row), more rows ``F.linear``. The base model
+    runs, then this head. Used only on a CPU, for a ``*ForCausalLM`` whose logits are exactly
+    ``lm_head(hidden)``: checked once against the model's own logits at the first prefill
+    (:meth:`check`), else the model runs as is. The transposed copy costs the head's size again
+    in memory (113 MB for SmolLM2).
     """
 
-    _SMALL = 3
+    _SKINNY_MAX = 16
 
     def __init__(self, model: Any) -> None:
         lm_head = getattr(model, "lm_head", None)
@@ -496,10 +499,16 @@ class _CpuHead:
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """``lm_head(hidden)`` for ``hidden`` ``(B, T, H)``."""
         b, t, h = hidden.shape
-        if b * t <= self._SMALL:
-            return (hidden.reshape(b * t, h) @ self._weight_t()).view(b, t, -1)
-        out: torch.Tensor = self._model.lm_head(hidden)
-        return out
+        if b * t == 1:
+            return (hidden.reshape(1, h) @ self._weight_t()).view(b, t, -1)
+        if b * t <= self._SKINNY_MAX:
+            weight = self._model.lm_head.weight.detach()
+            rows = hidden.detach().reshape(b * t, h).contiguous()
+            out = torch.empty((b * t, weight.shape[0]), dtype=torch.float32)
+            skinny_head_kernel(weight.contiguous().numpy(), rows.numpy(), out.numpy())
+            return out.view(b, t, -1)
+        logits: torch.Tensor = self._model.lm_head(hidden)
+        return logits
 
     def check(self, hidden: torch.Tensor, logits: torch.Tensor) -> None:
         """Compare with the model's own logits once; keep the fast path only if they agree."""
