@@ -336,3 +336,33 @@ def test_hf_masked_lm_decodes(method: str) -> None:
         if method != "none":
             assert is_valid("regex", result.text), result.text
         assert np.isfinite(result.seconds)
+
+
+def test_left_context_prefilter_only_rejects_uncompletable_proposals() -> None:
+    """The matcher pre-filter of the checked methods is exact: a proposal it rejects is one the
+    infilling check rejects too (the text left of it is no prefix of any sentence)."""
+    from constrain.decoding.denoising import _checker, _Loop
+    from constrain.decoding.diffusion import block_completable
+
+    comp = compiled("lark")
+    vocab = byte_vocab()
+    rng = np.random.default_rng(3)
+    fired = 0
+    text = b"(1+2)+34+(5)"
+    for case in range(60):
+        loop = _Loop(vocab, "infill", comp, None, _checker(comp), "auto", 12)
+        pos = int(rng.integers(12))
+        for j in range(12):  # the left part of a valid text (a byte sometimes changed)
+            if j < pos or rng.random() < 0.3:
+                loop.tokens[j] = text[j] if rng.random() < 0.8 else int(rng.integers(40, 58))
+        loop.tokens[pos] = MASK
+        if pos and rng.random() < 0.2:  # a masked position on the left: no pre-filter
+            loop.tokens[int(rng.integers(pos))] = MASK
+        tok = int(rng.choice(list(b"0123456789()+")))
+        if loop._left_rejects(0, pos, tok):
+            fired += 1
+            trial = list(loop.tokens)
+            trial[pos] = tok
+            res = block_completable(loop.checker, trial, vocab, final=True, gaps="bytes")
+            assert not res, (case, trial)
+    assert fired >= 5
