@@ -30,10 +30,12 @@ from constrain._types import Int32Array, Int64Array
 from constrain._vocab_trie import subset_trie
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
+from constrain.kernels.entry import entry_point
 from constrain.kernels.numba_tables import (
     body_reach_kernel,
     build_entry_kernel,
     entry_hash,
+    entry_inputs_kernel,
     equivalent_within,
     index_insert,
     index_rehash,
@@ -111,13 +113,16 @@ class MaskTables:
         self.num_shared = 0
         self.num_resets = 0
         self._reach: dict[int, np.ndarray | None] = {}
-        self._body_classes: list[list[list[int]]] | None = None
+        self._body_classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
         # trie depths are byte lengths of token prefixes
         self._max_depth = int(vocab.token_lengths.max(initial=0)) + 1
         # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
         # full-trie tables as (state, within bits)), for the short-token reuse above
         self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
         self._long: tuple[np.ndarray, Any] | None = None
+        # per-thread candidate buffers of vocabulary size (builds run outside the lock); fresh
+        # ones per build were mapped and unmapped by the allocator each time (512 KB each)
+        self._scratch = threading.local()
         self._reset()
 
     def _reset(self) -> None:
@@ -198,8 +203,11 @@ class MaskTables:
                     return out_w, np.zeros(0, np.int32), np.zeros(0, np.int32)
         expected, next_bits, next_exact, _ = self._inputs(kernel) if inputs is None else inputs
         out_w = np.zeros(self.num_words, dtype=np.uint32)
-        out_c = np.empty(max(vocab.size, 1), dtype=np.int32)
-        out_lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
+        out_c = getattr(self._scratch, "cands", None)
+        if out_c is None:
+            out_c = self._scratch.cands = np.empty(max(vocab.size, 1), dtype=np.int32)
+            self._scratch.lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
+        out_lcp = self._scratch.lcp
         info = np.zeros(1, dtype=np.int64)
         trie: Any = vocab
         reach = self.string_body_reach(state)
@@ -246,25 +254,22 @@ class MaskTables:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).
 
         That is the expected terminals and, per terminal, the exact next expected set and whether
-        it is exact.
+        it is exact (:func:`~constrain.kernels.numba_tables.entry_inputs_kernel`).
         """
         parser = self.parser
-        terms = parser.item_next_t[kernel].astype(np.int64)
         num_t = max(parser.num_terminals, 1)
-        expected = np.zeros(parser.num_words, dtype=np.uint64)
-        np.bitwise_or.at(expected, terms >> 6, np.uint64(1) << (terms & 63).astype(np.uint64))
-        next_bits = np.zeros((num_t, parser.num_words), dtype=np.uint64)
-        np.bitwise_or.at(next_bits, terms, parser.item_rest_first[kernel])
+        words = parser.num_words
+        expected = np.zeros(words, dtype=np.uint64)
+        next_bits = np.zeros((num_t, words), dtype=np.uint64)
         next_exact = np.ones(num_t, dtype=np.bool_)
-        next_exact[terms[parser.item_rest_nullable[kernel]]] = False
-        # Only the rows of expected terminals are read (a scan from the root's configuration is
-        # of an expected terminal; the others have no next bits and count as exact).
-        used = np.unique(terms)
-        sig = b"".join(
-            (expected.tobytes(), used.tobytes(), next_bits[used].tobytes(),
-             next_exact[used].tobytes())
+        seen = np.zeros(num_t, dtype=np.bool_)
+        sig = np.empty(words + num_t * (words + 2), dtype=np.uint64)
+        args = (
+            parser.item_next_t, parser.item_rest_first, parser.item_rest_nullable, kernel,
+            expected, next_bits, next_exact, seen, sig,
         )  # fmt: skip
-        return expected, next_bits, next_exact, sig
+        n = entry_point(entry_inputs_kernel, args)(*args)  # the entry is cached by arg types
+        return expected, next_bits, next_exact, sig[:n].tobytes()
 
     def _long_tokens(self) -> tuple[np.ndarray, Any]:
         """Return the tokens longer than ``_SHORT`` bytes: their bitset and trie (built once)."""
@@ -436,21 +441,30 @@ _BODY_SEQUENCES = (
 )
 
 
-def body_class_sequences(lexer: LexerDfa) -> list[list[list[int]]]:
-    """Return the distinct byte classes of each position of each string-body UTF-8 shape."""
-    return [
+def body_class_sequences(lexer: LexerDfa) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """Return the distinct byte classes of each position of each string-body UTF-8 shape.
+
+    Flat: ``classes[pos_ptr[p]:pos_ptr[p + 1]]`` are the classes of position ``p``, and
+    ``seq_ptr[q]:seq_ptr[q + 1]`` the positions of shape ``q``.
+    """
+    nested = [
         [np.unique(lexer.byte_class[lo : hi + 1]).tolist() for lo, hi in seq]
         for seq in _BODY_SEQUENCES
     ]
+    classes = np.array([c for seq in nested for pos in seq for c in pos], dtype=np.int64)
+    pos_ptr = np.cumsum([0] + [len(pos) for seq in nested for pos in seq]).astype(np.int64)
+    seq_ptr = np.cumsum([0] + [len(seq) for seq in nested]).astype(np.int64)
+    return classes, pos_ptr, seq_ptr
 
 
 def body_reach(
-    lexer: LexerDfa, sequences: list[list[list[int]]], state: int, limit: int = 4096
+    lexer: LexerDfa,
+    sequences: tuple[Int64Array, Int64Array, Int64Array],
+    state: int,
+    limit: int = 4096,
 ) -> np.ndarray | None:
     """Return the states reachable from ``state`` by string-body text (None: a path dies)."""
-    classes = np.array([c for seq in sequences for pos in seq for c in pos], dtype=np.int64)
-    pos_ptr = np.cumsum([0] + [len(pos) for seq in sequences for pos in seq]).astype(np.int64)
-    seq_ptr = np.cumsum([0] + [len(seq) for seq in sequences]).astype(np.int64)
+    classes, pos_ptr, seq_ptr = sequences
     out = np.empty(limit, dtype=np.int64)
     n = body_reach_kernel(lexer.trans, classes, pos_ptr, seq_ptr, state, out)
     return None if n < 0 else out[:n].copy()

@@ -23,6 +23,7 @@ from numba import njit
 
 __all__ = [
     "build_entry_kernel",
+    "entry_inputs_kernel",
     "entry_hash",
     "equivalent_within",
     "find_entry",
@@ -670,3 +671,67 @@ def equivalent_within(
             cur_b[k] = nxt_b[k]
         n = m
     return True
+
+
+@njit(cache=True, nogil=True)
+def entry_inputs_kernel(  # type: ignore[no-untyped-def]
+    item_next_t, item_rest_first, item_rest_nullable, kernel, expected, next_bits, next_exact,
+    seen, sig,
+):  # fmt: skip
+    """Compute what a table build reads of an Earley kernel, and a signature of it.
+
+    Semantics as a loop (``expected``, ``next_bits`` zeroed, ``next_exact`` all true, ``seen``
+    all false on entry)::
+
+        for item in kernel:
+            t = item_next_t[item]
+            expected |= bit(t);  next_bits[t] |= item_rest_first[item]
+            if item_rest_nullable[item]: next_exact[t] = False
+        sig = expected words, then for each expected t in increasing order:
+              t, next_bits[t] words, next_exact[t]            (as uint64)
+
+    Two kernels with equal signatures give the same table entry (the build reads only these
+    rows). Returns the signature's length.
+
+    Parameters
+    ----------
+    item_next_t : (I,) int32
+    item_rest_first : (I, W) uint64
+    item_rest_nullable : (I,) bool
+    kernel : (k,) int32
+        Earley items with a terminal after the dot.
+    expected : (W,) uint64
+        Written: the expected terminals.
+    next_bits : (T, W) uint64
+        Written: per terminal, the terminals that may follow it in these items.
+    next_exact : (T,) bool
+        Written: false where some item's rest after the terminal is nullable.
+    seen : (T,) bool
+        Scratch.
+    sig : (W + T * (W + 2),) uint64
+        Written: the signature.
+    """
+    num_words = expected.shape[0]
+    for i in range(kernel.shape[0]):
+        item = kernel[i]
+        t = item_next_t[item]
+        expected[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+        for w in range(num_words):
+            next_bits[t, w] |= item_rest_first[item, w]
+        if item_rest_nullable[item]:
+            next_exact[t] = False
+        seen[t] = True
+    n = 0
+    for w in range(num_words):
+        sig[n] = expected[w]
+        n += 1
+    for t in range(seen.shape[0]):
+        if seen[t]:
+            sig[n] = np.uint64(t)
+            n += 1
+            for w in range(num_words):
+                sig[n] = next_bits[t, w]
+                n += 1
+            sig[n] = np.uint64(1) if next_exact[t] else np.uint64(0)
+            n += 1
+    return n
