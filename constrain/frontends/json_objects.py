@@ -213,7 +213,9 @@ class _Merged:
                 [regex for _, (_, regex, _) in others],
                 [] if extra is None else [extra],
             )
-            if (patterns or extra is not None or names) and _is_empty(lang):
+            # without patterns or propertyNames the language is "any string but the declared
+            # names": a finite set's complement, never empty (no automaton needed to say so)
+            if (patterns or extra is not None) and _is_empty(lang):
                 continue
             out.append((lang, tuple(v for v in values if v.schema is not True)))
         return out
