@@ -486,6 +486,7 @@ class _CpuHead:
         self.unchecked = self.ok
         self._model = model
         self._wt: torch.Tensor | None = None
+        self._w_np: Any = None
         self._base_cache_kw = "past_key_values"
         if self.ok and base is not None:
             params = inspect.signature(base.forward).parameters
@@ -502,10 +503,11 @@ class _CpuHead:
         if b * t == 1:
             return (hidden.reshape(1, h) @ self._weight_t()).view(b, t, -1)
         if b * t <= self._SKINNY_MAX:
-            weight = self._model.lm_head.weight.detach()
-            rows = hidden.detach().reshape(b * t, h).contiguous()
-            out = torch.empty((b * t, weight.shape[0]), dtype=torch.float32)
-            skinny_head_kernel(weight.contiguous().numpy(), rows.numpy(), out.numpy())
+            if self._w_np is None:  # a view of the weight (a copy only if not contiguous)
+                self._w_np = self._model.lm_head.weight.detach().contiguous().numpy()
+            rows = hidden.detach().reshape(b * t, h).float().contiguous()
+            out = torch.empty((b * t, self._w_np.shape[0]), dtype=torch.float32)
+            skinny_head_kernel(self._w_np, rows.numpy(), out.numpy())
             return out.view(b, t, -1)
         logits: torch.Tensor = self._model.lm_head(hidden)
         return logits
