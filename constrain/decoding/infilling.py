@@ -459,7 +459,9 @@ class InfillChecker:
         for b in _PRINTABLE + list(range(256)):  # printable ASCII first: readable witnesses
             rep.setdefault(classes[b], b)
         self.any_pairs = tuple(sorted(rep.items()))
-        self._successors: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        self._successors: dict[
+            tuple[int, int], tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
+        ] = {}
 
     def successors(
         self, state: int, pairs: tuple[tuple[int, int], ...]
@@ -467,20 +469,22 @@ class InfillChecker:
         """Return ``(next lexer state, byte)`` for the live moves of ``state`` over ``pairs``.
 
         One entry per next state (its first byte in ``pairs`` order: the same byte the walk
-        would record first), cached per state and ``pairs`` (one of this checker's tuples): an
-        any-byte gap edge has a pair per byte class but leads to a few states.
+        would record first), cached per state and ``pairs`` object (the edges carry this
+        checker's own tuples; an entry keeps its ``pairs`` alive and is checked against it, so a
+        reused id never hits): an any-byte gap edge has a pair per byte class but leads to a few
+        states.
         """
         key = (state, id(pairs))
         hit = self._successors.get(key)
-        if hit is None:
+        if hit is None or hit[0] is not pairs:  # the entry holds ``pairs``: its id stays valid
             row = self.trans[state]
             first: dict[int, int] = {}
             for c, b in pairs:
                 s2 = row[c]
                 if s2 >= 0:
                     first.setdefault(s2, b)
-            hit = self._successors[key] = tuple(first.items())
-        return hit
+            hit = self._successors[key] = (pairs, tuple(first.items()))
+        return hit[1]
 
     def check(self, parts: Sequence[Part]) -> InfillResult:
         """Return whether some word of the grammar matches ``parts``, with an example.
