@@ -31,7 +31,7 @@ import torch
 from constrain.bitmask import _BitmaskApplier, allocate_token_bitmask
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.errors import ConstrainError, MatcherStateError
-from constrain.kernels.numba_head import skinny_head_kernel
+from constrain.kernels.numba_head import skinny_linear_kernel
 from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.vocab import Vocabulary
 
@@ -463,7 +463,7 @@ class _CpuHead:
     9-10 ms for one row through ``F.linear`` and 5.4 ms as ``x @ W.T`` with a contiguous
     transposed copy of the weight, and 2 or 4 rows cost about 2 or 4 times one row although the
     weight needs reading only once. So one row (a decoding step) takes ``x @ W.T``, 2-16 rows
-    (a speculative pass, a small batch) :func:`~constrain.kernels.numba_head.skinny_head_kernel`
+    (a speculative pass, a small batch) :func:`~constrain.kernels.numba_head.skinny_linear_kernel`
     (each weight row read once for every hidden row), more rows ``F.linear``. The base model
     runs, then this head. Used only on a CPU, for a ``*ForCausalLM`` whose logits are exactly
     ``lm_head(hidden)``: checked once against the model's own logits at the first prefill
@@ -507,7 +507,7 @@ class _CpuHead:
                 self._w_np = self._model.lm_head.weight.detach().contiguous().numpy()
             rows = hidden.detach().reshape(b * t, h).float().contiguous()
             out = torch.empty((b * t, self._w_np.shape[0]), dtype=torch.float32)
-            skinny_head_kernel(self._w_np, rows.numpy(), out.numpy())
+            skinny_linear_kernel(self._w_np, rows.numpy(), out.numpy())
             return out.view(b, t, -1)
         logits: torch.Tensor = self._model.lm_head(hidden)
         return logits
@@ -531,6 +531,71 @@ class _CpuHead:
         cache = getattr(out, "cache", None)
         cache = cache if cache is not None else out.past_key_values
         return _HeadOutput(self.logits(out.last_hidden_state), cache)
+
+
+_SKINNY_ROWS = 16
+"""Most rows a layer's linear map sends through the skinny kernel (more go to ``F.linear``)."""
+_SKINNY_THREADS = 2
+"""The skinny kernel runs on one thread: used while torch runs on at most this many."""
+
+
+class _SkinnyLinear(torch.nn.Linear):
+    """``torch.nn.Linear`` computing 1-16 rows with the skinny kernel (CPU, float32, inference).
+
+    A decoding step or a speculative pass sends 1-16 rows through each projection of every
+    layer; MKL's GEMM reads the weight once per few rows there, the kernel once in all (see
+    :mod:`constrain.kernels.numba_head`; the default model's 30 layers: 21 / 24 / 28 ms for
+    1 / 2 / 4 rows against 29 / 45 / 49 ms). Anything else (more rows, another dtype or device,
+    autograd on, torch on more than two threads, where MKL's threads may win) takes
+    ``F.linear``. :func:`load_model` switches a CPU float32 model's layers to it
+    (:func:`_route_linears`); the weights are shared, not copied.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = self.in_features
+        rows = x.numel() // n if n else 0
+        w = self.weight
+        if (
+            not 1 <= rows <= _SKINNY_ROWS
+            or x.dtype != torch.float32
+            or w.dtype != torch.float32
+            or x.device.type != "cpu"
+            or w.device.type != "cpu"
+            or (torch.is_grad_enabled() and (w.requires_grad or x.requires_grad))
+            or torch.get_num_threads() > _SKINNY_THREADS
+        ):
+            return super().forward(x)
+        w_np = self.__dict__.get("_w_np")
+        if w_np is None or w_np.ctypes.data != w.data_ptr():
+            w_np = w.detach().contiguous().numpy()
+            self.__dict__["_w_np"] = w_np
+        flat = x.reshape(rows, n).contiguous()
+        out = torch.empty((rows, self.out_features), dtype=torch.float32)
+        skinny_linear_kernel(w_np, flat.numpy(), out.numpy())
+        if self.bias is not None:
+            out += self.bias
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+def _route_linears(model: Any) -> int:
+    """Switch the ``nn.Linear`` layers of ``model``'s body to :class:`_SkinnyLinear`.
+
+    Only a CPU float32 model's body (``model.model``); the LM head is :class:`_CpuHead`'s.
+    Returns how many layers were switched.
+    """
+    base = getattr(model, "model", None)
+    if not isinstance(base, torch.nn.Module):
+        return 0
+    switched = 0
+    for module in base.modules():
+        if (
+            type(module) is torch.nn.Linear
+            and module.weight.device.type == "cpu"
+            and module.weight.dtype == torch.float32
+        ):
+            module.__class__ = _SkinnyLinear
+            switched += 1
+    return switched
 
 
 class _HeadOutput:
@@ -651,6 +716,8 @@ def load_model(
         raise ModelNotFoundError(f"cannot load a model from {str(folder)!r}: {err}") from err
     hf_model = hf_model.to(dev)  # type: ignore[arg-type]
     hf_model.eval()  # type: ignore[no-untyped-call]
+    if dev.type == "cpu":
+        _route_linears(hf_model)
     model = Model(hf_model, tokenizer, name=name)
     model.load_seconds = time.perf_counter() - t0
     return model

@@ -1,17 +1,23 @@
-"""Numba kernel of the CPU LM head for a few rows (speculative verification, small batches).
+"""Numba kernel of a linear map for a few rows: the CPU LM head and the layers' projections.
 
-A language model's head is ``logits = hidden @ W.T`` with ``W`` of shape ``(V, H)`` (SmolLM2:
-49,152 x 576, 113 MB in float32). For one row the product is a matrix-vector product bound by
-reading ``W`` once, and torch's ``x @ W.T`` is as fast as it gets. For 2-16 rows MKL's
-single-precision GEMM costs about as much per row as for one (measured on this machine: 1, 2, 4
-rows take 5.4, 11 and 25 ms), although ``W`` needs reading only once: a speculative pass that
-verifies four drafted positions pays the head four times. This kernel reads each row of ``W``
-once, while it is in the L1 cache, for every hidden row: the cost of 2-16 rows stays close to
-that of one.
+A linear map is ``out = hidden @ W.T`` with ``W`` of shape ``(N, H)`` (SmolLM2's head: 49,152 x
+576, 113 MB in float32; its layers: 576 x 576, 192 x 576, 1536 x 576, 576 x 1536). For a decoding
+step (one row) or a speculative pass (a few rows) the product is bound by reading ``W``, and
+MKL's single-precision GEMM handles a few rows badly: measured on this machine for the 30 layers'
+seven projections (cold caches, one thread), ``F.linear`` takes 29 / 46 / 49 / 58 ms for
+1 / 2 / 4 / 8 rows, although ``W`` needs reading only once whatever the number of rows. This
+kernel reads each row of ``W`` once, while it is in the L1 cache, and multiplies it with four
+hidden rows at a time (four independent accumulations, so the multiply-adds of the four rows
+overlap): 23 / 25 / 28 / 46 ms.
 
-The wrapper is :class:`constrain.integrations.transformers._CpuHead` (float32, C-contiguous
-arrays, the output preallocated). The naive oracle is ``hidden @ W.T`` in numpy
-(``tests/kernels/test_head_kernel.py``).
+Rows go in blocks of four; a last block of three is padded by repeating the last row (its
+results are not written), a last block of two or one has its own loop. A row's sum is
+vectorised by LLVM (``fastmath``), so its rounding may depend on the block it falls in: logits
+agree with ``hidden @ W.T`` to float32 rounding, not bit for bit across row counts.
+
+The wrappers are :class:`constrain.integrations.transformers._CpuHead` (the head) and
+``_SkinnyLinear`` (the layers of a model loaded by ``load_model`` on a CPU). The naive oracle is
+``hidden @ W.T`` in numpy (``tests/kernels/test_head_kernel.py``).
 """
 
 from __future__ import annotations
@@ -21,32 +27,85 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def skinny_head_kernel(weight, hidden, out):  # type: ignore[no-untyped-def]
-    """``out[t, v] = dot(weight[v], hidden[t])`` for every vocabulary row ``v`` and row ``t``.
+def _rows4(weight, hidden, out, t):  # type: ignore[no-untyped-def]
+    """Rows ``t .. t+3`` (indices past the end repeat the last row and are not written)."""
+    num_out, width = weight.shape
+    last = hidden.shape[0] - 1
+    r0 = t
+    r1 = min(t + 1, last)
+    r2 = min(t + 2, last)
+    r3 = min(t + 3, last)
+    for v in range(num_out):
+        a0 = np.float32(0.0)
+        a1 = np.float32(0.0)
+        a2 = np.float32(0.0)
+        a3 = np.float32(0.0)
+        for k in range(width):
+            w = weight[v, k]
+            a0 += w * hidden[r0, k]
+            a1 += w * hidden[r1, k]
+            a2 += w * hidden[r2, k]
+            a3 += w * hidden[r3, k]
+        out[r0, v] = a0
+        if t + 1 <= last:
+            out[r1, v] = a1
+        if t + 2 <= last:
+            out[r2, v] = a2
+        if t + 3 <= last:
+            out[r3, v] = a3
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _rows2(weight, hidden, out, t):  # type: ignore[no-untyped-def]
+    """Rows ``t`` and ``t + 1``."""
+    num_out, width = weight.shape
+    for v in range(num_out):
+        a0 = np.float32(0.0)
+        a1 = np.float32(0.0)
+        for k in range(width):
+            w = weight[v, k]
+            a0 += w * hidden[t, k]
+            a1 += w * hidden[t + 1, k]
+        out[t, v] = a0
+        out[t + 1, v] = a1
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _rows1(weight, hidden, out, t):  # type: ignore[no-untyped-def]
+    """Row ``t``."""
+    num_out, width = weight.shape
+    for v in range(num_out):
+        acc = np.float32(0.0)
+        for k in range(width):
+            acc += weight[v, k] * hidden[t, k]
+        out[t, v] = acc
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def skinny_linear_kernel(weight, hidden, out):  # type: ignore[no-untyped-def]
+    """``out[t, v] = dot(weight[v], hidden[t])`` for every output row ``v`` and hidden row ``t``.
 
     Semantics as a loop::
 
-        for v in range(V):
+        for v in range(N):
             for t in range(T):
                 out[t, v] = sum(weight[v, k] * hidden[t, k] for k in range(H))
 
-    Each dot product is summed in the same order whatever ``T`` is, so a row's logits do not
-    depend on how many rows share the call.
-
     Parameters
     ----------
-    weight : (V, H) float32, C-contiguous
-        The head's weight.
+    weight : (N, H) float32, C-contiguous
+        The linear map's weight (``torch.nn.Linear.weight``).
     hidden : (T, H) float32, C-contiguous
-        The final hidden states.
-    out : (T, V) float32
-        Written: the logits.
+        The input rows.
+    out : (T, N) float32, C-contiguous
+        Written: the products.
     """
-    num_vocab, width = weight.shape
     num_rows = hidden.shape[0]
-    for v in range(num_vocab):
-        for t in range(num_rows):
-            acc = np.float32(0.0)
-            for k in range(width):
-                acc += weight[v, k] * hidden[t, k]
-            out[t, v] = acc
+    t = 0
+    while num_rows - t >= 3:
+        _rows4(weight, hidden, out, t)
+        t += 4
+    if num_rows - t == 2:
+        _rows2(weight, hidden, out, t)
+    elif num_rows - t == 1:
+        _rows1(weight, hidden, out, t)

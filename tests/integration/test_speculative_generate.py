@@ -203,7 +203,7 @@ def test_cpu_head_matches_the_models_logits(model: Model) -> None:
     sess = model.start([prompt])
     sess.forward(None)  # the first prefill checks the head against the model's logits
     assert model.head.ok and not model.head.unchecked
-    # 1 row: x @ W.T; 2-16 rows: the skinny kernel; more: the model's own lm_head
+    # 1 row: x @ W.T; 2-16 rows: the skinny linear kernel; more: the model's own lm_head
     for batch, width in ((1, 1), (1, 2), (1, 3), (2, 3), (1, 5), (1, 17)):
         hidden = torch.randn(batch, width, model.model.config.hidden_size)
         expected = model.model.lm_head(hidden)
