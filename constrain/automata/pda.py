@@ -34,10 +34,15 @@ __all__ = ["ParserTables", "build_parser_tables", "terminal_bits"]
 
 def terminal_bits(term_ids: list[int] | set[int], num_words: int) -> UInt64Array:
     """Return a ``uint64[num_words]`` bitset with the given terminal ids set."""
-    out = np.zeros(num_words, dtype=np.uint64)
+    mask = 0
     for t in term_ids:
-        out[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
-    return out
+        mask |= 1 << t
+    return _int_bits(mask, num_words)
+
+
+def _int_bits(mask: int, num_words: int) -> UInt64Array:
+    """Return the Python-int bitset ``mask`` as ``uint64[num_words]`` (bit ``t`` = terminal t)."""
+    return np.frombuffer(mask.to_bytes(8 * num_words, "little"), dtype="<u8").astype(np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,69 +171,83 @@ def build_parser_tables(
                 nullable[lhs] = True
                 changed = True
 
-    # FIRST sets over terminals, then FOLLOW sets of terminals.
-    first: list[set[int]] = [set() for _ in range(n_nt)]
+    # FIRST sets over terminals, then FOLLOW sets of terminals, as Python-int bitsets.
+    first = [0] * n_nt
     changed = True
     while changed:
         changed = False
         for lhs, rhs in rules:
+            acc = first[lhs]
             for s in rhs:
-                add = {-1 - s} if s < 0 else first[s]
-                if not add <= first[lhs]:
-                    first[lhs] |= add
-                    changed = True
+                acc |= (1 << (-1 - s)) if s < 0 else first[s]
                 if s < 0 or not nullable[s]:
                     break
-    follow_nt: list[set[int]] = [set() for _ in range(n_nt)]
-    follow_t: list[set[int]] = [set() for _ in range(n_t)]
+            if acc != first[lhs]:
+                first[lhs] = acc
+                changed = True
+    follow_nt = [0] * n_nt
+    follow_t = [0] * n_t
     changed = True
     while changed:
         changed = False
         for lhs, rhs in rules:
-            trailer = set(follow_nt[lhs])
+            trailer = follow_nt[lhs]
             for s in reversed(rhs):
-                target = follow_t[-1 - s] if s < 0 else follow_nt[s]
-                if not trailer <= target:
-                    target |= trailer
-                    changed = True
                 if s < 0:
-                    trailer = {-1 - s}
-                elif nullable[s]:
-                    trailer = trailer | first[s]
+                    t = -1 - s
+                    if trailer & ~follow_t[t]:
+                        follow_t[t] |= trailer
+                        changed = True
+                    trailer = 1 << t
                 else:
-                    trailer = set(first[s])
+                    if trailer & ~follow_nt[s]:
+                        follow_nt[s] |= trailer
+                        changed = True
+                    trailer = (trailer | first[s]) if nullable[s] else first[s]
     num_words = max(1, (n_t + 63) // 64)
+    width = 8 * num_words
     # For an item "A -> alpha . t beta": FIRST(beta) and whether beta is nullable. When beta is
     # not nullable, the terminals expected right after scanning t are exactly FIRST(beta),
     # whatever the item's origin.
-    item_rest_first = np.zeros((num_items, num_words), dtype=np.uint64)
+    rest_bytes = bytearray(num_items * width)
     item_rest_nullable = np.zeros(num_items, dtype=np.bool_)
     pos = 0
     for _, rhs in rules:
         for k, sym in enumerate(rhs):
             if sym >= 0:
                 continue
-            rest_first: set[int] = set()
+            rest_first = 0
             rest_nullable = True
             for s2 in rhs[k + 1 :]:
                 if s2 < 0:
-                    rest_first.add(-1 - s2)
+                    rest_first |= 1 << (-1 - s2)
                     rest_nullable = False
                     break
                 rest_first |= first[s2]
                 if not nullable[s2]:
                     rest_nullable = False
                     break
-            item_rest_first[pos + k] = terminal_bits(rest_first, num_words)
+            at = (pos + k) * width
+            rest_bytes[at : at + width] = rest_first.to_bytes(width, "little")
             item_rest_nullable[pos + k] = rest_nullable
         pos += len(rhs) + 1
+    item_rest_first = (
+        np.frombuffer(bytes(rest_bytes), dtype="<u8")
+        .astype(np.uint64)
+        .reshape(num_items, num_words)
+    )
     ignore_ids = {term_id[name] for name in grammar.ignore}
+    ignore_mask = 0
+    for t in ignore_ids:
+        ignore_mask |= 1 << t
+    all_mask = (1 << n_t) - 1
+    follow_bytes = b"".join(
+        (all_mask if t in ignore_ids else follow_t[t] | ignore_mask).to_bytes(width, "little")
+        for t in range(n_t)
+    )
     follow_bits = np.zeros((max(n_t, 1), num_words), dtype=np.uint64)
-    all_terms = set(range(n_t))
-    for t in range(n_t):
-        follow_bits[t] = terminal_bits(
-            all_terms if t in ignore_ids else follow_t[t] | ignore_ids, num_words
-        )
+    if n_t:
+        follow_bits[:] = np.frombuffer(follow_bytes, dtype="<u8").reshape(n_t, num_words)
     return ParserTables(
         num_terminals=n_t,
         num_nonterminals=n_nt,
@@ -243,7 +262,7 @@ def build_parser_tables(
         nullable=nullable,
         final_item=int(rule_first_item[0] + 1),
         follow_bits=follow_bits,
-        ignore_bits=terminal_bits(ignore_ids, num_words),
+        ignore_bits=_int_bits(ignore_mask, num_words),
         scannable_bits=terminal_bits({-1 - s for _, rhs in rules for s in rhs if s < 0}, num_words),
         item_rest_first=item_rest_first,
         item_rest_nullable=item_rest_nullable,

@@ -6,7 +6,9 @@ for their minimal DFA and splices it in as a :class:`DfaFragment` (a DFA is an N
 
 - ``Intersect((a, b, ...))`` is the product automaton of the operands' minimal DFAs (each
   compiled with :func:`~constrain.automata.dfa.build_dfa`, so operands nest freely), folded left
-  to right and minimised after each step;
+  to right and minimised after each step; an operand ``Complement(c)`` is folded in as the
+  difference ``... - L(c)`` (the other operands accept valid UTF-8 only, so that is the same
+  language, from one product instead of two);
 - ``Complement(a)`` is ``ANY_CHAR* - L(a)``: the product of the DFA of every valid UTF-8 string
   with the DFA of ``a`` completed by a non-accepting sink, accepting where the first accepts and
   the second does not. A complement therefore never accepts invalid UTF-8.
@@ -183,14 +185,20 @@ def _cached(
         elif not node.items:
             dfa = _universe()
         else:
-            dfa = _operand_dfa(node.items[0], max_states, limit_name)
-            for item in node.items[1:]:
+            # A & ~B is A - B (every operand's language is valid UTF-8): one product instead of
+            # two, the complement's product with every string never built. Positive operands
+            # go first, so a difference always has a left side.
+            positive = [i for i in node.items if not isinstance(i, Complement)]
+            negative = [i.item for i in node.items if isinstance(i, Complement)]
+            dfa = _operand_dfa(positive[0], max_states, limit_name) if positive else _universe()
+            steps = [(i, False) for i in positive[1:]] + [(i, True) for i in negative]
+            for item, difference in steps:
                 if dfa.is_empty_language():
                     break
                 dfa = product_dfa(
                     dfa,
                     _operand_dfa(item, max_states, limit_name),
-                    difference=False,
+                    difference=difference,
                     max_states=max_states,
                     limit_name=limit_name,
                 )

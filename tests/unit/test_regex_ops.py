@@ -137,6 +137,18 @@ WORD = Intersect((Repeat(ACCENTED, 1, None), Complement(contains("éé"))))
 CASES: dict[str, tuple[Regex, str, int]] = {
     "intersect": (Intersect((AB, Complement(contains("aa")))), "abc", 5),
     "intersect-empty-items": (Intersect(()), "ab", 3),
+    # complements folded in as differences: first, only, several, next to positives
+    "intersect-complement-first": (Intersect((Complement(contains("b")), AB)), "abc", 5),
+    "intersect-only-complements": (
+        Intersect((Complement(contains("a")), Complement(Literal("bb")))),
+        "abé",
+        4,
+    ),
+    "intersect-mixed": (
+        Intersect((Complement(Literal("ab")), contains("a"), Complement(contains("bb")), AB)),
+        "abc",
+        5,
+    ),
     "intersect-one-item": (Intersect((AB,)), "abc", 4),
     "intersect-length": (Intersect((contains("ab"), Repeat(ANY_CHAR, 2, 5))), "abc", 6),
     "disjoint": (Intersect((Literal("ab"), Literal("ba"))), "ab", 3),
@@ -390,10 +402,10 @@ def test_repeated_sub_expression_compiles_once(monkeypatch: pytest.MonkeyPatch) 
 
     node = Alt(tuple(Concat((Literal(f"{i}:"), key())) for i in range(300)))
     dfa = compile_regex(node)
-    assert len(calls) == 2  # one complement, one intersection
+    assert len(calls) == 1  # the intersection with a complement: one difference
     assert dfa.matches(b"17:xyzz") and not dfa.matches(b"17:zzq")
     assert boolean_dfa(key(), max_states=10, limit_name="max_dfa_states").num_states <= 10
-    assert len(calls) == 2
+    assert len(calls) == 1
 
 
 # -- lexer and full engine ----------------------------------------------------------------------
