@@ -120,6 +120,7 @@ class MaskTables:
         # full-trie tables as (state, within bits)), for the short-token reuse above
         self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
         self._long: tuple[np.ndarray, Any] | None = None
+        self._accept_csr: tuple[Int64Array, Int32Array] | None = None
         # per-thread candidate buffers of vocabulary size (builds run outside the lock); fresh
         # ones per build were mapped and unmapped by the allocator each time (512 KB each)
         self._scratch = threading.local()
@@ -226,6 +227,7 @@ class MaskTables:
             lexer.byte_class,
             lexer.trans,
             lexer.accept_bits,
+            *self._accepts(),
             lexer.alive_bits,
             parser.follow_bits,
             trie.node_byte,
@@ -249,6 +251,18 @@ class MaskTables:
             if len(recent) > _RECENT:
                 del recent[0]
         return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
+
+    def _accepts(self) -> tuple[Int64Array, Int32Array]:
+        """Return the terminals each lexer state accepts, as CSR (built once)."""
+        if self._accept_csr is None:
+            bits = np.unpackbits(
+                self.lexer.accept_bits.astype("<u8").view(np.uint8), axis=1, bitorder="little"
+            )  # (S, 64 W): bit t of the little-endian words is terminal t
+            states, terms = np.nonzero(bits)
+            ptr = np.zeros(bits.shape[0] + 1, dtype=np.int64)
+            np.cumsum(np.bincount(states, minlength=bits.shape[0]), out=ptr[1:])
+            self._accept_csr = (ptr, terms.astype(np.int32))
+        return self._accept_csr
 
     def _inputs(self, kernel: Int32Array) -> _Inputs:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).

@@ -44,27 +44,6 @@ def _alive_bits(s: int, bits: np.ndarray, alive_bits: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _follow_union(
-    acc: np.ndarray, follow_bits: np.ndarray, ignore: np.ndarray, out: np.ndarray
-) -> bool:
-    """Set ``out`` to the union of FOLLOW(t) over the terminals t in ``acc``, plus ignore."""
-    found = False
-    for w in range(out.shape[0]):
-        out[w] = ignore[w]
-    for w in range(acc.shape[0]):
-        bits = acc[w]
-        t = w * 64
-        while bits != 0:
-            if bits & np.uint64(1):
-                found = True
-                for v in range(out.shape[0]):
-                    out[v] |= follow_bits[t, v]
-            bits = bits >> np.uint64(1)
-            t += 1
-    return found
-
-
-@njit(cache=True, nogil=True)
 def _add(st: int, bits: np.ndarray, level: int, cfg_s: np.ndarray, cfg_x: np.ndarray,
          cfg_bits: np.ndarray, d: int, n: int) -> int:  # fmt: skip
     """Add configuration (st, bits, level) at depth d; return the new count, -1 on overflow."""
@@ -196,6 +175,8 @@ def build_entry_kernel(
     byte_class: np.ndarray,
     trans: np.ndarray,
     accept_bits: np.ndarray,
+    accept_ptr: np.ndarray,
+    accept_terms: np.ndarray,
     alive_bits: np.ndarray,
     follow_bits: np.ndarray,
     node_byte: np.ndarray,
@@ -244,6 +225,10 @@ def build_entry_kernel(
         Terminals that occur in some rule (the parser can scan them).
     exact_scans : bool
         False when some ignored terminal also occurs in rules; scans are then never exact.
+    accept_ptr, accept_terms : (S + 1,) int64, (A,) int32
+        The terminals each lexer state accepts, as CSR in ascending order (``accept_bits`` as
+        lists: the walk visits a state's few accepted terminals instead of testing 64 bits a
+        word).
     out_w : (ceil(V/32),) uint32
         Receives the context-independent allowed tokens.
     out_c : (V,) int32
@@ -263,7 +248,6 @@ def build_entry_kernel(
     cfg_x = np.zeros((max_depth, _K), dtype=np.int8)
     cfg_bits = np.zeros((max_depth, _K, num_words), dtype=np.uint64)
     acc = np.zeros(num_words, dtype=np.uint64)
-    one_t = np.zeros(num_words, dtype=np.uint64)
     tmp = np.zeros(num_words, dtype=np.uint64)
     for w in range(num_words):
         tmp[w] = expected[w] | ignore[w]
@@ -393,31 +377,27 @@ def build_entry_kernel(
                     else:
                         n = r
                         exact_alive = True
-                # per scanned terminal: the exact next expected set, else the FOLLOW union
-                for w in range(num_words):
-                    bw = acc[w]
-                    t = w * 64
-                    while bw != 0:
-                        if bw & np.uint64(1):
-                            if exact and level == EXACT_ITEMS and next_exact[t]:
-                                for v in range(num_words):
-                                    tmp[v] = next_bits[t, v] | ignore[v]
-                                lvl = EXACT
-                            else:
-                                for v in range(num_words):
-                                    one_t[v] = 0
-                                one_t[t >> 6] = np.uint64(1) << np.uint64(t & 63)
-                                _follow_union(one_t, follow_bits, ignore, tmp)
-                                lvl = INEXACT
-                            if _alive_bits(sc, tmp, alive_bits):
-                                r = _add(sc, tmp, lvl, t_s, t_x, t_bits, 0, n)
-                                if r < 0:
-                                    over = True
-                                else:
-                                    n = r
-                                    exact_alive = exact_alive or lvl != INEXACT
-                        bw = bw >> np.uint64(1)
-                        t += 1
+                # per scanned terminal (those st accepts, from the CSR): the exact next expected
+                # set, else FOLLOW(t)
+                for j in range(accept_ptr[st], accept_ptr[st + 1]):
+                    t = accept_terms[j]
+                    if acc[t >> 6] & (np.uint64(1) << np.uint64(t & 63)) == 0:
+                        continue
+                    if exact and level == EXACT_ITEMS and next_exact[t]:
+                        for v in range(num_words):
+                            tmp[v] = next_bits[t, v] | ignore[v]
+                        lvl = EXACT
+                    else:
+                        for v in range(num_words):
+                            tmp[v] = follow_bits[t, v] | ignore[v]
+                        lvl = INEXACT
+                    if _alive_bits(sc, tmp, alive_bits):
+                        r = _add(sc, tmp, lvl, t_s, t_x, t_bits, 0, n)
+                        if r < 0:
+                            over = True
+                        else:
+                            n = r
+                            exact_alive = exact_alive or lvl != INEXACT
             if n == 0 and not over:
                 nid = -1
             else:

@@ -307,3 +307,21 @@ def test_continuation_bits_equal_the_reference(name: str) -> None:
         expected[ok] |= lexer.alive_bits[nxt[ok]]
     assert (continuation_bits(lexer) == expected).all()
     assert expected.any()
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_accepted_terminal_lists_equal_the_accept_bits(name: str) -> None:
+    """The CSR the table walk reads (MaskTables._accepts) lists exactly each state's bits."""
+    m = matcher(name)
+    tables = m.compiled.tables
+    ptr, terms = tables._accepts()
+    accept_bits = m.compiled.lexer.accept_bits
+    assert ptr.shape[0] == accept_bits.shape[0] + 1
+    for state in range(accept_bits.shape[0]):
+        listed = terms[ptr[state] : ptr[state + 1]].tolist()
+        expected = [
+            t
+            for t in range(64 * accept_bits.shape[1])
+            if int(accept_bits[state, t >> 6]) >> (t & 63) & 1
+        ]
+        assert listed == expected, (name, state)
