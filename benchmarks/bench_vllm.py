@@ -25,7 +25,7 @@ Generator does not use offset``, from ``gen.set_offset`` in ``GPUModelRunner``).
 
 Usage (in the vLLM environment, ``make bench-vllm``)::
 
-    .venv-vllm/bin/python benchmarks/bench_vllm.py --num 64 --max-tokens 128
+    .venv-vllm/bin/python benchmarks/bench_vllm.py --num 64 --max-tokens 128 --repeat 3
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import gzip
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -279,12 +280,51 @@ def _valid(text: str, schema: Any) -> bool:
         return False
 
 
+def _run_worker(
+    name: str, requests: list[dict[str, Any]], max_tokens: int, rnd: int
+) -> dict[str, Any] | None:
+    """Run one configuration in a fresh process; return its result with the throughput."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"requests": requests, "max_tokens": max_tokens}, f)
+        io_path = Path(f.name)
+    cmd = [sys.executable, __file__, "--worker", name, "--io", str(io_path)]
+    print(f"running {name} (round {rnd + 1}) ...", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:], proc.stderr[-6000:], sep="\n")
+        return None
+    res: dict[str, Any] = json.loads(io_path.read_text())
+    io_path.unlink()
+    outs = res["outputs"]
+    valid = [_valid(o["text"], r["schema"]) for o, r in zip(outs, requests, strict=True)]
+    tokens = sum(o["tokens"] for o in outs)
+    res.update(
+        requests_per_s=len(outs) / res["generate_s"],
+        output_tokens_per_s=tokens / res["generate_s"],
+        output_tokens=tokens,
+        valid_share=sum(valid) / len(outs),
+        valid=valid,
+        finish_reasons={
+            r: sum(1 for o in outs if o["finish_reason"] == r)
+            for r in sorted({o["finish_reason"] for o in outs})
+        },
+    )
+    return res
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--num", type=int, default=64, help="requests (schemas)")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0, help="schema sampling seed")
     parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of all configurations, each round in a rotated order; the medians over "
+        "rounds are reported (run-to-run noise on a shared 2-core CPU is several percent)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--io", type=Path, help=argparse.SUPPRESS)
@@ -304,34 +344,26 @@ def main() -> None:
         flush=True,
     )
     results: dict[str, Any] = {}
-    for name in args.configs.split(","):
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"requests": requests, "max_tokens": args.max_tokens}, f)
-            io_path = Path(f.name)
-        cmd = [sys.executable, __file__, "--worker", name, "--io", str(io_path)]
-        print(f"running {name} ...", flush=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stdout[-3000:], proc.stderr[-6000:], sep="\n")
-            results[name] = {"config": name, "error": proc.stderr[-3000:]}
-            continue
-        res = json.loads(io_path.read_text())
-        io_path.unlink()
-        outs = res["outputs"]
-        valid = [_valid(o["text"], r["schema"]) for o, r in zip(outs, requests, strict=True)]
-        tokens = sum(o["tokens"] for o in outs)
-        res.update(
-            requests_per_s=len(outs) / res["generate_s"],
-            output_tokens_per_s=tokens / res["generate_s"],
-            output_tokens=tokens,
-            valid_share=sum(valid) / len(outs),
-            valid=valid,
-            finish_reasons={
-                r: sum(1 for o in outs if o["finish_reason"] == r)
-                for r in sorted({o["finish_reason"] for o in outs})
-            },
-        )
-        results[name] = res
+    names = args.configs.split(",")
+    for rnd in range(max(1, args.repeat)):
+        order = names[rnd % len(names) :] + names[: rnd % len(names)]
+        for name in order:
+            res = _run_worker(name, requests, args.max_tokens, rnd)
+            if res is None:
+                results.setdefault(name, {"config": name, "error": "worker failed (see the log)"})
+                continue
+            if "error" in results.get(name, {}):
+                continue
+            entry = results.setdefault(name, res)
+            entry.setdefault("rounds", []).append(
+                {k: res[k] for k in ("requests_per_s", "output_tokens_per_s", "generate_s")}
+            )
+    for res in results.values():
+        rounds = res.get("rounds", [])
+        if rounds:
+            for key in ("requests_per_s", "output_tokens_per_s"):
+                res[f"{key}_rounds"] = [r[key] for r in rounds]
+                res[key] = statistics.median(r[key] for r in rounds)
     latency = compile_latency(requests)
     replay = None
     if "outputs" in results.get("constrain", {}):
@@ -339,7 +371,8 @@ def main() -> None:
 
     print()
     print(f"vLLM {_vllm_version()} on CPU, SmolLM2-135M, {len(requests)} JSON-Schema requests, "
-          f"max_tokens={args.max_tokens}, temperature 0.7")  # fmt: skip
+          f"max_tokens={args.max_tokens}, temperature 0.7, {max(1, args.repeat)} round(s): "
+          "medians")  # fmt: skip
     header = f"{'config':<14}{'req/s':>8}{'out tok/s':>11}{'valid':>8}{'gen s':>8}{'load s':>8}"
     print(header + "  finish reasons")
     for name, res in results.items():
@@ -351,6 +384,9 @@ def main() -> None:
             f"{res['valid_share']:>8.0%}{res['generate_s']:>8.1f}{res['load_s']:>8.1f}"
             f"  {res['finish_reasons']}"
         )
+        if len(res.get("rounds", [])) > 1:
+            per = ", ".join(f"{v:.3f}" for v in res["requests_per_s_rounds"])
+            print(f"{'':<14}req/s by round: {per}")
     c, f = latency["compile_s"], latency["compile_and_first_mask_s"]
     print(
         f"constrain compile per new schema: p50 {_pct(c, 50) * 1e3:.1f} ms, "
