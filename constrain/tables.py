@@ -307,11 +307,13 @@ class MaskTables:
         (:meth:`build` checks), the whole slice is allowed and only the other tokens need a
         trie walk (llguidance's "slicer").
         """
+        if state == 0:  # a lexeme boundary: no string body is open
+            return None
         if state in self._reach:
             return self._reach[state]
-        if self._body_classes is None:
+        if self._body_classes is None:  # first needed inside a lexeme, not at the first mask
             self._body_classes = body_class_sequences(self.lexer)
-        found = None if state == 0 else body_reach(self.lexer, self._body_classes, state)
+        found = body_reach(self.lexer, self._body_classes, state)
         self._reach[state] = found
         return found
 
