@@ -486,7 +486,6 @@ class _CpuHead:
         self.unchecked = self.ok
         self._model = model
         self._wt: torch.Tensor | None = None
-        self._w_np: Any = None
         self._base_cache_kw = "past_key_values"
         if self.ok and base is not None:
             params = inspect.signature(base.forward).parameters
@@ -503,11 +502,8 @@ class _CpuHead:
         if b * t == 1:
             return (hidden.reshape(1, h) @ self._weight_t()).view(b, t, -1)
         if b * t <= self._SKINNY_MAX:
-            if self._w_np is None:  # a view of the weight (a copy only if not contiguous)
-                self._w_np = self._model.lm_head.weight.detach().contiguous().numpy()
-            rows = hidden.detach().reshape(b * t, h).float().contiguous()
-            out = torch.empty((b * t, self._w_np.shape[0]), dtype=torch.float32)
-            skinny_linear_kernel(self._w_np, rows.numpy(), out.numpy())
+            rows = hidden.detach().reshape(b * t, h).float()
+            out = _skinny_product(self._model.lm_head.weight, self.__dict__, rows)
             return out.view(b, t, -1)
         logits: torch.Tensor = self._model.lm_head(hidden)
         return logits
@@ -539,6 +535,22 @@ _SKINNY_THREADS = 2
 """The skinny kernel runs on one thread: used while torch runs on at most this many."""
 
 
+def _skinny_product(
+    weight: torch.Tensor, cache: dict[str, Any], rows: torch.Tensor
+) -> torch.Tensor:
+    """``rows @ weight.T`` for float32 CPU ``rows`` ``(T, H)`` by the skinny kernel.
+
+    The weight's numpy view is kept in ``cache["_w_np"]`` (the owner's ``__dict__``) and taken
+    again if the parameter's storage changed; it is a copy only for a non-contiguous weight.
+    """
+    w_np = cache.get("_w_np")
+    if w_np is None or w_np.ctypes.data != weight.data_ptr():
+        w_np = cache["_w_np"] = weight.detach().contiguous().numpy()
+    out = torch.empty((rows.shape[0], w_np.shape[0]), dtype=torch.float32)
+    skinny_linear_kernel(w_np, rows.contiguous().numpy(), out.numpy())
+    return out
+
+
 class _SkinnyLinear(torch.nn.Linear):
     """``torch.nn.Linear`` computing 1-16 rows with the skinny kernel (CPU, float32, inference).
 
@@ -565,13 +577,7 @@ class _SkinnyLinear(torch.nn.Linear):
             or torch.get_num_threads() > _SKINNY_THREADS
         ):
             return super().forward(x)
-        w_np = self.__dict__.get("_w_np")
-        if w_np is None or w_np.ctypes.data != w.data_ptr():
-            w_np = w.detach().contiguous().numpy()
-            self.__dict__["_w_np"] = w_np
-        flat = x.reshape(rows, n).contiguous()
-        out = torch.empty((rows, self.out_features), dtype=torch.float32)
-        skinny_linear_kernel(w_np, flat.numpy(), out.numpy())
+        out = _skinny_product(w, self.__dict__, x.reshape(rows, n))
         if self.bias is not None:
             out += self.bias
         return out.view(*x.shape[:-1], self.out_features)
