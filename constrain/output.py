@@ -303,13 +303,27 @@ def _lark_parser(text: str, import_paths: list[str], start: str = "start") -> An
     return _Lazy()
 
 
-def _choices_output(choices: Sequence[str]) -> OutputType:
+def choices_grammar(choices: Sequence[str]) -> tuple[Grammar, list[str]]:
+    """Return the grammar of exactly one of ``choices`` and the distinct choices, in order.
+
+    Raises
+    ------
+    TypeError
+        If ``choices`` is not a sequence of strings.
+    ValueError
+        If it is empty.
+    """
     if isinstance(choices, str) or not all(isinstance(c, str) for c in choices):
         raise TypeError("choices= must be a sequence of strings")
     options = list(dict.fromkeys(choices))
     if not options:
         raise ValueError("choices= must name at least one string")
     grammar = Grammar.from_terminal_regex(Alt(tuple(Literal(c) for c in options)), "CHOICE")
+    return grammar, options
+
+
+def _choices_output(choices: Sequence[str]) -> OutputType:
+    grammar, options = choices_grammar(choices)
     allowed = set(options)
 
     def parse(text: str) -> str:

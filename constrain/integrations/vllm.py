@@ -39,6 +39,7 @@ Both classes are created on first access (this module imports without vLLM) and 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -51,7 +52,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from constrain.errors import ConstrainError
-from constrain.ir import Alt, Grammar, Literal
+from constrain.ir import Grammar
+from constrain.output import choices_grammar
 
 if TYPE_CHECKING:
     import torch
@@ -205,32 +207,7 @@ def parse_request(extra_args: Mapping[str, Any] | None) -> str | None:
     return _canonical(raw)
 
 
-class _LRU:
-    """A small thread-safe LRU map (spec text -> value)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: str, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-
-_GRAMMARS = _LRU(512)
-
-
+@functools.lru_cache(maxsize=512)
 def spec_grammar(spec: str) -> Grammar:
     """Return the grammar of a canonical spec text (from :func:`parse_request`), cached.
 
@@ -241,9 +218,6 @@ def spec_grammar(spec: str) -> Grammar:
     ValueError
         If the spec's values have the wrong types.
     """
-    hit = _GRAMMARS.get(spec)
-    if hit is not None:
-        return hit  # type: ignore[no-any-return]
     data = json.loads(spec)
     if "json_schema" in data:
         schema = data["json_schema"]
@@ -267,26 +241,21 @@ def spec_grammar(spec: str) -> Grammar:
         grammar = Grammar.builtin(text) if is_name else Grammar.from_lark(text)
     else:
         options = data["choices"]
-        if (
-            not isinstance(options, list)
-            or not options
-            or not all(isinstance(c, str) for c in options)
-        ):
+        if not isinstance(options, list):
             raise ValueError("choices must be a non-empty list of strings")
-        literals = tuple(Literal(c) for c in dict.fromkeys(options))
-        grammar = Grammar.from_terminal_regex(Alt(literals), "CHOICE")
-    _GRAMMARS.put(spec, grammar)
+        try:
+            grammar, _ = choices_grammar(options)
+        except (TypeError, ValueError) as err:
+            raise ValueError("choices must be a non-empty list of strings") from err
     return grammar
 
 
-_CHECKED = _LRU(512)
 _BYTE_COMPILER: list[Compiler] = []
 
 
+@functools.lru_cache(maxsize=512)  # successes only: a refused spec raises, and is not cached
 def _check_spec(spec: str) -> None:
     """Build and compile a spec's grammar against a 256-byte vocabulary (admission check)."""
-    if _CHECKED.get(spec) is not None:
-        return
     from constrain.compiler import Compiler
     from constrain.vocab import Vocabulary
 
@@ -295,7 +264,6 @@ def _check_spec(spec: str) -> None:
         vocab = Vocabulary.from_bytes([*tokens, None], eos_ids=[256])
         _BYTE_COMPILER.append(Compiler(vocab, cache_bytes=0))
     _BYTE_COMPILER[0].compile(spec_grammar(spec))
-    _CHECKED.put(spec, True)
 
 
 def _validate(sampling_params: Any) -> None:
