@@ -6,7 +6,9 @@ Pipeline (:func:`compile_regex`):
    :class:`~constrain.ir.CharSet` is compiled once (and cached) into the few UTF-8 byte-range
    sequences that encode it, as RE2 and Rust's ``utf8-ranges`` do, with suffixes shared;
    surrogates are dropped. Alternations of literals share a byte trie. Counted repetition is
-   unrolled (``x{2,4}`` = ``xx(x(x)?)?``) after an upfront size check. An
+   unrolled (``x{2,4}`` = ``xx(x(x)?)?``) after an upfront size check. Small repetitions and
+   alternations (whitespace, numbers, string bodies: the pieces every JSON terminal repeats)
+   are built once per process and placed as offset copies, written out in one numpy pass. An
    :class:`~constrain.ir.Automaton` becomes one NFA state per state and a character-set fragment
    per edge. :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` are compiled
    to minimal DFAs by products (:mod:`constrain.automata.product`, cached by value) and spliced
@@ -70,12 +72,21 @@ _NFA_SLACK = 4096
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Template:
-    """A CharSet as an NFA fragment: entry 0, exit 1, internal states 2..k-1."""
+    """A fragment with local state ids: entry 0 (no edge enters it), new states 1 .. k-1.
+
+    Placed at ``start`` with ``base``, local ``0`` becomes ``start`` and local ``j >= 1``
+    becomes ``base + j``. A character set's fragment exits at local 1.
+    """
 
     num_states: int
+    exit: int
     edges: tuple[tuple[int, int, int, int], ...]
     table: Int32Array  # (4, E): src, lo, hi, dst
-    from_entry: Int64Array  # indices of the edges leaving the entry
+    eps: Int32Array  # (2, F): src, dst
+
+
+_NO_EPS = np.zeros((2, 0), dtype=np.int32)
+_NO_EPS.flags.writeable = False
 
 
 def _trie_template(cs: CharSet) -> _Template:
@@ -104,7 +115,8 @@ def _trie_template(cs: CharSet) -> _Template:
 
 def _make_template(num_states: int, edges: list[tuple[int, int, int, int]]) -> _Template:
     table = np.array(edges, dtype=np.int32).reshape(-1, 4).T.copy()
-    return _Template(num_states, tuple(edges), table, np.flatnonzero(table[0] == 0))
+    table.flags.writeable = False
+    return _Template(num_states, 1, tuple(edges), table, _NO_EPS)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -206,8 +218,13 @@ class Nfa:
 
 # counted repetitions with at least this many copies are built by replicating one copy
 _CHAIN_MIN = 16
-# one copy of a repeated item: (states incl. the entry 0, exit, edges (4, E), eps (2, F))
-_CopyTemplate = tuple[int, int, Int32Array, Int32Array]
+# repetitions and alternations of at most this many NFA states are built once per process (and
+# per limit) and placed from that copy: the same whitespace, number and string-body pieces recur
+# in every terminal of a JSON Schema lexer and in every schema a server compiles
+_SHARED_MAX_STATES = 256
+_SHARED_CACHE_SIZE = 4096
+# (node, max NFA states, limit name, limit) -> fragment; a limit error is never cached
+_SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], _Template | None] = {}
 
 
 def _utf8(text: str) -> bytes | None:
@@ -239,9 +256,12 @@ class NfaBuilder:
         self._edges = array("i")  # src, lo, hi, dst, ...
         self._eps = array("i")  # src, dst, ...
         self._chunks: list[Int32Array] = []
+        # templates placed so far, written out in one pass by _arrays: (base, entry) pairs
+        self._placed: list[_Template] = []
+        self._placed_at = array("q")
         self._sizes: dict[int, tuple[Regex, int]] = {}
         self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
-        self._templates: dict[int, tuple[Regex, _CopyTemplate | None]] = {}
+        self._templates: dict[int, tuple[Regex, _Template | None]] = {}
 
     def new_state(self) -> int:
         """Add a state and return its id."""
@@ -328,11 +348,69 @@ class NfaBuilder:
             return self._splice(self._fragment(node), start)
         raise TypeError(f"not a regex IR node: {node!r}")
 
+    def _place(self, tpl: _Template, start: int) -> int:
+        """Add a copy of ``tpl`` entered at ``start`` (edges written by :meth:`_arrays`)."""
+        base = self.num_states - 1  # local state j >= 1 becomes base + j
+        self.num_states += tpl.num_states - 1
+        self._placed.append(tpl)
+        self._placed_at.append(base)
+        self._placed_at.append(start)
+        return base + tpl.exit
+
+    def _shared(self, node: Regex) -> _Template | None:
+        """Return the process-wide copy of a small ``node``'s fragment, None if not shareable.
+
+        A cached copy is found without sizing ``node``; on a miss, ``node`` is sized (so a
+        limit error fires before anything is built) and copied if small.
+        """
+        key = (node, self.max_nfa_states, self.limit_name, self.limit)
+        if key in _SHARED_TEMPLATES:
+            return _SHARED_TEMPLATES[key]
+        if self._size(node) > _SHARED_MAX_STATES:
+            return None
+        tpl = _local_template(node, self.max_nfa_states, self.limit_name, self.limit)
+        if len(_SHARED_TEMPLATES) >= _SHARED_CACHE_SIZE:  # first in, first out
+            _SHARED_TEMPLATES.pop(next(iter(_SHARED_TEMPLATES)), None)
+        _SHARED_TEMPLATES[key] = tpl
+        return tpl
+
+    def _build_root(self, node: Regex, start: int) -> int:
+        """Build ``node`` itself without placing it from a shared copy (its parts may be)."""
+        if isinstance(node, Repeat):
+            return self._unroll(node, start)
+        if isinstance(node, Alt):
+            return self._alt_direct(node, start)
+        return self.build(node, start)
+
+    def _arrays(self) -> tuple[Int32Array, Int32Array]:
+        """Return all byte edges ``(4, E)`` and epsilon edges ``(2, F)`` added so far."""
+        table = np.frombuffer(self._edges, dtype=np.int32).reshape(-1, 4).T
+        eps = np.frombuffer(self._eps, dtype=np.int32).reshape(-1, 2).T
+        parts = [table, *self._chunks]
+        eps_parts = [eps]
+        if self._placed:
+            at = np.frombuffer(self._placed_at, dtype=np.int64).reshape(-1, 2)
+            for attr, out in (("table", parts), ("eps", eps_parts)):
+                local = [getattr(tpl, attr) for tpl in self._placed]
+                counts = np.array([x.shape[1] for x in local], dtype=np.int64)
+                if not counts.any():
+                    continue
+                cat = np.concatenate(local, axis=1)
+                base = np.repeat(at[:, 0], counts)
+                entry = np.repeat(at[:, 1], counts)
+                placed = cat.copy()
+                for row in (0, cat.shape[0] - 1):  # source and destination
+                    placed[row] = np.where(cat[row] == 0, entry, base + cat[row])
+                out.append(placed)
+        table = np.concatenate(parts, axis=1) if len(parts) > 1 else table.copy()
+        eps = np.concatenate(eps_parts, axis=1) if len(eps_parts) > 1 else eps.copy()
+        return table, eps
+
     def _charset(self, cs: CharSet, start: int, exit_state: int = -1) -> int:
         """Add the fragment of ``cs`` from ``start`` to ``exit_state`` (a new state if -1)."""
         tpl = _charset_template(cs)
         if exit_state < 0:
-            exit_state = self.new_state()
+            return self._place(tpl, start)
         base = self.num_states - 2  # template state r >= 2 becomes base + r
         self.num_states += tpl.num_states - 2
         if len(tpl.edges) <= 8:
@@ -349,23 +427,20 @@ class NfaBuilder:
             self._chunks.append(chunk)
         return exit_state
 
-    def _copy_template(self, item: Regex) -> _CopyTemplate | None:
-        """Return ``item``'s fragment with local state ids (memoised by identity), or None.
+    def _copy_template(self, item: Regex) -> _Template | None:
+        """Return ``item``'s fragment with local state ids (memoised), or None.
 
-        ``(num_states, exit, edges (4, E), eps (2, F))``: state 0 is the entry (no edge enters
-        it), ``exit`` the end state. None when the fragment ends at its entry (an empty match
-        only), which cannot be chained.
+        None when the fragment ends at its entry (an empty match only), which cannot be
+        chained. Small items come from the process-wide cache, large ones are memoised by
+        identity for this build.
         """
+        key = (item, self.max_nfa_states, self.limit_name, self.limit)
+        if key in _SHARED_TEMPLATES or self._size(item) <= _SHARED_MAX_STATES:
+            return self._shared(item)
         found = self._templates.get(id(item))
         if found is not None:
             return found[1]
-        sub = NfaBuilder(self.max_nfa_states, self.limit_name, self.limit)
-        sub.num_states = 1
-        exit_state = sub.build(item, 0)
-        flat = np.frombuffer(sub._edges, dtype=np.int32).reshape(-1, 4).T
-        edges = np.concatenate([flat, *sub._chunks], axis=1) if sub._chunks else flat.copy()
-        eps = np.frombuffer(sub._eps, dtype=np.int32).reshape(-1, 2).T.copy()
-        tpl = None if exit_state == 0 else (sub.num_states, exit_state, edges, eps)
+        tpl = _local_template(item, self.max_nfa_states, self.limit_name, self.limit)
         self._templates[id(item)] = (item, tpl)  # holding `item` keeps its id from being reused
         return tpl
 
@@ -379,8 +454,8 @@ class NfaBuilder:
         tpl = self._copy_template(item)
         if tpl is None:
             return None
-        num, exit_local, edges, eps = tpl
-        width = num - 1  # new states per copy: local ids 1 .. num - 1
+        exit_local, edges, eps = tpl.exit, tpl.table, tpl.eps
+        width = tpl.num_states - 1  # new states per copy: local ids 1 .. num - 1
         first = self.num_states
         self.num_states += copies * width
         base = first - 1 + width * np.arange(copies, dtype=np.int64)  # local j >= 1 -> base + j
@@ -445,6 +520,13 @@ class NfaBuilder:
         return end
 
     def _alt(self, node: Alt, start: int) -> int:
+        if not all(isinstance(item, Literal) for item in node.items):
+            tpl = self._shared(node)
+            if tpl is not None:
+                return self._place(tpl, start)
+        return self._alt_direct(node, start)
+
+    def _alt_direct(self, node: Alt, start: int) -> int:
         join = self.new_state()
         trie: dict[tuple[int, int], int] = {}
         ends: set[int] = set()
@@ -470,7 +552,14 @@ class NfaBuilder:
         simple = _simplify_repeat(node)
         if simple is not node:
             return self.build(simple, start)
+        tpl = self._shared(node)
+        if tpl is not None:
+            self._check(tpl.num_states - 1)
+            return self._place(tpl, start)
         self._check(self._size(node))
+        return self._unroll(node, start)
+
+    def _unroll(self, node: Repeat, start: int) -> int:
         item, lo, hi = node.item, node.min, node.max
         if hi is not None and hi >= _CHAIN_MIN:
             exits = self._chain(item, start, hi)
@@ -510,9 +599,7 @@ class NfaBuilder:
         """
         self._check(0)
         n = self.num_states
-        flat = np.frombuffer(self._edges, dtype=np.int32).reshape(-1, 4).T
-        table = np.concatenate([flat, *self._chunks], axis=1) if self._chunks else flat
-        eps = np.frombuffer(self._eps, dtype=np.int32).reshape(-1, 2).T
+        table, eps = self._arrays()
         tag = np.full(n, -1, dtype=np.int32)
         tag[np.asarray(finals, dtype=np.int64)] = np.arange(len(finals), dtype=np.int32)
         comp = np.full(n, -1, dtype=np.int32)
@@ -524,6 +611,20 @@ class NfaBuilder:
             comp[:] = 0
         src, lo, hi, dst, eps_src, eps_dst = (np.ascontiguousarray(r) for r in (*table, *eps))
         return Nfa(n, src, lo, hi, dst, eps_src, eps_dst, start, tag, comp)
+
+
+def _local_template(
+    node: Regex, max_nfa_states: int, limit_name: str, limit: int
+) -> _Template | None:
+    """Return ``node``'s fragment with local ids, None when it ends at its entry."""
+    sub = NfaBuilder(max_nfa_states, limit_name, limit)
+    sub.num_states = 1
+    exit_state = sub._build_root(node, 0)
+    if exit_state == 0:
+        return None
+    table, eps = sub._arrays()
+    _freeze(table, eps)
+    return _Template(sub.num_states, exit_state, (), table, eps)
 
 
 def _freeze(*arrays: np.ndarray) -> None:

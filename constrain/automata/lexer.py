@@ -135,6 +135,22 @@ class LexerDfa:
         return _bits(self.alive_bits[state])
 
 
+def _row_ids(rows: UInt64Array) -> tuple[Int32Array, int]:
+    """Return ``(id of each row, number of ids)``, equal rows sharing an id.
+
+    ``np.unique(axis=0)`` does the same through a structured view, ~20x slower on a few hundred
+    rows; a lexicographic sort of the columns is enough here.
+    """
+    num = rows.shape[0]
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new = np.ones(num, dtype=np.bool_)
+    new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    ids = np.empty(num, dtype=np.int32)
+    ids[order] = np.cumsum(new, dtype=np.int32) - 1
+    return ids, int(ids.max()) + 1 if num else 0
+
+
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:
     """Build the combined minimal lexer DFA of several terminals.
 
@@ -212,9 +228,8 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
         ),
         axis=1,
     )
-    _, inverse = np.unique(signature, axis=0, return_inverse=True)
-    init_block: Int32Array = np.ascontiguousarray(inverse.reshape(-1), dtype=np.int32)
-    trans, reps = minimize(subsets.trans, init_block, int(init_block.max()) + 1)
+    init_block, num_blocks = _row_ids(signature)
+    trans, reps = minimize(subsets.trans, init_block, num_blocks)
     byte_class, trans = compress_classes(trans, subsets.byte_class)
     lexer = LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)
     for arr in (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits):

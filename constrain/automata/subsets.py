@@ -170,6 +170,19 @@ def minimize(
     return out, reps
 
 
+_WEIGHTS = np.random.default_rng(0x5EED).integers(1, 1 << 62, size=1024, dtype=np.int64)
+
+
+def _row_weights(num: int) -> Int64Array:
+    """Return ``num`` fixed pseudo-random int64 weights (grown on demand, never changed)."""
+    global _WEIGHTS
+    if _WEIGHTS.shape[0] < num:
+        rng = np.random.default_rng(0x5EED + _WEIGHTS.shape[0])
+        more = rng.integers(1, 1 << 62, size=max(num, 2 * _WEIGHTS.shape[0]), dtype=np.int64)
+        _WEIGHTS = np.concatenate((_WEIGHTS, more))
+    return _WEIGHTS[:num]
+
+
 def compress_classes(trans: Int32Array, byte_class: Int64Array) -> tuple[ByteArray, Int32Array]:
     """Merge byte classes whose columns are identical; return ``(byte_class, trans)``.
 
@@ -178,5 +191,7 @@ def compress_classes(trans: Int32Array, byte_class: Int64Array) -> tuple[ByteArr
     num_classes = trans.shape[1]
     new_class = np.empty(num_classes, dtype=np.int32)
     keep = np.empty(num_classes, dtype=np.int64)
-    count = int(merge_classes_kernel(trans, new_class, keep))
+    # column hashes as one integer product (numpy integer arrays wrap on overflow)
+    hashes = _row_weights(trans.shape[0]) @ trans
+    count = int(merge_classes_kernel(trans, hashes, new_class, keep))
     return new_class[byte_class].astype(np.uint8), np.ascontiguousarray(trans[:, keep[:count]])

@@ -524,13 +524,16 @@ def quotient_kernel(trans, block, num_blocks, out, reps):  # type: ignore[no-unt
 
 
 @njit(cache=True, nogil=True)
-def merge_classes_kernel(trans, new_class, keep):  # type: ignore[no-untyped-def]
+def merge_classes_kernel(trans, hashes, new_class, keep):  # type: ignore[no-untyped-def]
     """Merge byte classes (columns) with identical transitions.
 
     Parameters
     ----------
     trans : (S, C) int32
         Transitions.
+    hashes : (C,) int64
+        A hash of each column (equal columns have equal hashes); columns are compared in full
+        only when their hashes are equal.
     new_class : (C,) int32
         Output: the merged class of each column, numbered by first column.
     keep : (C,) int64
@@ -543,12 +546,6 @@ def merge_classes_kernel(trans, new_class, keep):  # type: ignore[no-untyped-def
     """
     S = trans.shape[0]
     C = trans.shape[1]
-    hashes = np.zeros(C, np.int64)
-    for c in range(C):
-        h = np.int64(0)
-        for s in range(S):
-            h = (h * _HASH_MUL + np.int64(trans[s, c]) + 2) % _HASH_MOD
-        hashes[c] = h
     k = 0
     for c in range(C):
         found = -1

@@ -329,3 +329,53 @@ def test_counted_repetition_built_by_replication(pattern: str) -> None:
             text = unit * k
             expected = re.fullmatch(pattern, text) is not None
             assert dfa.matches(text.encode()) == expected, (pattern, text)  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------------------------
+# Fragments shared across builds
+
+
+SHARED_PATTERNS = [
+    r"(?:ab|c|\\u[0-9a-f]{2})*x",
+    r"[ \t]{0,4}:[ \t]{0,4}(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?)[ \t]{0,4}",
+    r"\"(?:[^\"\\]|\\[\"\\/bfnrt]|\\u[0-9a-fA-F]{4}){2,40}\"",
+    r"(?:(?:a|bc)?){3,5}(?:é|€+)*",
+    r"(?:x[yz]*){16}(?:q|rs)?",
+]
+
+
+@pytest.mark.parametrize("pattern", SHARED_PATTERNS)
+def test_shared_fragments_build_the_same_automaton(
+    pattern: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeats and alternations placed from the process-wide copies (cold and warm cache) give
+    the same minimal DFA as building every piece in place."""
+    import constrain.automata.dfa as dfa_module
+
+    monkeypatch.setattr(dfa_module, "_SHARED_TEMPLATES", {})
+    cold = as_lists(dfa_of(pattern))
+    assert dfa_module._SHARED_TEMPLATES, "no piece was shared"
+    warm = as_lists(dfa_of(pattern))
+    monkeypatch.setattr(dfa_module, "_SHARED_MAX_STATES", 0)
+    monkeypatch.setattr(dfa_module, "_SHARED_TEMPLATES", {})
+    in_place = as_lists(dfa_of(pattern))
+    assert not dfa_module._SHARED_TEMPLATES
+    assert cold == warm == in_place
+
+
+def test_shared_fragments_keep_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A piece cached under a generous limit is still counted against a smaller one, and the
+    cache stays bounded."""
+    import constrain.automata.dfa as dfa_module
+
+    monkeypatch.setattr(dfa_module, "_SHARED_TEMPLATES", {})
+    monkeypatch.setattr(dfa_module, "_SHARED_CACHE_SIZE", 3)
+    regex = parse_regex(r"(?:[a-f]|\\u[0-9]{4}){0,20}z")
+    assert compile_regex(regex).matches(b"ab\\u0123z")
+    with pytest.raises(CompileLimitError):
+        compile_regex(regex, max_states=3)
+    # the cached copy is reused under the large limit, and only keyed copies are kept
+    assert compile_regex(regex).matches(b"\\u9999fz")
+    for k in range(10):
+        compile_regex(parse_regex(f"(?:a|b{k + 1}c)*"))
+    assert len(dfa_module._SHARED_TEMPLATES) <= 3
