@@ -13,10 +13,12 @@ for their minimal DFA and splices it in as a :class:`DfaFragment` (a DFA is an N
   with the DFA of ``a`` completed by a non-accepting sink, accepting where the first accepts and
   the second does not. A complement therefore never accepts invalid UTF-8.
 
-Products visit reachable pairs only (kernel ``product_kernel``, which stops at the state limit
-before growing further), lose the pairs that cannot reach acceptance, and are minimised. Results
-are cached by node value (IR nodes are frozen and hashable), so a schema that repeats a
-sub-expression many times compiles it once.
+An operand that is a set of literals (the property names an ``additionalProperties`` key must
+avoid) is compiled straight into its trie; other plain operands (the string body every such key
+intersects) are compiled once and kept in a small cache by value. Products visit reachable pairs
+only (kernel ``product_kernel``, which stops at the state limit before growing further), lose the
+pairs that cannot reach acceptance, and are minimised. Results are cached by node value (IR nodes
+are frozen and hashable), so a schema that repeats a sub-expression many times compiles it once.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 from constrain._types import BoolArray, Int32Array, Int64Array
 from constrain.automata.dfa import Dfa, build_dfa, empty_dfa, minimal_dfa
 from constrain.errors import CompileLimitError
-from constrain.ir import ANY_CHAR, Complement, Intersect, Regex, Repeat
+from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
 from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel
 
 __all__ = ["DfaFragment", "boolean_dfa", "boolean_fragment", "dfa_fragment", "product_dfa"]
@@ -163,10 +165,80 @@ def product_dfa(a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name
     return _trimmed_minimal(trans, byte_class, accept)
 
 
+# Operand DFAs of products, by (node, limit): the same string body is intersected with a
+# different key set in every object of a schema. Small automata only, first in first out.
+_OPERAND_ENTRIES = 256
+_OPERAND_MAX_BYTES = 256 << 10
+_operands: dict[tuple[Regex, int, str], Dfa] = {}
+
+
+def _words(node: Regex) -> list[bytes] | None:
+    """Return the strings of a literal or an alternation of literals, else None."""
+    items = node.items if isinstance(node, Alt) else (node,)
+    words = []
+    for item in items:
+        if not isinstance(item, Literal):
+            return None
+        try:
+            words.append(item.text.encode("utf-8"))
+        except UnicodeEncodeError:  # a surrogate: no UTF-8 string matches it
+            continue
+    return words
+
+
+def trie_dfa(words: list[bytes]) -> Dfa:
+    """Return the (not minimal) DFA of a finite set of strings: their trie, without sink.
+
+    Every trie node lies on the way to a word, so the automaton is trim; a product with it is
+    minimised afterwards anyway.
+    """
+    used = sorted({b for word in words for b in word})
+    byte_class = np.zeros(256, dtype=np.int64)  # class 0: bytes in no word
+    byte_class[used] = np.arange(1, len(used) + 1)
+    children: list[dict[int, int]] = [{}]
+    accept = [False]
+    for word in words:
+        node = 0
+        for byte in word:
+            nxt = children[node].get(byte)
+            if nxt is None:
+                nxt = len(children)
+                children[node][byte] = nxt
+                children.append({})
+                accept.append(False)
+            node = nxt
+        accept[node] = True
+    trans = np.full((len(children), len(used) + 1), -1, dtype=np.int32)
+    for state, edges in enumerate(children):
+        for byte, nxt in edges.items():
+            trans[state, byte_class[byte]] = nxt
+    dfa = Dfa(
+        byte_class.astype(np.uint8),
+        trans,
+        np.array(accept, dtype=np.bool_),
+        np.ones(len(children), dtype=np.bool_),
+    )
+    for arr in (dfa.byte_class, dfa.trans, dfa.accept, dfa.live):
+        arr.flags.writeable = False
+    return dfa
+
+
 def _operand_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
     if isinstance(node, (Intersect, Complement)):
         return boolean_dfa(node, max_states=max_states, limit_name=limit_name)
-    return build_dfa(node, max_states=max_states, limit_name=limit_name)
+    words = _words(node)
+    if words is not None and sum(map(len, words)) < max_states:
+        return trie_dfa(words) if words else empty_dfa()
+    key = (node, max_states, limit_name)
+    found = _operands.get(key)
+    if found is None:
+        found = build_dfa(node, max_states=max_states, limit_name=limit_name)
+        if found.trans.nbytes <= _OPERAND_MAX_BYTES:
+            with _cache_lock:
+                while len(_operands) >= _OPERAND_ENTRIES:
+                    _operands.pop(next(iter(_operands)))
+                _operands[key] = found
+    return found
 
 
 def _cached(

@@ -535,3 +535,41 @@ def test_nullable_boolean_terminals_are_rewritten() -> None:
             m = Matcher(compiled)
             ok = all(m.accept_token(b) for b in f"<{text}>".encode()) and m.is_accepting()
             assert ok == want, (regex, text)
+
+
+# -- operands of products --------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.text(alphabet='abé\x00"\\€', max_size=6), max_size=6),
+    st.lists(st.text(alphabet='abé\x00"\\€', max_size=7), max_size=30),
+)
+def test_literal_operands_as_tries(words: list[str], probes: list[str]) -> None:
+    """A key set excluded from a string language (the operand is compiled as its trie, not
+    through the NFA) gives the same language as the sets written as general regexes."""
+    body = Repeat(CharSet.of([(0, 0x10FFFF)]).intersect(CharSet.chars('"').negate()))
+    alt = Alt(tuple(Literal(w) for w in words))
+    general = Alt(tuple(Concat((Literal(w), EMPTY)) for w in words))  # not plain literals
+    trie = compile_regex(Intersect((body, Complement(alt))))
+    ref = compile_regex(Intersect((body, Complement(general))))
+    as_trie = product_module.trie_dfa([w.encode() for w in words])
+    for probe in [*probes, *words, ""]:
+        data = probe.encode()
+        expected = '"' not in probe and probe not in words
+        assert trie.matches(data) == ref.matches(data) == expected, (words, probe)
+        state = 0
+        for byte in data:
+            state = -1 if state < 0 else int(as_trie.trans[state, as_trie.byte_class[byte]])
+        assert (state >= 0 and bool(as_trie.accept[state])) == (probe in words)
+
+
+def test_operand_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(product_module, "_operands", {})
+    monkeypatch.setattr(product_module, "_OPERAND_ENTRIES", 2)
+    monkeypatch.setattr(product_module, "_cache", product_module.OrderedDict())
+    body = Repeat(CharSet.chars("abc"), 1, None)
+    for k in range(5):
+        dfa = compile_regex(Intersect((body, Complement(Concat((Literal("a" * k), EMPTY))))))
+        assert not dfa.matches(b"a" * k) and dfa.matches(b"b")
+    assert 0 < len(product_module._operands) <= 2
