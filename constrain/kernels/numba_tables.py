@@ -294,9 +294,10 @@ def build_entry_kernel(
     max_sets = 4096
     cs_n = np.zeros(max_sets, dtype=np.int32)
     cs_flags = np.zeros(max_sets, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
-    cs_s = np.zeros((max_sets, _K), dtype=np.int32)
-    cs_x = np.zeros((max_sets, _K), dtype=np.int8)
-    cs_bits = np.zeros((max_sets, _K, num_words), dtype=np.uint64)
+    # rows are read only below their count: no zeroing (it cost ~40 us a build)
+    cs_s = np.empty((max_sets, _K), dtype=np.int32)
+    cs_x = np.empty((max_sets, _K), dtype=np.int8)
+    cs_bits = np.empty((max_sets, _K, num_words), dtype=np.uint64)
     cs_trans = np.empty((max_sets, trans.shape[1]), dtype=np.int32)
     cs_trans[0, :] = -2
     cs_trans[1, :] = -2
