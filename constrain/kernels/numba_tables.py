@@ -270,16 +270,14 @@ def build_entry_kernel(
         for w in range(num_words):
             if alive_bits[q, w] & tmp[w] != 0:
                 root_alive[q] = True
-            a = accept_bits[q, w] & tmp[w]
-            if a & ignore[w] != 0:
+        # the terminals q accepts, from the CSR (few per state, most states none)
+        for j in range(accept_ptr[q], accept_ptr[q + 1]):
+            t = accept_terms[j]
+            bit = np.uint64(1) << np.uint64(t & 63)
+            if tmp[t >> 6] & bit != 0 and (ignore[t >> 6] & bit != 0 or t_cont[t]):
                 root_split[q] = True
-            t = w * 64
-            while a != 0:
-                if a & np.uint64(1) and t_cont[t]:
-                    root_split[q] = True
-                a = a >> np.uint64(1)
-                t += 1
-        any_split = any_split or root_split[q]
+                any_split = True
+                break
     info[0] = 0 if any_split else 1
     if not any_split:
         # no lexeme can end and be followed inside a token: every allowed token is exact
