@@ -32,6 +32,7 @@ from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.entry import entry_point
 from constrain.kernels.numba_tables import (
+    bit_lists_kernel,
     body_reach_kernel,
     build_entry_kernel,
     entry_hash,
@@ -121,6 +122,9 @@ class MaskTables:
         self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
         self._long: tuple[np.ndarray, Any] | None = None
         self._accept_csr: tuple[Int64Array, Int32Array] | None = None
+        # the compiled entry of entry_inputs_kernel, by whether the kernel array is writable
+        # (every other argument's type is fixed for these tables)
+        self._inputs_entry: dict[bool, Any] = {}
         # per-thread candidate buffers of vocabulary size (builds run outside the lock); fresh
         # ones per build were mapped and unmapped by the allocator each time (512 KB each)
         self._scratch = threading.local()
@@ -255,13 +259,11 @@ class MaskTables:
     def _accepts(self) -> tuple[Int64Array, Int32Array]:
         """Return the terminals each lexer state accepts, as CSR (built once)."""
         if self._accept_csr is None:
-            bits = np.unpackbits(
-                self.lexer.accept_bits.astype("<u8").view(np.uint8), axis=1, bitorder="little"
-            )  # (S, 64 W): bit t of the little-endian words is terminal t
-            states, terms = np.nonzero(bits)
+            bits = self.lexer.accept_bits
             ptr = np.zeros(bits.shape[0] + 1, dtype=np.int64)
-            np.cumsum(np.bincount(states, minlength=bits.shape[0]), out=ptr[1:])
-            self._accept_csr = (ptr, terms.astype(np.int32))
+            terms = np.empty(bit_lists_kernel(bits, ptr, np.empty(0, np.int32)), np.int32)
+            bit_lists_kernel(bits, ptr, terms)
+            self._accept_csr = (ptr, terms)
         return self._accept_csr
 
     def _inputs(self, kernel: Int32Array) -> _Inputs:
@@ -282,7 +284,12 @@ class MaskTables:
             parser.item_next_t, parser.item_rest_first, parser.item_rest_nullable, kernel,
             expected, next_bits, next_exact, seen, sig,
         )  # fmt: skip
-        n = entry_point(entry_inputs_kernel, args)(*args)  # the entry is cached by arg types
+        entry = self._inputs_entry.get(kernel.flags.writeable)
+        if entry is None:
+            entry = self._inputs_entry[kernel.flags.writeable] = entry_point(
+                entry_inputs_kernel, args
+            )
+        n = entry(*args)
         return expected, next_bits, next_exact, sig[:n].tobytes()
 
     def _long_tokens(self) -> tuple[np.ndarray, Any]:

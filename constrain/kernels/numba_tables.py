@@ -714,3 +714,30 @@ def entry_inputs_kernel(  # type: ignore[no-untyped-def]
             sig[n] = np.uint64(1) if next_exact[t] else np.uint64(0)
             n += 1
     return n
+
+
+@njit(cache=True, nogil=True)
+def bit_lists_kernel(bits: np.ndarray, ptr: np.ndarray, out: np.ndarray) -> int:
+    """List the set bits of each row of ``bits`` (S, W) uint64 as CSR, ascending.
+
+    With an empty ``out`` only counts: ``ptr`` (S + 1,) int64 receives the offsets. Then, with
+    ``out`` of ``ptr[S]`` entries, writes bit ``64 w + b`` of row ``q`` into ``out[ptr[q]:]``.
+    Returns ``ptr[S]``.
+    """
+    one = np.uint64(1)
+    fill = out.shape[0] > 0
+    ptr[0] = 0
+    for q in range(bits.shape[0]):
+        n = ptr[q]
+        for w in range(bits.shape[1]):
+            a = bits[q, w]
+            b = 0
+            while a != 0:
+                if a & one:
+                    if fill:
+                        out[n] = 64 * w + b
+                    n += 1
+                a = a >> one
+                b += 1
+        ptr[q + 1] = n
+    return int(ptr[bits.shape[0]])
