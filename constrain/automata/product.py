@@ -34,7 +34,7 @@ from constrain._types import BoolArray, Int32Array, Int64Array
 from constrain.automata.dfa import Dfa, build_dfa, empty_dfa, minimal_dfa
 from constrain.errors import CompileLimitError
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
-from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel
+from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel, range_edges_kernel
 
 __all__ = ["DfaFragment", "boolean_dfa", "boolean_fragment", "dfa_fragment", "product_dfa"]
 
@@ -84,12 +84,9 @@ def dfa_fragment(dfa: Dfa) -> DfaFragment:
     DfaFragment
         Its states, edges and accepting states.
     """
-    cls = dfa.byte_class.astype(np.int64)
-    starts = np.flatnonzero(np.r_[True, cls[1:] != cls[:-1]])
-    ends = np.r_[starts[1:], 256] - 1
-    targets = dfa.trans[:, cls[starts]]  # (S, runs)
-    src, run = np.nonzero(targets >= 0)
-    table = np.stack((src, starts[run], ends[run], targets[src, run])).astype(np.int32)
+    count = range_edges_kernel(dfa.trans, dfa.byte_class, np.empty((4, 0), np.int32))
+    table = np.empty((4, count), np.int32)
+    range_edges_kernel(dfa.trans, dfa.byte_class, table)
     return DfaFragment(dfa.num_states, table, np.flatnonzero(dfa.accept))
 
 

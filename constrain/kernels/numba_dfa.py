@@ -690,3 +690,47 @@ def continuation_bits_kernel(trans, alive_bits, out):  # type: ignore[no-untyped
             if x >= 0:
                 for w in range(out.shape[1]):
                     out[s, w] |= alive_bits[x, w]
+
+
+@njit(cache=True, nogil=True)
+def range_edges_kernel(trans, byte_class, out):  # type: ignore[no-untyped-def]
+    """List a DFA's transitions as byte-range edges, one per state and run of one class.
+
+    A run is a maximal range of consecutive bytes of one class.
+
+    Parameters
+    ----------
+    trans : (S, C) int32
+        Transitions, -1 = dead.
+    byte_class : (256,) uint8
+        Class of each byte.
+    out : (4, E) int32
+        Receives ``src, lo, hi, dst`` in state then byte order; with ``E == 0`` nothing is
+        written and only the count is returned.
+
+    Returns
+    -------
+    int
+        The number of edges.
+    """
+    run_lo = np.empty(256, np.int64)
+    run_hi = np.empty(256, np.int64)
+    runs = 0
+    for b in range(256):
+        if b == 0 or byte_class[b] != byte_class[b - 1]:
+            run_lo[runs] = b
+            runs += 1
+        run_hi[runs - 1] = b
+    fill = out.shape[1] > 0
+    n = 0
+    for s in range(trans.shape[0]):
+        for r in range(runs):
+            d = trans[s, byte_class[run_lo[r]]]
+            if d >= 0:
+                if fill:
+                    out[0, n] = s
+                    out[1, n] = run_lo[r]
+                    out[2, n] = run_hi[r]
+                    out[3, n] = d
+                n += 1
+    return n

@@ -573,3 +573,29 @@ def test_operand_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         dfa = compile_regex(Intersect((body, Complement(Concat((Literal("a" * k), EMPTY))))))
         assert not dfa.matches(b"a" * k) and dfa.matches(b"b")
     assert 0 < len(product_module._operands) <= 2
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"[a-c]x|é+", r"(?:[^\"\\]|\\u[0-9a-f]{4})*", r"[\x00-\xff]{0,3}z", r"(?:ab)*"]
+)
+def test_fragment_edges_are_the_dfa_byte_by_byte(pattern: str) -> None:
+    """dfa_fragment (kernel range_edges_kernel): every byte of every state leads where the DFA
+    says, through exactly one edge, and no other edge exists."""
+    from constrain.frontends.regex import parse_regex
+
+    dfa = compile_regex(parse_regex(pattern))
+    frag = product_module.dfa_fragment(dfa)
+    assert frag.num_states == dfa.num_states
+    assert frag.accept_states.tolist() == np.flatnonzero(dfa.accept).tolist()
+    got: dict[tuple[int, int], int] = {}
+    for src, lo, hi, dst in frag.table.T.tolist():
+        for byte in range(lo, hi + 1):
+            assert (src, byte) not in got
+            got[(src, byte)] = dst
+    expected = {
+        (s, b): int(dfa.trans[s, dfa.byte_class[b]])
+        for s in range(dfa.num_states)
+        for b in range(256)
+        if dfa.trans[s, dfa.byte_class[b]] >= 0
+    }
+    assert got == expected
