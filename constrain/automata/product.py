@@ -2,11 +2,11 @@
 
 :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` have no Thompson
 construction, so the NFA builder (:class:`~constrain.automata.dfa.NfaBuilder`) asks this module
-for their minimal DFA and splices it in as a :class:`DfaFragment` (a DFA is an NFA):
+for their DFA and splices it in as a :class:`DfaFragment` (a DFA is an NFA):
 
-- ``Intersect((a, b, ...))`` is the product automaton of the operands' minimal DFAs (each
-  compiled with :func:`~constrain.automata.dfa.build_dfa`, so operands nest freely), folded left
-  to right and minimised after each step; an operand ``Complement(c)`` is folded in as the
+- ``Intersect((a, b, ...))`` is the product automaton of the operands' DFAs (each compiled with
+  :func:`~constrain.automata.dfa.build_dfa`, so operands nest freely), folded left to right and
+  minimised after each step but the last; an operand ``Complement(c)`` is folded in as the
   difference ``... - L(c)`` (the other operands accept valid UTF-8 only, so that is the same
   language, from one product instead of two);
 - ``Complement(a)`` is ``ANY_CHAR* - L(a)``: the product of the DFA of every valid UTF-8 string
@@ -16,9 +16,12 @@ for their minimal DFA and splices it in as a :class:`DfaFragment` (a DFA is an N
 An operand that is a set of literals (the property names an ``additionalProperties`` key must
 avoid) is compiled straight into its trie; other plain operands (the string body every such key
 intersects) are compiled once and kept in a small cache by value. Products visit reachable pairs
-only (kernel ``product_kernel``, which stops at the state limit before growing further), lose the
-pairs that cannot reach acceptance, and are minimised. Results are cached by node value (IR nodes
-are frozen and hashable), so a schema that repeats a sub-expression many times compiles it once.
+only (kernel ``product_kernel``, which stops at the state limit before growing further) and lose
+the pairs that cannot reach acceptance. The last product of a node is not minimised: the
+automaton it is spliced into (a lexer, a regex) is minimised as a whole, so minimising the part
+first would be paid twice (~0.1 ms a key set in JSON Schema lexers). Results are cached by node
+value (IR nodes are frozen and hashable), so a schema that repeats a sub-expression many times
+compiles it once.
 """
 
 from __future__ import annotations
@@ -96,8 +99,10 @@ def _universe() -> Dfa:
     return build_dfa(Repeat(ANY_CHAR, 0, None), max_states=1 << 20, limit_name="max_dfa_states")
 
 
-def _trimmed_minimal(trans: Int32Array, byte_class: Int64Array, accept: BoolArray) -> Dfa:
-    """Drop the states that cannot reach acceptance, then minimise."""
+def _trimmed_minimal(
+    trans: Int32Array, byte_class: Int64Array, accept: BoolArray, minimise: bool = True
+) -> Dfa:
+    """Drop the states that cannot reach acceptance, then minimise (if ``minimise``)."""
     num, num_classes = trans.shape
     flat = trans.reshape(-1)
     has_edge = flat >= 0
@@ -111,10 +116,17 @@ def _trimmed_minimal(trans: Int32Array, byte_class: Int64Array, accept: BoolArra
         remap = np.append(np.where(live, np.cumsum(live) - 1, -1), -1).astype(np.int32)
         trans = np.ascontiguousarray(remap[trans[live]])
         accept = accept[live]
+    if not minimise:
+        dfa = Dfa(byte_class.astype(np.uint8), trans, accept, np.ones(len(accept), np.bool_))
+        for arr in (dfa.byte_class, dfa.trans, dfa.accept, dfa.live):
+            arr.flags.writeable = False
+        return dfa
     return minimal_dfa(trans, byte_class, accept)
 
 
-def product_dfa(a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name: str) -> Dfa:
+def product_dfa(
+    a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name: str, minimise: bool = True
+) -> Dfa:
     """Return the minimal DFA of ``L(a) & L(b)``, or of ``L(a) - L(b)`` when ``difference``.
 
     Parameters
@@ -127,11 +139,14 @@ def product_dfa(a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name
         Largest product allowed (reachable pairs, before minimisation).
     limit_name : str
         The limit reported in the error.
+    minimise : bool, optional
+        When False, the product is only trimmed (every state reaches acceptance), not
+        minimised: for an automaton spliced into a larger one that is minimised as a whole.
 
     Returns
     -------
     Dfa
-        The minimal DFA of the result.
+        The minimal (or trimmed) DFA of the result.
 
     Raises
     ------
@@ -159,7 +174,7 @@ def product_dfa(a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name
         )
     accept_b = np.where(pair_b >= 0, b.accept[pair_b], False)
     accept = a.accept[pair_a] & (~accept_b if difference else accept_b)
-    return _trimmed_minimal(trans, byte_class, accept)
+    return _trimmed_minimal(trans, byte_class, accept, minimise)
 
 
 # Operand DFAs of products, by (node, limit): the same string body is intersected with a
@@ -249,7 +264,12 @@ def _cached(
         if isinstance(node, Complement):
             operand = _operand_dfa(node.item, max_states, limit_name)
             dfa = product_dfa(
-                _universe(), operand, difference=True, max_states=max_states, limit_name=limit_name
+                _universe(),
+                operand,
+                difference=True,
+                max_states=max_states,
+                limit_name=limit_name,
+                minimise=False,
             )
         elif not node.items:
             dfa = _universe()
@@ -261,7 +281,7 @@ def _cached(
             negative = [i.item for i in node.items if isinstance(i, Complement)]
             dfa = _operand_dfa(positive[0], max_states, limit_name) if positive else _universe()
             steps = [(i, False) for i in positive[1:]] + [(i, True) for i in negative]
-            for item, difference in steps:
+            for k, (item, difference) in enumerate(steps):
                 if dfa.is_empty_language():
                     break
                 dfa = product_dfa(
@@ -270,6 +290,7 @@ def _cached(
                     difference=difference,
                     max_states=max_states,
                     limit_name=limit_name,
+                    minimise=k < len(steps) - 1,  # the last product is only trimmed
                 )
         hit = (dfa, dfa_fragment(dfa))
         with _cache_lock:
@@ -289,7 +310,10 @@ def _cached(
 
 
 def boolean_dfa(node: Intersect | Complement, *, max_states: int, limit_name: str) -> Dfa:
-    """Return the minimal byte DFA of an intersection or a complement (cached by value).
+    """Return a trim byte DFA of an intersection or a complement (cached by value).
+
+    Trim: every state is reachable and reaches acceptance; not necessarily minimal (see the
+    module notes).
 
     Parameters
     ----------
@@ -303,7 +327,7 @@ def boolean_dfa(node: Intersect | Complement, *, max_states: int, limit_name: st
     Returns
     -------
     Dfa
-        The minimal DFA; ``Intersect(())`` is every valid string.
+        The DFA; ``Intersect(())`` is every valid string.
 
     Raises
     ------
