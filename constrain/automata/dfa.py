@@ -256,9 +256,12 @@ class NfaBuilder:
         self._edges = array("i")  # src, lo, hi, dst, ...
         self._eps = array("i")  # src, dst, ...
         self._chunks: list[Int32Array] = []
-        # templates placed so far, written out in one pass by _arrays: (base, entry) pairs
-        self._placed: list[_Template] = []
+        # copies placed so far, written out in one pass by _arrays: the byte-edge tables and
+        # their (base, entry, edge count); the epsilon tables of those that have some
+        self._placed: list[Int32Array] = []
         self._placed_at = array("q")
+        self._placed_eps: list[Int32Array] = []
+        self._placed_eps_at = array("q")
         self._sizes: dict[int, tuple[Regex, int]] = {}
         self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
         self._templates: dict[int, tuple[Regex, _Template | None]] = {}
@@ -352,9 +355,11 @@ class NfaBuilder:
         """Add a copy of ``tpl`` entered at ``start`` (edges written by :meth:`_arrays`)."""
         base = self.num_states - 1  # local state j >= 1 becomes base + j
         self.num_states += tpl.num_states - 1
-        self._placed.append(tpl)
-        self._placed_at.append(base)
-        self._placed_at.append(start)
+        self._placed.append(tpl.table)
+        self._placed_at.extend((base, start, tpl.table.shape[1]))
+        if tpl.eps.shape[1]:
+            self._placed_eps.append(tpl.eps)
+            self._placed_eps_at.extend((base, start, tpl.eps.shape[1]))
         return base + tpl.exit
 
     def _shared(self, node: Regex) -> _Template | None:
@@ -388,20 +393,20 @@ class NfaBuilder:
         eps = np.frombuffer(self._eps, dtype=np.int32).reshape(-1, 2).T
         parts = [table, *self._chunks]
         eps_parts = [eps]
-        if self._placed:
-            at = np.frombuffer(self._placed_at, dtype=np.int64).reshape(-1, 2)
-            for attr, out in (("table", parts), ("eps", eps_parts)):
-                local = [getattr(tpl, attr) for tpl in self._placed]
-                counts = np.array([x.shape[1] for x in local], dtype=np.int64)
-                if not counts.any():
-                    continue
-                cat = np.concatenate(local, axis=1)
-                base = np.repeat(at[:, 0], counts)
-                entry = np.repeat(at[:, 1], counts)
-                placed = cat.copy()
-                for row in (0, cat.shape[0] - 1):  # source and destination
-                    placed[row] = np.where(cat[row] == 0, entry, base + cat[row])
-                out.append(placed)
+        for local, where, out in (
+            (self._placed, self._placed_at, parts),
+            (self._placed_eps, self._placed_eps_at, eps_parts),
+        ):
+            if not local:
+                continue
+            at = np.frombuffer(where, dtype=np.int64).reshape(-1, 3)
+            cat = np.concatenate(local, axis=1)
+            base = np.repeat(at[:, 0], at[:, 2])
+            entry = np.repeat(at[:, 1], at[:, 2])
+            placed = cat.copy()
+            for row in (0, cat.shape[0] - 1):  # source and destination
+                placed[row] = np.where(cat[row] == 0, entry, base + cat[row])
+            out.append(placed)
         table = np.concatenate(parts, axis=1) if len(parts) > 1 else table.copy()
         eps = np.concatenate(eps_parts, axis=1) if len(eps_parts) > 1 else eps.copy()
         return table, eps
