@@ -20,7 +20,7 @@ from constrain.automata.dfa import NfaBuilder, nullable, walk_bytes
 from constrain.automata.subsets import compress_classes, determinize, minimize, nfa_live
 from constrain.errors import GrammarError
 from constrain.ir import Regex
-from constrain.kernels.numba_dfa import state_bits_kernel
+from constrain.kernels.numba_dfa import row_ids_kernel, state_bits_kernel
 
 __all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
 
@@ -135,22 +135,6 @@ class LexerDfa:
         return _bits(self.alive_bits[state])
 
 
-def _row_ids(rows: UInt64Array) -> tuple[Int32Array, int]:
-    """Return ``(id of each row, number of ids)``, equal rows sharing an id.
-
-    ``np.unique(axis=0)`` does the same through a structured view, ~20x slower on a few hundred
-    rows; a lexicographic sort of the columns is enough here.
-    """
-    num = rows.shape[0]
-    order = np.lexsort(rows.T[::-1])
-    ordered = rows[order]
-    new = np.ones(num, dtype=np.bool_)
-    new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
-    ids = np.empty(num, dtype=np.int32)
-    ids[order] = np.cumsum(new, dtype=np.int32) - 1
-    return ids, int(ids.max()) + 1 if num else 0
-
-
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:
     """Build the combined minimal lexer DFA of several terminals.
 
@@ -228,7 +212,8 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
         ),
         axis=1,
     )
-    init_block, num_blocks = _row_ids(signature)
+    init_block = np.empty(num, dtype=np.int32)
+    num_blocks = int(row_ids_kernel(signature, init_block))
     trans, reps = minimize(subsets.trans, init_block, num_blocks)
     byte_class, trans = compress_classes(trans, subsets.byte_class)
     lexer = LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)

@@ -734,3 +734,51 @@ def range_edges_kernel(trans, byte_class, out):  # type: ignore[no-untyped-def]
                     out[3, n] = d
                 n += 1
     return n
+
+
+@njit(cache=True, nogil=True)
+def row_ids_kernel(rows, ids):  # type: ignore[no-untyped-def]
+    """Number the distinct rows of ``rows`` (S, W) uint64 by first appearance.
+
+    Parameters
+    ----------
+    rows : (S, W) uint64
+        The rows.
+    ids : (S,) int32
+        Output: equal rows get equal ids, ``0 .. n - 1`` in order of first appearance.
+
+    Returns
+    -------
+    int
+        The number of distinct rows ``n``.
+    """
+    num = rows.shape[0]
+    width = rows.shape[1]
+    hcap = 16
+    while hcap < 2 * num:
+        hcap *= 2
+    table = np.full(hcap, -1, np.int64)  # a row index per slot
+    n = 0
+    for q in range(num):
+        h = np.int64(width)
+        for w in range(width):
+            h = (h * 31 + np.int64(rows[q, w] % np.uint64(_HASH_MOD))) % _HASH_MOD
+        slot = (h * _HASH_MUL % _HASH_MOD) & (hcap - 1)
+        found = -1
+        while table[slot] >= 0:
+            r = table[slot]
+            same = True
+            for w in range(width):
+                if rows[r, w] != rows[q, w]:
+                    same = False
+                    break
+            if same:
+                found = ids[r]
+                break
+            slot = (slot + 1) & (hcap - 1)
+        if found < 0:
+            table[slot] = q
+            found = n
+            n += 1
+        ids[q] = found
+    return n

@@ -379,3 +379,19 @@ def test_shared_fragments_keep_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     for k in range(10):
         compile_regex(parse_regex(f"(?:a|b{k + 1}c)*"))
     assert len(dfa_module._SHARED_TEMPLATES) <= 3
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_row_ids_kernel_numbers_distinct_rows(seed: int) -> None:
+    """row_ids_kernel (the lexer's initial blocks) against a dictionary of row tuples."""
+    from constrain.kernels.numba_dfa import row_ids_kernel
+
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(1, 4))
+    pool = rng.integers(0, 2**63, size=(int(rng.integers(1, 6)), width), dtype=np.uint64)
+    rows = pool[rng.integers(0, pool.shape[0], size=int(rng.integers(1, 200)))]
+    ids = np.empty(rows.shape[0], dtype=np.int32)
+    count = row_ids_kernel(rows, ids)
+    first: dict[tuple[int, ...], int] = {}
+    expected = [first.setdefault(tuple(r), len(first)) for r in rows.tolist()]
+    assert ids.tolist() == expected and count == len(first)
