@@ -738,7 +738,7 @@ def range_edges_kernel(trans, byte_class, out):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def row_ids_kernel(rows, ids):  # type: ignore[no-untyped-def]
-    """Number the distinct rows of ``rows`` (S, W) uint64 by first appearance.
+    """Give the distinct rows of ``rows`` (S, W) uint64 ids by first appearance.
 
     Parameters
     ----------
