@@ -32,6 +32,7 @@ from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.entry import entry_point
 from constrain.kernels.numba_tables import (
+    all_alive_kernel,
     bit_lists_kernel,
     body_reach_kernel,
     build_entry_kernel,
@@ -217,7 +218,7 @@ class MaskTables:
         trie: Any = vocab
         reach = self.string_body_reach(state)
         allowed = expected | parser.ignore_bits
-        if reach is not None and bool(np.all(np.any(lexer.alive_bits[reach] & allowed, axis=1))):
+        if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
             bits, trie = vocab.string_slice()
             out_w |= bits
         nc = build_entry_kernel(

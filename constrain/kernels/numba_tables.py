@@ -741,3 +741,22 @@ def bit_lists_kernel(bits: np.ndarray, ptr: np.ndarray, out: np.ndarray) -> int:
                 b += 1
         ptr[q + 1] = n
     return int(ptr[bits.shape[0]])
+
+
+@njit(cache=True, nogil=True)
+def all_alive_kernel(alive_bits: np.ndarray, states: np.ndarray, allowed: np.ndarray) -> bool:
+    """Return whether every state of ``states`` keeps some ``allowed`` terminal alive.
+
+    ``np.all(np.any(alive_bits[states] & allowed, axis=1))`` without its temporaries (~20 us
+    on every table miss inside a string).
+    """
+    for i in range(states.shape[0]):
+        q = states[i]
+        alive = False
+        for w in range(allowed.shape[0]):
+            if alive_bits[q, w] & allowed[w] != 0:
+                alive = True
+                break
+        if not alive:
+            return False
+    return True

@@ -325,3 +325,20 @@ def test_accepted_terminal_lists_equal_the_accept_bits(name: str) -> None:
             if int(accept_bits[state, t >> 6]) >> (t & 63) & 1
         ]
         assert listed == expected, (name, state)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_all_alive_kernel_against_numpy(seed: int) -> None:
+    from constrain.kernels.numba_tables import all_alive_kernel
+
+    rng = np.random.default_rng(seed)
+    words = int(rng.integers(1, 3))
+    alive = rng.integers(0, 2**63, size=(30, words), dtype=np.uint64)
+    alive[rng.random(30) < 0.3] = 0
+    for _ in range(20):
+        states = rng.integers(0, 30, size=int(rng.integers(0, 6))).astype(np.int64)
+        allowed = rng.integers(0, 2**63, size=words, dtype=np.uint64) >> np.uint64(
+            int(rng.integers(0, 63))
+        )
+        expected = bool(np.all(np.any(alive[states] & allowed, axis=1)))
+        assert all_alive_kernel(alive, states, allowed) == expected
