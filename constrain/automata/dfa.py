@@ -28,6 +28,7 @@ so a token may end in the middle of a character.
 from __future__ import annotations
 
 import functools
+import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -225,6 +226,7 @@ _SHARED_MAX_STATES = 256
 _SHARED_CACHE_SIZE = 4096
 # (node, max NFA states, limit name, limit) -> fragment; a limit error is never cached
 _SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], _Template | None] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def _utf8(text: str) -> bytes | None:
@@ -374,9 +376,10 @@ class NfaBuilder:
         if self._size(node) > _SHARED_MAX_STATES:
             return None
         tpl = _local_template(node, self.max_nfa_states, self.limit_name, self.limit)
-        if len(_SHARED_TEMPLATES) >= _SHARED_CACHE_SIZE:  # first in, first out
-            _SHARED_TEMPLATES.pop(next(iter(_SHARED_TEMPLATES)), None)
-        _SHARED_TEMPLATES[key] = tpl
+        with _SHARED_LOCK:  # compilers may run in several threads
+            while len(_SHARED_TEMPLATES) >= _SHARED_CACHE_SIZE:  # first in, first out
+                _SHARED_TEMPLATES.pop(next(iter(_SHARED_TEMPLATES)))
+            _SHARED_TEMPLATES[key] = tpl
         return tpl
 
     def _build_root(self, node: Regex, start: int) -> int:
