@@ -130,7 +130,7 @@ class Matcher:
         # ping-pong buffers for accepting; a per-byte-depth stack for checking candidates
         self._stack = np.zeros((2, 2, cap), dtype=np.int32)
         self._stack_n = np.zeros(2, dtype=np.int32)
-        max_len = int(self.vocab.token_lengths.max(initial=0))
+        max_len = self.vocab.max_token_length
         self._fstack = np.zeros((max_len + 2, 2, _SHARED_HYPS), dtype=np.int32)
         self._fstack_n = np.zeros(max_len + 2, dtype=np.int32)
         self._no_lcp = np.zeros(1, dtype=np.int64)

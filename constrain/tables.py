@@ -117,7 +117,7 @@ class MaskTables:
         self._reach: dict[int, np.ndarray | None] = {}
         self._body_classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
         # trie depths are byte lengths of token prefixes
-        self._max_depth = int(vocab.token_lengths.max(initial=0)) + 1
+        self._max_depth = vocab.max_token_length + 1
         # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
         # full-trie tables as (state, within bits)), for the short-token reuse above
         self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}

@@ -96,6 +96,7 @@ class Vocabulary:
         "_fingerprint",
         "_indptr",
         "_lengths",
+        "_max_length",
         "_model_vocab_size",
         "_special",
         "_trie",
@@ -141,6 +142,7 @@ class Vocabulary:
         self._indptr: Int64Array = frozen(indptr)
         self._bytes: ByteArray = frozen(data)
         self._lengths: Int32Array = frozen(lengths.astype(np.int32))
+        self._max_length = int(lengths.max(initial=0))
         self._special: Int32Array = frozen(np.flatnonzero(lengths == 0).astype(TOKEN_DTYPE))
         self._eos: Int32Array = frozen(eos.astype(TOKEN_DTYPE))
         self._model_vocab_size = mvs
@@ -175,6 +177,11 @@ class Vocabulary:
     def token_lengths(self) -> Int32Array:
         """``(V,) int32`` byte length of each token (0 exactly for special ids)."""
         return self._lengths
+
+    @property
+    def max_token_length(self) -> int:
+        """Byte length of the longest token."""
+        return self._max_length
 
     @property
     def special_ids(self) -> Int32Array:

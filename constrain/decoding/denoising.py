@@ -200,7 +200,7 @@ def _words(vocab: Vocabulary) -> dict[bytes, int]:
 def _split(data: bytes, lo: int, hi: int, vocab: Vocabulary) -> list[int] | None:
     """Write ``data`` as ``lo..hi`` text tokens (fewest tokens first), or None."""
     words = _words(vocab)
-    longest = int(vocab.token_lengths.max(initial=0))
+    longest = vocab.max_token_length
     # breadth-first over (offset, tokens used): the first arrival at the end uses fewest tokens
     back: dict[tuple[int, int], tuple[int, int, int]] = {}
     frontier = [(0, 0)]
@@ -358,7 +358,7 @@ class _Loop:
     def _gap_mode(self, region: list[int]) -> GapMode:
         if self.gaps != "auto":
             return self.gaps
-        if int(self.vocab.token_lengths.max(initial=0)) <= 1:
+        if self.vocab.max_token_length <= 1:
             return "bytes"  # exact when every text token is one byte, and far cheaper
         small = self.vocab.num_nodes * max(sum(t < 0 for t in region), 1) <= _AUTO_TOKEN_STATES
         return "tokens" if small else "bytes"
