@@ -577,7 +577,8 @@ class Grammar:
         changed = True
         while changed:
             changed = False
-            for rule in self.rules:
+            # rules are usually written top-down: bottom-up, most are settled in one pass
+            for rule in reversed(self.rules):
                 if rule.name not in productive and any(
                     all(s in productive for s in alt) for alt in rule.alternatives
                 ):
