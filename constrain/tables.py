@@ -123,9 +123,9 @@ class MaskTables:
         self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
         self._long: tuple[np.ndarray, Any] | None = None
         self._accept_csr: tuple[Int64Array, Int32Array] | None = None
-        # the compiled entry of entry_inputs_kernel, by whether the kernel array is writable
-        # (every other argument's type is fixed for these tables)
-        self._inputs_entry: dict[bool, Any] = {}
+        # the compiled entry of entry_inputs_kernel by the Earley kernel array's type (every
+        # other argument's type is fixed for these tables)
+        self._inputs_entry: dict[tuple[int, bool, bool, bool], Any] = {}
         # per-thread candidate buffers of vocabulary size (builds run outside the lock); fresh
         # ones per build were mapped and unmapped by the allocator each time (512 KB each)
         self._scratch = threading.local()
@@ -285,11 +285,11 @@ class MaskTables:
             parser.item_next_t, parser.item_rest_first, parser.item_rest_nullable, kernel,
             expected, next_bits, next_exact, seen, sig,
         )  # fmt: skip
-        entry = self._inputs_entry.get(kernel.flags.writeable)
+        flags = kernel.flags
+        key = (kernel.dtype.num, flags.c_contiguous, flags.writeable, flags.aligned)
+        entry = self._inputs_entry.get(key)
         if entry is None:
-            entry = self._inputs_entry[kernel.flags.writeable] = entry_point(
-                entry_inputs_kernel, args
-            )
+            entry = self._inputs_entry[key] = entry_point(entry_inputs_kernel, args)
         n = entry(*args)
         return expected, next_bits, next_exact, sig[:n].tobytes()
 

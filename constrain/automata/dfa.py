@@ -11,8 +11,8 @@ Pipeline (:func:`compile_regex`):
    are built once per process and placed as offset copies, written out in one numpy pass. An
    :class:`~constrain.ir.Automaton` becomes one NFA state per state and a character-set fragment
    per edge. :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` are compiled
-   to minimal DFAs by products (:mod:`constrain.automata.product`, cached by value) and spliced
-   in whole.
+   to trim DFAs by products (:mod:`constrain.automata.product`, cached by value) and spliced in
+   whole.
 2. **Byte classes.** Bytes that no edge tells apart form one class, so the DFA has ``C <= 256``
    columns.
 3. **Subset construction** over byte classes, skipping NFA states that cannot reach a final

@@ -127,7 +127,7 @@ def _trimmed_minimal(
 def product_dfa(
     a: Dfa, b: Dfa, *, difference: bool, max_states: int, limit_name: str, minimise: bool = True
 ) -> Dfa:
-    """Return the minimal DFA of ``L(a) & L(b)``, or of ``L(a) - L(b)`` when ``difference``.
+    """Return a DFA of ``L(a) & L(b)``, or of ``L(a) - L(b)`` when ``difference``.
 
     Parameters
     ----------
@@ -201,10 +201,10 @@ def _words(node: Regex) -> list[bytes] | None:
 def trie_dfa(words: list[bytes]) -> Dfa:
     """Return the (not minimal) DFA of a finite set of strings: their trie, without sink.
 
-    Every trie node lies on the way to a word, so the automaton is trim; a product with it is
-    minimised afterwards anyway.
+    Every trie node lies on the way to a word, so the automaton is trim; what a product with it
+    is spliced into is minimised.
     """
-    used = sorted({b for word in words for b in word})
+    used = sorted({b for word in words for b in word})  # UTF-8 never uses 13 of the 256 bytes
     byte_class = np.zeros(256, dtype=np.int64)  # class 0: bytes in no word
     byte_class[used] = np.arange(1, len(used) + 1)
     children: list[dict[int, int]] = [{}]
