@@ -164,9 +164,10 @@ def build_parser_tables(
 
     nullable = np.zeros(n_nt, dtype=np.bool_)
     changed = True
+    bottom_up = rules[::-1]  # rules are usually written top-down: fewer passes this way
     while changed:
         changed = False
-        for lhs, rhs in rules:
+        for lhs, rhs in bottom_up:
             if not nullable[lhs] and all(s >= 0 and nullable[s] for s in rhs):
                 nullable[lhs] = True
                 changed = True
@@ -176,7 +177,7 @@ def build_parser_tables(
     changed = True
     while changed:
         changed = False
-        for lhs, rhs in rules:
+        for lhs, rhs in bottom_up:
             acc = first[lhs]
             for s in rhs:
                 acc |= (1 << (-1 - s)) if s < 0 else first[s]
