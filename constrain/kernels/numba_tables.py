@@ -252,10 +252,12 @@ def build_entry_kernel(
     for w in range(num_words):
         tmp[w] = expected[w] | ignore[w]
     cfg_n[0] = _add(s0, tmp, EXACT_ITEMS, cfg_s, cfg_x, cfg_bits, 0, 0)
-    # Root-lineage configurations (EXACT_ITEMS) always carry the root's bits: precompute their
-    # liveness and split possibility per lexer state, the hot path of the walk.
+    # Root-lineage configurations (EXACT_ITEMS) always carry the root's bits (``root_bits``):
+    # their liveness and split possibility per lexer state are memoised (-1 unknown), computed
+    # at the states the walk meets (a pass over every state cost ~25 us on 4k-state lexers).
     num_states = trans.shape[0]
     num_terms = next_exact.shape[0]
+    root_bits = tmp.copy()  # tmp is scratch below
     # a lexeme of terminal t can be followed by another one inside the same token only if
     # something may come after t (exactly known, or by FOLLOW, or an ignored terminal)
     t_cont = np.zeros(num_terms, dtype=np.bool_)
@@ -263,27 +265,28 @@ def build_entry_kernel(
         for w in range(num_words):
             if follow_bits[t, w] != 0 or (next_exact[t] and next_bits[t, w] != 0):
                 t_cont[t] = True
-    root_alive = np.zeros(num_states, dtype=np.bool_)
-    root_split = np.zeros(num_states, dtype=np.bool_)
+    # a split is possible somewhere iff some state accepts a root terminal that may continue
     any_split = False
-    for q in range(num_states):
-        for w in range(num_words):
-            if alive_bits[q, w] & tmp[w] != 0:
-                root_alive[q] = True
-        # the terminals q accepts, from the CSR (few per state, most states none)
-        for j in range(accept_ptr[q], accept_ptr[q + 1]):
-            t = accept_terms[j]
-            bit = np.uint64(1) << np.uint64(t & 63)
-            if tmp[t >> 6] & bit != 0 and (ignore[t >> 6] & bit != 0 or t_cont[t]):
-                root_split[q] = True
-                any_split = True
-                break
+    for j in range(accept_terms.shape[0]):
+        t = accept_terms[j]
+        bit = np.uint64(1) << np.uint64(t & 63)
+        if root_bits[t >> 6] & bit != 0 and (ignore[t >> 6] & bit != 0 or t_cont[t]):
+            any_split = True
+            break
     info[0] = 0 if any_split else 1
     if not any_split:
         # no lexeme can end and be followed inside a token: every allowed token is exact
-        return walk_single_kernel(s0, root_alive, byte_class, trans, node_byte, node_token,
+        alive = np.zeros(num_states, dtype=np.bool_)
+        for q in range(num_states):
+            for w in range(num_words):
+                if alive_bits[q, w] & root_bits[w] != 0:
+                    alive[q] = True
+                    break
+        return walk_single_kernel(s0, alive, byte_class, trans, node_byte, node_token,
                                   node_end, node_depth, token_next_dup, out_w,
                                   max_depth)  # fmt: skip
+    root_alive = np.full(num_states, -1, dtype=np.int8)
+    root_split = np.full(num_states, -1, dtype=np.int8)
     # The configuration set at a trie node depends only on the parent's set and the byte
     # class, so sets are interned and their transitions memoised: a lazily built DFA over
     # configuration sets, and the walk costs one table lookup per node once it is warm.
@@ -341,15 +344,44 @@ def build_entry_kernel(
                 bits = cs_bits[pid, k]
                 x = trans[st, c]
                 root = level == EXACT_ITEMS
-                if x >= 0 and (root_alive[x] if root else _alive_bits(x, bits, alive_bits)):
+                ok = False
+                if x >= 0:
+                    if root:
+                        ra = root_alive[x]
+                        if ra < 0:
+                            ra = 0
+                            for w in range(num_words):
+                                if alive_bits[x, w] & root_bits[w] != 0:
+                                    ra = 1
+                                    break
+                            root_alive[x] = ra
+                        ok = ra == 1
+                    else:
+                        ok = _alive_bits(x, bits, alive_bits)
+                if ok:
                     r = _add(x, bits, level, t_s, t_x, t_bits, 0, n)
                     if r < 0:
                         over = True
                     else:
                         n = r
                         exact_alive = exact_alive or level != INEXACT
-                if st == 0 or sc < 0 or first or (root and not root_split[st]):
+                if st == 0 or sc < 0 or first:
                     continue
+                if root:
+                    rs = root_split[st]
+                    if rs < 0:
+                        rs = 0
+                        for j in range(accept_ptr[st], accept_ptr[st + 1]):
+                            t = accept_terms[j]
+                            bit = np.uint64(1) << np.uint64(t & 63)
+                            if root_bits[t >> 6] & bit != 0 and (
+                                ignore[t >> 6] & bit != 0 or t_cont[t]
+                            ):
+                                rs = 1
+                                break
+                        root_split[st] = rs
+                    if rs == 0:
+                        continue
                 ign = False
                 scan = False
                 exact = level != INEXACT and exact_scans
