@@ -509,7 +509,8 @@ class Matcher:
         vocab = self.vocab
         while True:
             args = (
-                self._hyp, n, entry_ids, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
+                self._hyp, n, entry_ids, snap.w_pool, snap.w_row, snap.w_indptr, snap.w_extra,
+                snap.c_indptr, snap.c_tokens, snap.c_lcp,
                 snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool,
                 snap.num_entries, self._kbuf, vocab.token_indptr, vocab.token_bytes, row,
                 self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
@@ -532,33 +533,29 @@ class Matcher:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""
         tables = self.compiled.tables
         snap = tables.snapshot()
-        if self._entry_index is not snap.index:
-            self._entry_index = snap.index
+        if self._entry_index is not snap.key_index:
+            self._entry_index = snap.key_index
             self._entry_memo = {}
         memo = self._entry_memo
         hyp = self._hyp
-        if n <= 4:
-            # the common case, without list building
-            ids = self._ids4[:n]
-            uid_row = self._sets[5]
-            for h in range(n):
-                e = memo.get((int(uid_row[hyp[0, h]]), int(hyp[1, h])), -1)
-                if not 0 <= e < snap.num_entries:
-                    break
-                ids[h] = e
-            else:
-                return ids, snap
-        sets = hyp[0, :n].tolist()
-        states = hyp[1, :n].tolist()
-        uids = self._sets[5, sets].tolist()
-        found = [memo.get((u, st), -1) for u, st in zip(uids, states, strict=True)]
-        if min(found) >= 0 and max(found) < snap.num_entries:
-            return np.array(found, dtype=np.int32), snap
-        kernels = [self._kernel(p) for p in sets]
-        entry_ids, snap = tables.lookup(self._hyp[1, :n], kernels)
-        if self._entry_index is snap.index:
-            for u, st, e in zip(uids, states, entry_ids.tolist(), strict=True):
-                memo[(u, st)] = e
+        uid_row = self._sets[5]
+        ids = self._ids4[:n] if n <= 4 else np.empty(n, dtype=np.int32)
+        keys = []
+        complete = True
+        for h in range(n):
+            key = (int(uid_row[hyp[0, h]]), int(hyp[1, h]))
+            keys.append(key)
+            e = memo.get(key, -1)
+            if not 0 <= e < snap.num_entries:
+                complete = False
+            ids[h] = e
+        if complete:
+            return ids, snap
+        kernels = [self._kernel(int(hyp[0, h])) for h in range(n)]
+        entry_ids, snap = tables.lookup(hyp[1, :n], kernels)
+        if self._entry_index is snap.key_index:
+            for key, e in zip(keys, entry_ids.tolist(), strict=True):
+                memo[key] = e
         return entry_ids, snap
 
     def _kernel(self, p: int) -> Int32Array:

@@ -21,8 +21,7 @@ outgrow ``max_bytes`` the cache starts over (bounded memory, never a leak).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,11 +35,11 @@ from constrain.kernels.numba_tables import (
     bit_lists_kernel,
     body_reach_kernel,
     build_entry_kernel,
-    entry_hash,
     entry_inputs_kernel,
     equivalent_within,
-    index_insert,
+    index_add,
     index_rehash,
+    store_entry_kernel,
     walk_single_kernel,
 )
 from constrain.vocab import Vocabulary
@@ -58,18 +57,74 @@ _RECENT = 8
 # exact, and all that as bytes (MaskTables._inputs)
 _Inputs = tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
 _MAX_PAIRS = 4096
+_REACH_LIMIT = 4096
+# string-body reach without a length bound gives up past this many states (a counted string
+# body: one state per count; the bounded reach then decides)
+_REACH_UNBOUNDED = 4096
+_FIRST_ROWS = 256
+# Inside a string whose body is bounded (``maxLength``), some long string text kills the lexeme,
+# so the whole string slice cannot be taken; its tokens of at most _SLICE_CHARS characters still
+# can where every string text that short keeps the lexeme alive (all but the last few counts).
+# In Llama 3's vocabulary 699 of the 121,825 slice tokens are longer than 16 characters.
+_SLICE_CHARS = 16
+_UNSET = object()
 
 
-@dataclass(frozen=True, slots=True)
-class TableSnapshot:
+def _list_limit(num_words: int) -> int:
+    """Most tokens an entry keeps as a list: half the bytes of a row of its own."""
+    return max(num_words // 2, 1)
+
+
+class _Scratch:
+    """Per-thread buffers of one :class:`MaskTables` (builds run outside its lock)."""
+
+    __slots__ = (
+        "cands", "lcp", "out_w", "info", "expected", "next_bits", "next_exact", "seen", "sig",
+        "reach", "visited", "mark", "cur", "nxt", "stamp", "extra",
+    )  # fmt: skip
+
+    def __init__(self, tables: MaskTables) -> None:
+        size = max(tables.vocab.size, 1)
+        parser = tables.parser
+        num_t = max(parser.num_terminals, 1)
+        words = parser.num_words
+        num_states = max(tables.lexer.trans.shape[0], 1)
+        # candidate lists of vocabulary size: fresh ones per build were mapped and unmapped by
+        # the allocator each time (512 KB each)
+        self.cands = np.empty(size, dtype=np.int32)
+        self.lcp = np.empty(size, dtype=np.int32)
+        self.out_w = np.zeros(tables.num_words, dtype=np.uint32)
+        self.info = np.zeros(1, dtype=np.int64)
+        self.expected = np.zeros(words, dtype=np.uint64)
+        self.next_bits = np.zeros((num_t, words), dtype=np.uint64)
+        self.next_exact = np.ones(num_t, dtype=np.bool_)
+        self.seen = np.zeros(num_t, dtype=np.bool_)
+        self.sig = np.empty(words + num_t * (words + 2), dtype=np.uint64)
+        self.reach = np.empty(_REACH_LIMIT, dtype=np.int64)
+        self.visited = np.zeros(num_states, dtype=np.int64)
+        self.mark = np.zeros(num_states, dtype=np.int64)
+        self.cur = np.empty(num_states, dtype=np.int64)
+        self.nxt = np.empty(num_states, dtype=np.int64)
+        self.stamp = np.zeros(1, dtype=np.int64)
+        # a sparse entry's token list: at most half a row's bytes (the store kernel's limit)
+        self.extra = np.empty(_list_limit(tables.num_words), dtype=np.int32)
+
+
+class TableSnapshot(NamedTuple):
     """An immutable view of the pools: entries ``0 .. num_entries - 1`` are valid in it.
 
     A new snapshot is published (one attribute store) after every insertion, so a reader that
     took a snapshot keeps a consistent view whatever writers do meanwhile.
     """
 
-    index: dict[tuple[int, bytes], int]
+    key_index: dict[tuple[int, bytes], int]
+    # within tokens of entry e: row w_row[e] of w_pool (none when -1: the row is then all
+    # zero), OR the tokens w_extra[w_indptr[e]:w_indptr[e + 1]] (the adaptive storage of
+    # XGrammar: a short list where few tokens differ from a shared row, else a row of its own)
     w_pool: np.ndarray
+    w_row: Int32Array
+    w_indptr: Int64Array
+    w_extra: Int32Array
     c_indptr: Int64Array
     c_tokens: Int32Array
     c_lcp: Int32Array
@@ -82,6 +137,16 @@ class TableSnapshot:
     h_koff: Int64Array
     h_klen: Int32Array
     k_pool: Int32Array
+
+    def within(self, e: int) -> np.ndarray:
+        """Return entry ``e``'s context-independent tokens as a ``(ceil(V/32),)`` uint32 bitset."""
+        row = int(self.w_row[e])
+        out: np.ndarray = self.w_pool[row].copy() if row >= 0 else np.zeros_like(self.w_pool[0])
+        extra = self.w_extra[self.w_indptr[e] : self.w_indptr[e + 1]]
+        np.bitwise_or.at(
+            out, extra >> 5, np.left_shift(np.uint32(1), (extra & 31).astype(np.uint32))
+        )
+        return out
 
 
 class MaskTables:
@@ -115,6 +180,7 @@ class MaskTables:
         self.num_shared = 0
         self.num_resets = 0
         self._reach: dict[int, np.ndarray | None] = {}
+        self._reach_short: dict[int, np.ndarray | None] = {}
         self._body_classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
         # trie depths are byte lengths of token prefixes
         self._max_depth = vocab.max_token_length + 1
@@ -126,28 +192,40 @@ class MaskTables:
         # the compiled entry of entry_inputs_kernel by the Earley kernel array's type (every
         # other argument's type is fixed for these tables)
         self._inputs_entry: dict[tuple[int, bool, bool, bool], Any] = {}
-        # per-thread candidate buffers of vocabulary size (builds run outside the lock); fresh
-        # ones per build were mapped and unmapped by the allocator each time (512 KB each)
+        # the walk's arguments fixed for these tables, and its compiled entry by slice
+        self._walk_static: tuple[Any, ...] | None = None
+        self._walk_entries: dict[int, Any] = {}
         self._scratch = threading.local()
         self._reset()
 
     def _reset(self) -> None:
+        # Room for _FIRST_ROWS entries up front: the allocator maps pages only as rows are
+        # written, so an unused row costs address space, not memory, and most grammars never
+        # grow the pools (growing copies every row written so far).
+        rows = _FIRST_ROWS
         self._snap = TableSnapshot(
-            index={},
-            w_pool=np.zeros((8, self.num_words), dtype=np.uint32),
-            c_indptr=np.zeros(9, dtype=np.int64),
-            c_tokens=np.zeros(1024, dtype=np.int32),
-            c_lcp=np.zeros(1024, dtype=np.int32),
+            key_index={},
+            w_pool=np.zeros((rows // 4, self.num_words), dtype=np.uint32),
+            w_row=np.full(rows, -1, dtype=np.int32),
+            w_indptr=np.zeros(rows + 1, dtype=np.int64),
+            w_extra=np.zeros(64 * rows, dtype=np.int32),
+            c_indptr=np.zeros(rows + 1, dtype=np.int64),
+            c_tokens=np.zeros(16 * rows, dtype=np.int32),
+            c_lcp=np.zeros(16 * rows, dtype=np.int32),
             num_entries=0,
-            h_keys=np.full(16, -1, dtype=np.int64),
-            h_entry=np.full(16, -1, dtype=np.int32),
-            h_state=np.zeros(16, dtype=np.int32),
-            h_koff=np.zeros(16, dtype=np.int64),
-            h_klen=np.zeros(16, dtype=np.int32),
-            k_pool=np.zeros(256, dtype=np.int32),
+            h_keys=np.full(4 * rows, -1, dtype=np.int64),
+            h_entry=np.full(4 * rows, -1, dtype=np.int32),
+            h_state=np.zeros(4 * rows, dtype=np.int32),
+            h_koff=np.zeros(4 * rows, dtype=np.int64),
+            h_klen=np.zeros(4 * rows, dtype=np.int32),
+            k_pool=np.zeros(32 * rows, dtype=np.int32),
         )
+        self._nbytes = sum(a.nbytes for a in self._snap[1:] if isinstance(a, np.ndarray))
         self._num_keys = 0
         self._k_used = 0
+        self._rows_used = 0
+        # w_pool rows holding a string slice's tokens, by its character bound (0: unbounded)
+        self._base_rows: dict[int, int] = {}
         # (state, build inputs) -> entry: keys whose builds would be identical share one entry
         self._by_inputs: dict[tuple[int, bytes], int] = {}
 
@@ -156,19 +234,18 @@ class MaskTables:
         return self._snap
 
     def nbytes(self) -> int:
-        """Return the memory held by the pools, in bytes."""
-        snap = self._snap
-        return int(
-            snap.w_pool.nbytes
-            + snap.c_indptr.nbytes
-            + snap.c_tokens.nbytes
-            + snap.c_lcp.nbytes
-            + snap.k_pool.nbytes
-            + snap.h_keys.nbytes * 3
-        )
+        """Return the memory held by the pools, in bytes (their capacity)."""
+        return self._nbytes
 
     def __len__(self) -> int:
         return self._snap.num_entries
+
+    def _buffers(self) -> _Scratch:
+        """Return this thread's scratch buffers."""
+        sc: _Scratch | None = getattr(self._scratch, "buffers", None)
+        if sc is None:
+            sc = self._scratch.buffers = _Scratch(self)
+        return sc
 
     def build(
         self, state: int, kernel: Int32Array, inputs: _Inputs | None = None
@@ -191,10 +268,24 @@ class MaskTables:
         lcp : (n,) int32
             Byte prefix each candidate shares with the previous one.
         """
+        within, nc, _ = self._walk(state, kernel, inputs)
+        sc = self._buffers()
+        return within.copy(), sc.cands[:nc].copy(), sc.lcp[:nc].copy()
+
+    def _walk(
+        self, state: int, kernel: Int32Array, inputs: _Inputs | None
+    ) -> tuple[np.ndarray, int, int]:
+        """Walk the trie for one entry: its within bitset, candidate count and slice.
+
+        The bitset may be this thread's scratch and the candidates are in its ``cands`` and
+        ``lcp`` buffers: both are valid until the thread's next walk. The slice is the
+        character bound of the string slice taken wholesale (:meth:`Vocabulary.string_slice`;
+        its tokens are within), -1 when none was.
+        """
         parser, lexer, vocab = self.parser, self.lexer, self.vocab
         key = kernel.tobytes()
         single = self._single.get(key)
-        if single is not None and self.string_body_reach(state) is None:
+        if single is not None and self.string_body_reach(state, _SLICE_CHARS) is None:
             alive, recent = single
             for r, bits in list(recent):
                 if equivalent_within(state, r, lexer.trans, alive, _SHORT, _MAX_PAIRS):
@@ -206,46 +297,45 @@ class MaskTables:
                         long_trie.token_next_dup, out_w, self._max_depth,
                     )  # fmt: skip
                     self.num_reused += 1
-                    return out_w, np.zeros(0, np.int32), np.zeros(0, np.int32)
+                    return out_w, 0, -1
         expected, next_bits, next_exact, _ = self._inputs(kernel) if inputs is None else inputs
-        out_w = np.zeros(self.num_words, dtype=np.uint32)
-        out_c = getattr(self._scratch, "cands", None)
-        if out_c is None:
-            out_c = self._scratch.cands = np.empty(max(vocab.size, 1), dtype=np.int32)
-            self._scratch.lcp = np.empty(max(vocab.size, 1), dtype=np.int32)
-        out_lcp = self._scratch.lcp
-        info = np.zeros(1, dtype=np.int64)
+        sc = self._buffers()
+        out_w = sc.out_w
         trie: Any = vocab
-        reach = self.string_body_reach(state)
+        sliced = -1
         allowed = expected | parser.ignore_bits
+        # the bounded reach first: it is cheap, and where it fails the unbounded one does too
+        reach = self.string_body_reach(state, _SLICE_CHARS)
         if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
-            bits, trie = vocab.string_slice()
-            out_w |= bits
-        nc = build_entry_kernel(
-            state,
-            expected,
-            next_bits,
-            next_exact,
-            parser.ignore_bits,
-            parser.scannable_bits,
-            self.exact_scans,
-            lexer.byte_class,
-            lexer.trans,
-            lexer.accept_bits,
-            *self._accepts(),
-            lexer.alive_bits,
-            parser.follow_bits,
-            trie.node_byte,
-            trie.node_token,
-            trie.node_end,
-            trie.node_depth,
-            trie.token_next_dup,
-            out_w,
-            out_c,
-            out_lcp,
-            self._max_depth,
-            info,
-        )
+            reach = self.string_body_reach(state)
+            if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
+                sliced = 0
+            else:
+                sliced = _SLICE_CHARS
+            bits, trie = vocab.string_slice(sliced)
+        if trie is vocab:
+            out_w.fill(0)
+        else:
+            np.copyto(out_w, bits)
+        info = sc.info
+        if self._walk_static is None:
+            self._walk_static = (
+                parser.ignore_bits, parser.scannable_bits, self.exact_scans, lexer.byte_class,
+                lexer.trans, lexer.accept_bits, *self._accepts(), lexer.alive_bits,
+                parser.follow_bits,
+            )  # fmt: skip
+        args = (
+            state, expected, next_bits, next_exact, *self._walk_static, trie.node_byte,
+            trie.node_token, trie.node_end, trie.node_depth, trie.token_next_dup, out_w,
+            sc.cands, sc.lcp, self._max_depth, info,
+        )  # fmt: skip
+        if expected is sc.expected:  # this thread's buffers: types fixed per trie
+            entry = self._walk_entries.get(sliced)
+            if entry is None:
+                entry = self._walk_entries[sliced] = entry_point(build_entry_kernel, args)
+            nc = entry(*args)
+        else:
+            nc = build_entry_kernel(*args)
         self.num_builds += 1
         if info[0] == 1 and trie is vocab:
             if single is None:
@@ -255,7 +345,7 @@ class MaskTables:
             recent.append((state, out_w.copy()))
             if len(recent) > _RECENT:
                 del recent[0]
-        return out_w, out_c[:nc].copy(), out_lcp[:nc].copy()
+        return out_w, int(nc), sliced
 
     def _accepts(self) -> tuple[Int64Array, Int32Array]:
         """Return the terminals each lexer state accepts, as CSR (built once)."""
@@ -271,19 +361,14 @@ class MaskTables:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).
 
         That is the expected terminals and, per terminal, the exact next expected set and whether
-        it is exact (:func:`~constrain.kernels.numba_tables.entry_inputs_kernel`).
+        it is exact (:func:`~constrain.kernels.numba_tables.entry_inputs_kernel`). The arrays are
+        this thread's scratch, valid until its next call.
         """
         parser = self.parser
-        num_t = max(parser.num_terminals, 1)
-        words = parser.num_words
-        expected = np.zeros(words, dtype=np.uint64)
-        next_bits = np.zeros((num_t, words), dtype=np.uint64)
-        next_exact = np.ones(num_t, dtype=np.bool_)
-        seen = np.zeros(num_t, dtype=np.bool_)
-        sig = np.empty(words + num_t * (words + 2), dtype=np.uint64)
+        sc = self._buffers()
         args = (
             parser.item_next_t, parser.item_rest_first, parser.item_rest_nullable, kernel,
-            expected, next_bits, next_exact, seen, sig,
+            sc.expected, sc.next_bits, sc.next_exact, sc.seen, sc.sig,
         )  # fmt: skip
         flags = kernel.flags
         key = (kernel.dtype.num, flags.c_contiguous, flags.writeable, flags.aligned)
@@ -291,7 +376,7 @@ class MaskTables:
         if entry is None:
             entry = self._inputs_entry[key] = entry_point(entry_inputs_kernel, args)
         n = entry(*args)
-        return expected, next_bits, next_exact, sig[:n].tobytes()
+        return sc.expected, sc.next_bits, sc.next_exact, sc.sig[:n].tobytes()
 
     def _long_tokens(self) -> tuple[np.ndarray, Any]:
         """Return the tokens longer than ``_SHORT`` bytes: their bitset and trie (built once)."""
@@ -306,24 +391,35 @@ class MaskTables:
             self._long = (bits, trie)
         return self._long
 
-    def string_body_reach(self, state: int) -> np.ndarray | None:
+    def string_body_reach(self, state: int, max_chars: int = 0) -> np.ndarray | None:
         """Return the states string-body text can lead ``state`` to, or None.
 
         None when some raw JSON string-body text kills the lexeme from ``state`` (or the set is
         large). Otherwise each token of the vocabulary's string slice lands on one of these
         states, inside the same lexeme: where an allowed terminal is alive at all of them
         (:meth:`build` checks), the whole slice is allowed and only the other tokens need a
-        trie walk (llguidance's "slicer").
+        trie walk (llguidance's "slicer"). With ``max_chars > 0`` only text of at most that many
+        characters is followed (the slice of :meth:`Vocabulary.string_slice` with the same
+        bound).
         """
         if state == 0:  # a lexeme boundary: no string body is open
             return None
-        if state in self._reach:
-            return self._reach[state]
+        cache = self._reach_short if max_chars else self._reach
+        found = cache.get(state, _UNSET)
+        if found is not _UNSET:
+            return found  # type: ignore[return-value]
         if self._body_classes is None:  # first needed inside a lexeme, not at the first mask
             self._body_classes = body_class_sequences(self.lexer)
-        found = body_reach(self.lexer, self._body_classes, state)
-        self._reach[state] = found
-        return found
+        sc = self._buffers()
+        classes, pos_ptr, seq_ptr = self._body_classes
+        out = sc.reach if max_chars else sc.reach[:_REACH_UNBOUNDED]
+        n = body_reach_kernel(
+            self.lexer.trans, classes, pos_ptr, seq_ptr, state, max_chars or _REACH_LIMIT,
+            out, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
+        )  # fmt: skip
+        result = None if n < 0 else out[:n].copy()
+        cache[state] = result
+        return result
 
     def lookup(
         self, states: Int32Array, kernels: list[Int32Array]
@@ -333,89 +429,128 @@ class MaskTables:
         The common case (every entry present) takes no lock. Missing entries are computed
         outside the lock, so threads do not serialise on the kernel, then inserted.
         """
-        snap = self._snap
-        ids = np.empty(len(kernels), dtype=np.int32)
-        keys = []
-        complete = True
-        for h, kernel in enumerate(kernels):
-            key = (int(states[h]), kernel.tobytes())
-            keys.append(key)
-            e = snap.index.get(key, -1)
-            if e < 0 or e >= snap.num_entries:
-                complete = False
-            ids[h] = e
-        if complete:
-            return ids, snap
-        # A key whose build inputs equal an existing entry's shares that entry (different
-        # Earley kernels often expect the same terminals with the same follow-ups).
-        built: dict[tuple[int, bytes], tuple[np.ndarray, Int32Array, Int32Array]] = {}
-        inputs: dict[tuple[int, bytes], tuple[int, bytes]] = {}
-        for h, key in enumerate(keys):
-            if key in built or key in inputs or key in snap.index:
-                continue
-            found = self._inputs(kernels[h])
-            sig = (key[0], found[3])
-            inputs[key] = sig
-            if sig not in self._by_inputs:
-                built[key] = self.build(key[0], kernels[h], found)
+        while True:
+            resets = self.num_resets
+            snap = self._snap
+            index = snap.key_index
+            ids = np.empty(len(kernels), dtype=np.int32)
+            missing: list[tuple[int, tuple[int, bytes]]] = []
+            for h, kernel in enumerate(kernels):
+                key = (int(states[h]), kernel.tobytes())
+                e = index.get(key, -1)
+                if e < 0 or e >= snap.num_entries:
+                    missing.append((h, key))
+                ids[h] = e
+            if not missing:
+                return ids, snap
+            for h, key in missing:
+                ids[h] = self._add(key, kernels[h])
+            with self._lock:
+                if self.num_resets == resets:
+                    return ids, self._snap
+            # the cache started over meanwhile: the ids found first are gone, look again
+
+    def _add(self, key: tuple[int, bytes], kernel: Int32Array) -> int:
+        """Find or build the entry of a key missing from the index; return its id."""
+        inputs = self._inputs(kernel)
+        sig = (key[0], inputs[3])
+        walked: tuple[np.ndarray, int, int] | None = None
+        if sig not in self._by_inputs:
+            # A key whose build inputs equal an existing entry's shares that entry (different
+            # Earley kernels often expect the same terminals with the same follow-ups).
+            walked = self._walk(key[0], kernel, inputs)
         with self._lock:
-            extra = sum(w.nbytes + 2 * c.nbytes for w, c, _ in built.values())
-            if self.nbytes() + extra > self.max_bytes and self._snap.num_entries:
+            snap = self._snap
+            e = snap.key_index.get(key, -1)
+            if 0 <= e < snap.num_entries:
+                return e  # another thread added it meanwhile
+            e = self._by_inputs.get(sig, -1)
+            if e >= 0:
+                self._index_key(key, kernel, e)
+                self.num_shared += 1
+                return e
+            if walked is None:  # the shared entry went with a reset: build it here
+                walked = self._walk(key[0], kernel, self._inputs(kernel))
+            within, nc, sliced = walked
+            if self._nbytes + within.nbytes + 8 * nc > self.max_bytes and snap.num_entries:
                 self._reset()
                 self.num_resets += 1
-            for h, key in enumerate(keys):
-                e = self._snap.index.get(key, -1)
-                if e < 0:
-                    sig = inputs.get(key) or (key[0], self._inputs(kernels[h])[3])
-                    e = self._by_inputs.get(sig, -1)
-                    if e >= 0:
-                        self._index_key(key, e)
-                        self.num_shared += 1
-                    else:
-                        entry = built[key] if key in built else self.build(key[0], kernels[h])
-                        e = self._insert(key, *entry)
-                        self._by_inputs[sig] = e
-                ids[h] = e
-            return ids, self._snap
+            e = self._insert(key, kernel, within, sliced, nc)
+            self._by_inputs[sig] = e
+            return e
 
     def _insert(
-        self, key: tuple[int, bytes], within: np.ndarray, cands: Int32Array, lcp: Int32Array
+        self, key: tuple[int, bytes], kernel: Int32Array, within: np.ndarray, sliced: int, nc: int
     ) -> int:
+        """Append an entry to the pools and index it (under the lock); return its id.
+
+        ``within`` holds the entry's context-independent tokens, of which the string slice
+        ``sliced`` (-1: none) is a part; the candidates are this thread's last walk's.
+        """
         snap = self._snap
+        sc = self._buffers()
         e = snap.num_entries
-        w_pool, c_indptr = snap.w_pool, snap.c_indptr
-        c_tokens, c_lcp = snap.c_tokens, snap.c_lcp
-        if e >= w_pool.shape[0]:
-            pool = np.zeros((2 * w_pool.shape[0], self.num_words), dtype=np.uint32)
-            pool[:e] = w_pool[:e]
-            indptr = np.zeros(pool.shape[0] + 1, dtype=np.int64)
-            indptr[: e + 1] = c_indptr[: e + 1]
-            w_pool, c_indptr = pool, indptr
-        start = int(c_indptr[e])
-        end = start + cands.shape[0]
-        if end > c_tokens.shape[0]:
-            size = max(2 * c_tokens.shape[0], end)
-            tokens = np.zeros(size, dtype=np.int32)
-            tokens[:start] = c_tokens[:start]
-            lcps = np.zeros(size, dtype=np.int32)
-            lcps[:start] = c_lcp[:start]
-            c_tokens, c_lcp = tokens, lcps
+        w_pool, w_row, w_indptr, w_extra = snap.w_pool, snap.w_row, snap.w_indptr, snap.w_extra
+        c_indptr, c_tokens, c_lcp = snap.c_indptr, snap.c_tokens, snap.c_lcp
+        # room first (the store kernel writes without checking): a row, the longest token
+        # list, the candidates
+        if e >= w_row.shape[0]:
+            w_row = self._grow(w_row, e, 2 * w_row.shape[0])
+            w_indptr = self._grow(w_indptr, e + 1, w_row.shape[0] + 1)
+            c_indptr = self._grow(c_indptr, e + 1, w_row.shape[0] + 1)
+        base = -1
+        if sliced >= 0:
+            base = self._base_rows.get(sliced, -1)
+            if base < 0:
+                if self._rows_used >= w_pool.shape[0]:
+                    w_pool = self._grow(w_pool, self._rows_used, 2 * w_pool.shape[0])
+                base = self._base_rows[sliced] = self._rows_used
+                w_pool[base] = self.vocab.string_slice(sliced)[0]
+                self._rows_used += 1
+        if self._rows_used >= w_pool.shape[0]:
+            w_pool = self._grow(w_pool, self._rows_used, 2 * w_pool.shape[0])
+        start = int(w_indptr[e])
+        limit = sc.extra.shape[0]
+        if start + limit > w_extra.shape[0]:
+            w_extra = self._grow(w_extra, start, max(2 * w_extra.shape[0], start + limit))
+        c_start = int(c_indptr[e])
+        if c_start + nc > c_tokens.shape[0]:
+            size = max(2 * c_tokens.shape[0], c_start + nc)
+            c_tokens = self._grow(c_tokens, c_start, size)
+            c_lcp = self._grow(c_lcp, c_start, size)
         # Rows beyond num_entries are invisible to readers until the new snapshot is published.
-        w_pool[e] = within
-        c_tokens[start:end] = cands
-        c_lcp[start:end] = lcp
-        c_indptr[e + 1] = end
-        self._snap = TableSnapshot(
-            snap.index, w_pool, c_indptr, c_tokens, c_lcp, e + 1, snap.h_keys, snap.h_entry,
-            snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool,
+        self._rows_used += store_entry_kernel(
+            e, within, base, self._rows_used, limit, w_pool, w_row, w_indptr, w_extra,
+            sc.cands, sc.lcp, nc, c_indptr, c_tokens, c_lcp,
         )  # fmt: skip
-        self._index_key(key, e)
+        index = self._index_arrays(key, kernel, e, snap)
+        self._snap = TableSnapshot(
+            snap.key_index, w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp, e + 1,
+            *index,
+        )  # fmt: skip
         return e
 
-    def _index_key(self, key: tuple[int, bytes], e: int) -> None:
-        """Add key -> entry ``e`` to both indexes and publish (under the lock)."""
+    def _grow(self, a: np.ndarray, used: int, size: int) -> np.ndarray:
+        """Return ``a`` grown to ``size`` rows, the first ``used`` kept (the byte count kept)."""
+        out = _grown(a, used, size)
+        self._nbytes += out.nbytes - a.nbytes
+        return out
+
+    def _index_key(self, key: tuple[int, bytes], kernel: Int32Array, e: int) -> None:
+        """Add key -> existing entry ``e`` to both indexes and publish (under the lock)."""
         snap = self._snap
-        kernel = np.frombuffer(key[1], dtype=np.int32)
+        self._snap = TableSnapshot(
+            *snap[:9], *self._index_arrays(key, kernel, e, snap)
+        )  # fmt: skip
+
+    def _index_arrays(
+        self, key: tuple[int, bytes], kernel: Int32Array, e: int, snap: TableSnapshot
+    ) -> tuple[Int64Array, Int32Array, Int32Array, Int64Array, Int32Array, Int32Array]:
+        """Add key -> entry ``e`` to both indexes (under the lock); return the index arrays.
+
+        They are ``snap``'s, or grown copies to publish; ``kernel`` is ``key[1]`` as an array.
+        """
+        kernel = np.ascontiguousarray(kernel, dtype=np.int32)
         k_pool = snap.k_pool
         h_keys, h_entry, h_state, h_koff, h_klen = (
             snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen
@@ -423,10 +558,7 @@ class MaskTables:
         k_start = self._k_used
         k_end = k_start + kernel.shape[0]
         if k_end > k_pool.shape[0]:
-            grown = np.zeros(max(2 * k_pool.shape[0], k_end), dtype=np.int32)
-            grown[:k_start] = k_pool[:k_start]
-            k_pool = grown
-        k_pool[k_start:k_end] = kernel
+            k_pool = self._grow(k_pool, k_start, max(2 * k_pool.shape[0], k_end))
         self._k_used = k_end
         if 2 * (self._num_keys + 1) > h_keys.shape[0]:
             size = 2 * h_keys.shape[0]
@@ -436,16 +568,23 @@ class MaskTables:
                 np.zeros(size, dtype=np.int32),
             )  # fmt: skip
             index_rehash(h_keys, h_entry, h_state, h_koff, h_klen, *table)
+            self._nbytes += sum(a.nbytes for a in table) // 2
             h_keys, h_entry, h_state, h_koff, h_klen = table
-        h = entry_hash(key[0], kernel, kernel.shape[0])
-        index_insert(h, e, key[0], k_start, kernel.shape[0], h_keys, h_entry, h_state, h_koff,
-                     h_klen)  # fmt: skip
+        index_add(key[0], kernel, e, k_pool, k_start, h_keys, h_entry, h_state, h_koff, h_klen)
         self._num_keys += 1
-        snap.index[key] = e
-        self._snap = TableSnapshot(
-            snap.index, snap.w_pool, snap.c_indptr, snap.c_tokens, snap.c_lcp,
-            snap.num_entries, h_keys, h_entry, h_state, h_koff, h_klen, k_pool,
-        )  # fmt: skip
+        snap.key_index[key] = e
+        return h_keys, h_entry, h_state, h_koff, h_klen, k_pool
+
+
+def _grown(a: np.ndarray, used: int, size: int) -> np.ndarray:
+    """Return a copy of ``a`` with ``size`` rows, the first ``used`` kept, the rest unset.
+
+    Unset, not zeroed: rows past ``used`` are written before a snapshot shows them, and the
+    allocator maps pages only as they are written.
+    """
+    out = np.empty((size, *a.shape[1:]), dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
 
 
 # UTF-8 encodings of the raw JSON string-body characters (U+0020.., minus '"' and '\\'), as
@@ -479,16 +618,3 @@ def body_class_sequences(lexer: LexerDfa) -> tuple[Int64Array, Int64Array, Int64
     pos_ptr = np.cumsum([0] + [len(pos) for seq in nested for pos in seq]).astype(np.int64)
     seq_ptr = np.cumsum([0] + [len(seq) for seq in nested]).astype(np.int64)
     return classes, pos_ptr, seq_ptr
-
-
-def body_reach(
-    lexer: LexerDfa,
-    sequences: tuple[Int64Array, Int64Array, Int64Array],
-    state: int,
-    limit: int = 4096,
-) -> np.ndarray | None:
-    """Return the states reachable from ``state`` by string-body text (None: a path dies)."""
-    classes, pos_ptr, seq_ptr = sequences
-    out = np.empty(limit, dtype=np.int64)
-    n = body_reach_kernel(lexer.trans, classes, pos_ptr, seq_ptr, state, out)
-    return None if n < 0 else out[:n].copy()

@@ -150,7 +150,7 @@ class Vocabulary:
         if _trie is not None:
             check_trie(_trie, size, data.shape[0])
         self._trie: Trie | None = _trie
-        self._slice: tuple[np.ndarray, Trie] | None = None
+        self._slice: dict[int, tuple[np.ndarray, Trie]] = {}
 
     # ---------------------------------------------------------------- plain attributes
     @property
@@ -241,19 +241,28 @@ class Vocabulary:
         """``(V,) int32`` next larger id with the same bytes as this token, or -1."""
         return self._get_trie().token_next_dup
 
-    def string_slice(self) -> tuple[np.ndarray, Trie]:
+    def string_slice(self, max_chars: int = 0) -> tuple[np.ndarray, Trie]:
         """Return the JSON string-body token slice: its bitset and the trie of the other tokens.
 
         ``bits`` is a ``(ceil(V/32),) uint32`` bitset of the tokens that are complete raw JSON
         string text (see :func:`constrain._vocab_trie.string_body_tokens`); the trie holds every
         other token. Mask tables use them at lexer states that loop on string-body characters.
-        Computed once per vocabulary (about 0.1 s for 128k tokens).
+        With ``max_chars > 0`` the slice keeps only its tokens of at most that many characters
+        (the trie holds the rest), for states where every string-body text that short keeps the
+        lexeme alive but longer ones may not (a string with ``maxLength``). Computed once per
+        vocabulary and ``max_chars`` (about 0.1 s for 128k tokens).
         """
-        cached = self._slice
+        cached = self._slice.get(max_chars)
         if cached is None:
             from constrain._vocab_trie import string_body_tokens, subset_trie
 
             mask = string_body_tokens(self._indptr, self._bytes, self._special)
+            if max_chars > 0:
+                # characters = bytes that are not UTF-8 continuation bytes
+                lead = np.zeros(self._bytes.shape[0] + 1, dtype=np.int64)
+                np.cumsum((self._bytes & 0xC0) != 0x80, out=lead[1:])
+                chars = lead[self._indptr[1:]] - lead[self._indptr[:-1]]
+                mask &= chars[: mask.shape[0]] <= max_chars
             words = (self.size + 31) // 32
             padded = np.zeros(words * 32, dtype=bool)
             n = min(mask.shape[0], self.size)
@@ -262,7 +271,7 @@ class Vocabulary:
             trie = subset_trie(self._indptr, self._bytes, ~mask)
             trie = trie._replace(token_next_dup=trie.token_next_dup[: self.size])
             cached = (frozen(bits), trie)
-            self._slice = cached
+            self._slice[max_chars] = cached
         return cached
 
     @property

@@ -365,6 +365,9 @@ def fill_mask_kernel(
     n_hyp: int,
     entry_ids: np.ndarray,
     w_pool: np.ndarray,
+    w_row: np.ndarray,
+    w_indptr: np.ndarray,
+    w_extra: np.ndarray,
     c_indptr: np.ndarray,
     c_tokens: np.ndarray,
     c_lcp: np.ndarray,
@@ -396,7 +399,8 @@ def fill_mask_kernel(
     """OR the allowed tokens of every hypothesis into ``out_row`` (uint32 words, pre-zeroed).
 
     Entry ``entry_ids[h]`` of the token tables holds, for hypothesis ``h``, the tokens that stay
-    context-independent (``w_pool`` row: always allowed) and the candidates whose validity depends
+    context-independent (always allowed: row ``w_row[e]`` of ``w_pool`` unless negative, and
+    the tokens ``w_extra[w_indptr[e]:w_indptr[e+1]]``) and the candidates whose validity depends
     on the parser (``c_tokens[c_indptr[e]:c_indptr[e+1]]``, in trie order, with ``c_lcp`` the
     common prefix length with the previous candidate), which are checked here by simulating their
     bytes, sharing the work of common prefixes. ``stack`` is int32 ``[D, 2, H]`` with ``D`` above
@@ -421,8 +425,13 @@ def fill_mask_kernel(
             entry_ids[h] = e
     for h in range(n_hyp):
         e = entry_ids[h]
-        for w in range(out_row.shape[0]):
-            out_row[w] |= w_pool[e, w]
+        r = w_row[e]
+        if r >= 0:
+            for w in range(out_row.shape[0]):
+                out_row[w] |= w_pool[r, w]
+        for j in range(w_indptr[e], w_indptr[e + 1]):
+            tok = w_extra[j]
+            out_row[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
     total = 0
     for h in range(n_hyp):
         e = entry_ids[h]
@@ -604,6 +613,9 @@ def fill_row_kernel(
     n_hyp: int,
     entry_ids: np.ndarray,
     w_pool: np.ndarray,
+    w_row: np.ndarray,
+    w_indptr: np.ndarray,
+    w_extra: np.ndarray,
     c_indptr: np.ndarray,
     c_tokens: np.ndarray,
     c_lcp: np.ndarray,
@@ -665,7 +677,8 @@ def fill_row_kernel(
     for w in range(out_row.shape[0]):
         out_row[w] = 0
     res = fill_mask_kernel(
-        hyp, n_hyp, entry_ids, w_pool, c_indptr, c_tokens, c_lcp, h_keys, h_entry, h_state,
+        hyp, n_hyp, entry_ids, w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp,
+        h_keys, h_entry, h_state,
         h_koff, h_klen, k_pool, num_entries, kbuf, token_indptr, token_bytes, out_row, stack,
         stack_n,
         big, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,

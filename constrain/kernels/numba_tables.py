@@ -27,8 +27,10 @@ __all__ = [
     "entry_hash",
     "equivalent_within",
     "find_entry",
+    "index_add",
     "index_insert",
     "index_rehash",
+    "store_entry_kernel",
     "walk_single_kernel",
 ]
 
@@ -474,42 +476,59 @@ def body_reach_kernel(
     pos_ptr: np.ndarray,
     seq_ptr: np.ndarray,
     start: int,
+    max_chars: int,
     out: np.ndarray,
+    visited: np.ndarray,
+    mark: np.ndarray,
+    cur: np.ndarray,
+    nxt: np.ndarray,
+    stamp: np.ndarray,
 ) -> int:
     """Breadth-first search of the lexer states string-body characters lead ``start`` to.
 
     Each character shape ``q`` is the positions ``seq_ptr[q]:seq_ptr[q+1]``; position ``p``
-    reads the byte classes ``classes[pos_ptr[p]:pos_ptr[p+1]]``. Writes the states reached
-    (``start`` first) to ``out`` and returns their number; -1 when some character kills the
-    lexeme, -2 when more than ``out.shape[0]`` states are reached.
+    reads the byte classes ``classes[pos_ptr[p]:pos_ptr[p+1]]``. Only strings of at most
+    ``max_chars`` characters are followed. Writes the states reached (``start`` first, then by
+    increasing distance) to ``out`` and returns their number; -1 when some character kills the
+    lexeme within ``max_chars`` characters, -2 when more than ``out.shape[0]`` states are
+    reached.
+
+    ``visited``, ``mark`` (int64, one per lexer state) are stamp arrays and ``cur``, ``nxt``
+    (int64, one per state) scratch, reused across calls without clearing: ``stamp[0]`` is
+    advanced past every stamp a call writes (it must never go back).
     """
-    num_states = trans.shape[0]
-    visited = np.zeros(num_states, dtype=np.bool_)
-    mark = np.zeros(num_states, dtype=np.int64)
-    cur = np.empty(num_states, dtype=np.int64)
-    nxt = np.empty(num_states, dtype=np.int64)
-    visited[start] = True
+    base = stamp[0] + 1
+    visit = base
+    tick = base
+    visited[start] = visit
     out[0] = start
     n = 1
     head = 0
-    stamp = 0
+    level_end = 1  # out[:level_end] are at distance <= level
+    level = 0
     while head < n:
+        if head == level_end:
+            level += 1
+            level_end = n
+        if level >= max_chars:
+            break
         x = out[head]
         head += 1
         for q in range(seq_ptr.shape[0] - 1):
             cur[0] = x
             nc = 1
             for p in range(seq_ptr[q], seq_ptr[q + 1]):
-                stamp += 1
+                tick += 1
                 nn = 0
                 for i in range(nc):
                     s = cur[i]
                     for k in range(pos_ptr[p], pos_ptr[p + 1]):
                         y = trans[s, classes[k]]
                         if y < 0:
+                            stamp[0] = tick
                             return -1
-                        if mark[y] != stamp:
-                            mark[y] = stamp
+                        if mark[y] != tick:
+                            mark[y] = tick
                             nxt[nn] = y
                             nn += 1
                 for i in range(nn):
@@ -517,12 +536,14 @@ def body_reach_kernel(
                 nc = nn
             for i in range(nc):
                 y = cur[i]
-                if not visited[y]:
-                    visited[y] = True
+                if visited[y] != visit:
+                    visited[y] = visit
                     if n >= out.shape[0]:
+                        stamp[0] = tick
                         return -2
                     out[n] = y
                     n += 1
+    stamp[0] = tick
     return n
 
 
@@ -604,6 +625,30 @@ def index_insert(
     h_koff[slot] = koff
     h_klen[slot] = klen
     h_keys[slot] = h
+
+
+@njit(cache=True, nogil=True)
+def index_add(
+    state: int,
+    kernel: np.ndarray,
+    e: int,
+    k_pool: np.ndarray,
+    koff: int,
+    h_keys: np.ndarray,
+    h_entry: np.ndarray,
+    h_state: np.ndarray,
+    h_koff: np.ndarray,
+    h_klen: np.ndarray,
+) -> None:
+    """Copy ``kernel`` to ``k_pool[koff:]`` and index ``(state, kernel)`` -> entry ``e``.
+
+    The caller has made room in ``k_pool`` and kept the table at most half full.
+    """
+    n = kernel.shape[0]
+    for j in range(n):
+        k_pool[koff + j] = kernel[j]
+    h = entry_hash(state, kernel, n)
+    index_insert(h, e, state, koff, n, h_keys, h_entry, h_state, h_koff, h_klen)
 
 
 @njit(cache=True, nogil=True)
@@ -691,9 +736,10 @@ def entry_inputs_kernel(  # type: ignore[no-untyped-def]
 ):  # fmt: skip
     """Compute what a table build reads of an Earley kernel, and a signature of it.
 
-    Semantics as a loop (``expected``, ``next_bits`` zeroed, ``next_exact`` all true, ``seen``
-    all false on entry)::
+    Semantics as a loop (the outputs and ``seen`` are reset first, so callers may reuse
+    them)::
 
+        expected[:] = 0; next_bits[:] = 0; next_exact[:] = True
         for item in kernel:
             t = item_next_t[item]
             expected |= bit(t);  next_bits[t] |= item_rest_first[item]
@@ -723,6 +769,13 @@ def entry_inputs_kernel(  # type: ignore[no-untyped-def]
         Written: the signature.
     """
     num_words = expected.shape[0]
+    for w in range(num_words):
+        expected[w] = 0
+    for t in range(next_exact.shape[0]):
+        next_exact[t] = True
+        seen[t] = False
+        for w in range(num_words):
+            next_bits[t, w] = 0
     for i in range(kernel.shape[0]):
         item = kernel[i]
         t = item_next_t[item]
@@ -773,6 +826,72 @@ def bit_lists_kernel(bits: np.ndarray, ptr: np.ndarray, out: np.ndarray) -> int:
                 b += 1
         ptr[q + 1] = n
     return int(ptr[bits.shape[0]])
+
+
+# bit index of a uint32 power of two p: _DEBRUIJN[((p * 0x077CB531) mod 2**32) >> 27]
+_DEBRUIJN = np.array(
+    [0, 1, 28, 2, 29, 14, 24, 3, 30, 22, 20, 15, 25, 17, 4, 8,
+     31, 27, 13, 23, 21, 19, 16, 7, 26, 12, 18, 6, 11, 5, 10, 9],
+    dtype=np.int64,
+)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def store_entry_kernel(
+    e: int,
+    within: np.ndarray,
+    base: int,
+    free_row: int,
+    limit: int,
+    w_pool: np.ndarray,
+    w_row: np.ndarray,
+    w_indptr: np.ndarray,
+    w_extra: np.ndarray,
+    cands: np.ndarray,
+    lcp: np.ndarray,
+    nc: int,
+    c_indptr: np.ndarray,
+    c_tokens: np.ndarray,
+    c_lcp: np.ndarray,
+) -> int:
+    """Store entry ``e`` in the mask tables' pools; return the ``w_pool`` rows it took (0, 1).
+
+    The pools are those of ``tables.TableSnapshot``. The within bitset ``within`` is kept as
+    row ``base`` of ``w_pool`` (its tokens a part of ``within``; none when -1) plus the list of
+    the other tokens, in increasing order, at ``w_extra[w_indptr[e]:]``, when that list has at
+    most ``limit`` tokens; else ``within`` is copied to row ``free_row``. The candidates
+    ``cands[:nc]``, ``lcp[:nc]`` go to ``c_tokens``, ``c_lcp`` from ``c_indptr[e]``. The caller
+    has made room for all of it.
+    """
+    start = w_indptr[e]
+    n = 0
+    dense = False
+    for w in range(within.shape[0]):
+        x = int(within[w] & ~w_pool[base, w]) if base >= 0 else int(within[w])
+        while x != 0:
+            if n >= limit:
+                dense = True
+                break
+            low = x & -x
+            w_extra[start + n] = 32 * w + _DEBRUIJN[((low * 0x077CB531) & 0xFFFFFFFF) >> 27]
+            n += 1
+            x ^= low
+        if dense:
+            break
+    if dense:
+        for w in range(within.shape[0]):
+            w_pool[free_row, w] = within[w]
+        w_row[e] = free_row
+        w_indptr[e + 1] = start
+    else:
+        w_row[e] = base
+        w_indptr[e + 1] = start + n
+    c_start = c_indptr[e]
+    for j in range(nc):
+        c_tokens[c_start + j] = cands[j]
+        c_lcp[c_start + j] = lcp[j]
+    c_indptr[e + 1] = c_start + nc
+    return 1 if dense else 0
 
 
 @njit(cache=True, nogil=True)

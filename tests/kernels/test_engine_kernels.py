@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import reference
 
+import constrain.tables
 from constrain import Compiler, Grammar, Matcher
 from constrain.kernels.numba_earley import scan_kernel_items
 from constrain.kernels.numba_tables import find_entry
@@ -136,8 +137,9 @@ def test_mask_tables_split_is_sound(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
-def test_cached_entries_equal_fresh_builds(name: str) -> None:
+def test_cached_entries_equal_fresh_builds(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pooled, copy-on-grow cache (MaskTables.lookup) holds what build() computes."""
+    monkeypatch.setattr(constrain.tables, "_FIRST_ROWS", 4)  # so that the pools grow
     m = Matcher(Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar(name)))
     tables = m.compiled.tables
     for prefix in explored_prefixes(name, max_len=2):
@@ -148,19 +150,24 @@ def test_cached_entries_equal_fresh_builds(name: str) -> None:
         ids, snap = tables.lookup(states, [e for _, _, e in hyps])
         for (_, state, kernel), e in zip(hyps, ids.tolist(), strict=True):
             fresh = tables.build(state, kernel)
-            assert (snap.w_pool[e] == fresh[0]).all()
+            assert (snap.within(e) == fresh[0]).all()
             cands = snap.c_tokens[snap.c_indptr[e] : snap.c_indptr[e + 1]]
             assert cands.tolist() == fresh[1].tolist()
-    # the initial pools hold 8 entries: mini_json needs more, so copy-on-grow is exercised
-    assert len(tables) > (8 if name == "mini_json" else 0)
+    # the initial pools hold 4 entries and one row: mini_json needs more, so copy-on-grow is
+    # exercised, with entries stored both ways (a token list, a row of their own)
+    assert len(tables) > (4 if name == "mini_json" else 0)
+    if name == "mini_json":
+        snap = tables.snapshot()
+        rows = snap.w_row[: snap.num_entries]
+        assert (rows >= 0).sum() > 1 and (np.diff(snap.w_indptr[: snap.num_entries + 1]) > 0).any()
     # keys with equal build inputs share an entry (checked against fresh builds above)
     if name in ("mini_json", "utf8", "words"):
         assert tables.num_shared > 0
     # the kernel-side index (read by fill_mask_kernel) finds every entry of the dict index, and
     # only with the exact key
     snap = tables.snapshot()
-    assert snap.index
-    for (state, raw), e in snap.index.items():
+    assert snap.key_index
+    for (state, raw), e in snap.key_index.items():
         kernel = np.frombuffer(raw, dtype=np.int32)
         args = (snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool)
         assert find_entry(state, kernel, kernel.shape[0], *args, snap.num_entries) == e

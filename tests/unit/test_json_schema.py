@@ -272,9 +272,8 @@ def test_draft7_ref_overrides_siblings() -> None:
 
 def test_masks_equal_brute_force_inside_strings_and_keys() -> None:
     """Token masks (string-body slice included) equal the byte-level definition."""
-    import numpy as np
 
-    from constrain.testing import brute_force_mask, tiny_vocabulary
+    from constrain.testing import tiny_vocabulary
 
     schema = {
         "type": "object",
@@ -287,27 +286,35 @@ def test_masks_equal_brute_force_inside_strings_and_keys() -> None:
     }
     grammar = Grammar.from_json_schema(schema, whitespace="flexible", max_whitespace=1)
     tiny = tiny_vocabulary()
-    compiled = constrain.Compiler(tiny).compile(grammar)
-    byte_compiled = _COMPILER.compile(grammar)
+    text = '{"name": "x\\"\u20ac ab", "tag":"a\u20acb","list":["ab", ""]}'.encode()
+    _assert_masks_equal_brute_force(constrain.Compiler(tiny).compile(grammar), text)
+
+
+def _assert_masks_equal_brute_force(compiled: constrain.CompiledGrammar, text: bytes) -> None:
+    """After every prefix of ``text``, the mask equals the byte-level definition."""
+    import numpy as np
+
+    from constrain.testing import brute_force_mask
+
+    vocab = compiled.vocab
+    byte_compiled = _COMPILER.compile(compiled.grammar)
 
     def accepts_prefix(data: bytes) -> bool:
-        m = constrain.Matcher(byte_compiled)
-        return m.accept_tokens(list(data)) == len(data)
+        return constrain.Matcher(byte_compiled).accept_tokens(list(data)) == len(data)
 
     def complete(data: bytes) -> bool:
         m = constrain.Matcher(byte_compiled)
         return m.accept_tokens(list(data)) == len(data) and m.is_accepting()
 
-    text = '{"name": "x\\"\u20ac ab", "tag":"a\u20acb","list":["ab", ""]}'.encode()
-    bitmask = constrain.allocate_token_bitmask(1, tiny.size)
+    bitmask = constrain.allocate_token_bitmask(1, vocab.size)
     for cut in range(len(text) + 1):
         prefix = text[:cut]
         matcher = constrain.Matcher(compiled)
         assert matcher.accept_tokens(list(prefix)) == cut
         matcher.fill_next_token_bitmask(bitmask, 0)
         words = bitmask.numpy()[0].view(np.uint32)
-        got = np.array([(words[t >> 5] >> (t & 31)) & 1 for t in range(tiny.size)], dtype=bool)
-        want = brute_force_mask(tiny, accepts_prefix, prefix, complete)[: tiny.size]
+        got = np.array([(words[t >> 5] >> (t & 31)) & 1 for t in range(vocab.size)], dtype=bool)
+        want = brute_force_mask(vocab, accepts_prefix, prefix, complete)[: vocab.size]
         assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
 
 
@@ -334,6 +341,68 @@ def test_string_slice_matches_its_definition() -> None:
         assert bool(bits[t >> 5] >> (t & 31) & 1) == want, (t, data)
         # every other token is walked through the slice's trie
         assert (t in in_trie) == (bool(data) and not want and t not in special), (t, data)
+
+
+def test_string_slice_bounded_by_characters() -> None:
+    """``string_slice(n)`` keeps the slice tokens of at most ``n`` characters (not bytes)."""
+    from constrain.testing import tiny_vocabulary
+
+    vocab = tiny_vocabulary()
+    full, _ = vocab.string_slice()
+    for n in (1, 2, 3):
+        bits, trie = vocab.string_slice(n)
+        for t in range(vocab.size):
+            lo, hi = int(vocab.token_indptr[t]), int(vocab.token_indptr[t + 1])
+            in_full = bool(full[t >> 5] >> (t & 31) & 1)
+            short = in_full and len(bytes(vocab.token_bytes[lo:hi]).decode("utf-8")) <= n
+            assert bool(bits[t >> 5] >> (t & 31) & 1) == short, (n, t)
+
+
+@pytest.mark.parametrize("list_limit", [None, 64])
+def test_masks_equal_brute_force_in_bounded_strings(
+    list_limit: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside strings with maxLength / minLength the slice of short tokens is taken wholesale
+    (the whole slice would let a long token overrun the bound); masks equal the definition,
+    with entries stored as rows of their own or (``list_limit`` 64) as a slice's row plus a
+    list of the other tokens."""
+    import numpy as np
+
+    import constrain.tables
+
+    if list_limit is not None:
+        monkeypatch.setattr(constrain.tables, "_list_limit", lambda words: list_limit)
+
+    from constrain.tables import _SLICE_CHARS
+
+    long_tokens = [b"abcdefghijklmnopq", "\u20ac".encode() * 17, b"0123456789abcdef", b"xy"]
+    vocab = constrain.Vocabulary.from_bytes(
+        [bytes([b]) for b in range(256)] + long_tokens + [None], eos_ids=[256 + len(long_tokens)]
+    )
+    assert _SLICE_CHARS == 16  # the long tokens above straddle it
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "maxLength": 20},
+            "t": {"type": "string", "minLength": 18},
+        },
+        "required": ["s", "t"],
+    }
+    compiled = constrain.Compiler(vocab).compile(Grammar.from_json_schema(schema))
+    text = ('{"s":"' + "x" * 20 + '","t":"' + "\u20ac" * 25 + '"}').encode()
+    _assert_masks_equal_brute_force(compiled, text)
+    # both slices served some entries; stored entries hold what a fresh build computes
+    tables = compiled.tables
+    snap = tables.snapshot()
+    rows = set(snap.w_row[: snap.num_entries].tolist())
+    if list_limit is None:  # 9 words a row: a list holds 4 tokens, string entries need rows
+        assert not set(tables._base_rows.values()) & rows
+    else:
+        assert set(tables._base_rows) == {0, _SLICE_CHARS}
+        assert set(tables._base_rows.values()) <= rows
+    for (state, raw), e in snap.key_index.items():
+        fresh = tables.build(state, np.frombuffer(raw, dtype=np.int32))
+        assert (snap.within(e) == fresh[0]).all()
 
 
 def test_draft4_integers_have_no_fraction() -> None:
