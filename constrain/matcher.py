@@ -103,6 +103,7 @@ class Matcher:
             )
         self.compiled = compiled
         self.vocab = compiled.vocab
+        self._vocab_size = compiled.vocab.size
         self._entries_by_kernel = compiled.kernel_entries
         lexer, parser = compiled.lexer, compiled.parser
         self._lex = (
@@ -156,6 +157,10 @@ class Matcher:
         self._item_next_t = parser.item_next_t
         self._last_bitmask: Any = None
         self._last_rows = np.zeros((0, 0), dtype=np.uint32)
+        # the row of the last (bitmask, index) filled, and its padding words past the vocabulary
+        self._last_index = -1
+        empty = np.zeros(0, dtype=np.uint32)
+        self._last_row: tuple[np.ndarray, np.ndarray, bool] = (empty, empty, True)
         # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
         self._job = np.zeros((4, 1), dtype=np.int64)
         self._result = np.zeros(1, dtype=np.int32)
@@ -193,6 +198,8 @@ class Matcher:
 
     def _check(self, status: int) -> bool:
         """Handle a kernel status; return True when the call must be retried after growing."""
+        if status >= 0:
+            return False
         if status == STATUS_CAPACITY:
             self._grow()
             return True
@@ -206,9 +213,6 @@ class Matcher:
             raise CompileLimitError(
                 "max_hypotheses", limit, limit + 1, hint="too many ways to lex the input"
             )
-        if self._counts[3] > self._memo.shape[1] // 2:
-            self._memo[0].fill(-1)
-            self._counts[3] = 0
         return False
 
     def _truncate(self, n_sets: int, n_items: int) -> None:
@@ -358,7 +362,7 @@ class Matcher:
         if self._terminated:
             return False
         vocab = self.vocab
-        if tok >= vocab.size:
+        if tok >= self._vocab_size:
             if tok >= vocab.model_vocab_size:
                 raise ValueError(
                     f"token id {tok} is out of range: the model vocabulary has "
@@ -475,27 +479,39 @@ class Matcher:
                 allowed = t < vocab.size and matcher.validate_tokens([t]) == 1
                 set_bit(bitmask[index], t, allowed)
         """
-        if bitmask is self._last_bitmask:
-            rows = self._last_rows
+        if bitmask is self._last_bitmask and index == self._last_index:
+            row, padded, direct = self._last_row
         else:
-            rows = _bitmask_rows(bitmask)
-            self._last_bitmask, self._last_rows = bitmask, rows
-        if not 0 <= index < rows.shape[0]:
-            raise IndexError(f"index {index} out of range for a bitmask of {rows.shape[0]} rows")
-        words = (self.vocab.size + 31) // 32
-        if rows.shape[1] < words:
-            raise ValueError(
-                f"bitmask has {rows.shape[1]} words per row, the vocabulary needs {words} "
-                f"(vocab.size={self.vocab.size})"
-            )
-        row = rows[index]
-        if row.shape[0] > words:
-            row[words:] = 0
-        self._fill_row(row[:words])
+            if bitmask is self._last_bitmask:
+                rows = self._last_rows
+            else:
+                rows = _bitmask_rows(bitmask)
+                self._last_bitmask, self._last_rows = bitmask, rows
+            if not 0 <= index < rows.shape[0]:
+                raise IndexError(
+                    f"index {index} out of range for a bitmask of {rows.shape[0]} rows"
+                )
+            words = (self.vocab.size + 31) // 32
+            if rows.shape[1] < words:
+                raise ValueError(
+                    f"bitmask has {rows.shape[1]} words per row, the vocabulary needs {words} "
+                    f"(vocab.size={self.vocab.size})"
+                )
+            padded = rows[index, words:]
+            row = rows[index, :words]
+            direct = bool(row.flags.c_contiguous and row.flags.writeable)
+            self._last_index = index
+            self._last_row = (row, padded, direct)
+        if padded.shape[0]:
+            padded[:] = 0
+        self._fill_row(row, direct)
         return True
 
-    def _fill_row(self, row: np.ndarray) -> None:
-        """Write the row (``words`` uint32); one kernel call in the common case."""
+    def _fill_row(self, row: np.ndarray, direct: bool | None = None) -> None:
+        """Write the row (``words`` uint32); one kernel call in the common case.
+
+        ``direct``: whether ``row`` is C-contiguous and writable (looked up when None).
+        """
         if self._terminated:
             row[:] = 0
             self._set_eos(row)
@@ -503,7 +519,7 @@ class Matcher:
         n = self._n
         # First try with the entries looked up inside the kernel (the tables' index); on a
         # miss, find or build them here and pass them explicitly.
-        entry_ids = self._eids[:n] if n <= self._eids.shape[0] else np.empty(n, np.int32)
+        entry_ids = self._eids if n <= self._eids.shape[0] else np.empty(n, np.int32)
         entry_ids.fill(-1)
         snap = self.compiled.tables.snapshot()
         vocab = self.vocab
@@ -516,7 +532,9 @@ class Matcher:
                 self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
                 self._rm_rows, self._rm_next, *self._args,
             )  # fmt: skip
-            if row.flags.c_contiguous and row.flags.writeable:
+            if direct is None:
+                direct = bool(row.flags.c_contiguous and row.flags.writeable)
+            if direct:
                 kernel = self._entries_by_kernel.get("fill")
                 if kernel is None:
                     kernel = self._entries_by_kernel["fill"] = entry_point(fill_row_kernel, args)

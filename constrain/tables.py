@@ -604,17 +604,27 @@ _BODY_SEQUENCES = (
 )
 
 
+# the byte ranges of _BODY_SEQUENCES flattened: every byte of every position, with its position
+_BODY_BYTES = np.array(
+    [b for seq in _BODY_SEQUENCES for lo, hi in seq for b in range(lo, hi + 1)], dtype=np.int64
+)
+_BODY_POSITION = np.array(
+    [p for p, (lo, hi) in enumerate(r for seq in _BODY_SEQUENCES for r in seq)
+     for _ in range(lo, hi + 1)],
+    dtype=np.int64,
+)  # fmt: skip
+_BODY_POSITIONS = sum(len(seq) for seq in _BODY_SEQUENCES)
+_BODY_SEQ_PTR = np.cumsum([0] + [len(seq) for seq in _BODY_SEQUENCES]).astype(np.int64)
+
+
 def body_class_sequences(lexer: LexerDfa) -> tuple[Int64Array, Int64Array, Int64Array]:
     """Return the distinct byte classes of each position of each string-body UTF-8 shape.
 
-    Flat: ``classes[pos_ptr[p]:pos_ptr[p + 1]]`` are the classes of position ``p``, and
-    ``seq_ptr[q]:seq_ptr[q + 1]`` the positions of shape ``q``.
+    Flat: ``classes[pos_ptr[p]:pos_ptr[p + 1]]`` are the classes of position ``p`` (ascending),
+    and ``seq_ptr[q]:seq_ptr[q + 1]`` the positions of shape ``q``.
     """
-    nested = [
-        [np.unique(lexer.byte_class[lo : hi + 1]).tolist() for lo, hi in seq]
-        for seq in _BODY_SEQUENCES
-    ]
-    classes = np.array([c for seq in nested for pos in seq for c in pos], dtype=np.int64)
-    pos_ptr = np.cumsum([0] + [len(pos) for seq in nested for pos in seq]).astype(np.int64)
-    seq_ptr = np.cumsum([0] + [len(seq) for seq in nested]).astype(np.int64)
-    return classes, pos_ptr, seq_ptr
+    # one sorted pass over (position, class) pairs instead of a np.unique per position
+    keys = np.unique(_BODY_POSITION * 256 + lexer.byte_class[_BODY_BYTES].astype(np.int64))
+    classes = keys % 256
+    pos_ptr = np.searchsorted(keys // 256, np.arange(_BODY_POSITIONS + 1)).astype(np.int64)
+    return classes, pos_ptr, _BODY_SEQ_PTR

@@ -231,6 +231,7 @@ def memo_get(
     counts: np.ndarray,
 ) -> int:
     """Return the memoised scan of ``(parent, term)``: a set, ``NO_SET``, or ``MEMO_MISS``."""
+    _memo_room(memo, counts)
     key = sets[UID, parent] * num_terminals + term
     mask = memo.shape[1] - 1
     h = (key * 0x9E3779B1) & mask
@@ -270,6 +271,7 @@ def memo_scan(
     q = earley_scan_kernel(parent, term, par, items, sets, set_bits, counts, scratch, max_set_items)
     if q < NO_SET:
         return q
+    _memo_room(memo, counts)
     key = sets[UID, parent] * num_terminals + term
     mask = memo.shape[1] - 1
     h = (key * 0x9E3779B1) & mask
@@ -284,6 +286,19 @@ def memo_scan(
     memo[1, h] = q
     memo[2, h] = sets[UID, q] if q >= 0 else -1
     return q
+
+
+@njit(cache=True, nogil=True)
+def _memo_room(memo: np.ndarray, counts: np.ndarray) -> None:
+    """Empty the memo once it is half full (``counts[3]`` used slots), before an insertion.
+
+    The memo is a cache: emptying it loses results, never changes one, and keeps its linear
+    probing short.
+    """
+    if counts[3] >= memo.shape[1] // 2:
+        for i in range(memo.shape[1]):
+            memo[0, i] = -1
+        counts[3] = 0
 
 
 @njit(cache=True, nogil=True)
@@ -310,6 +325,7 @@ def memo_union(
     closed and continues exactly like the two together, so one hypothesis replaces both. This
     keeps ambiguous lexings (a keyword that is also a name, ...) from multiplying hypotheses.
     """
+    _memo_room(memo, counts)
     key = _union_key(sets[UID, a], sets[UID, b])
     mask = memo.shape[1] - 1
     h = (key * 0x9E3779B1) & mask

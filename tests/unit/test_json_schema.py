@@ -405,6 +405,28 @@ def test_masks_equal_brute_force_in_bounded_strings(
         assert (snap.within(e) == fresh[0]).all()
 
 
+def test_body_class_sequences_are_the_classes_of_each_position() -> None:
+    """The string-body character shapes as byte classes: per position, its distinct classes."""
+    import types
+
+    import numpy as np
+
+    from constrain.tables import _BODY_SEQUENCES, body_class_sequences
+
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        byte_class = rng.integers(0, rng.integers(1, 200), 256).astype(np.int32)
+        classes, pos_ptr, seq_ptr = body_class_sequences(
+            types.SimpleNamespace(byte_class=byte_class)  # type: ignore[arg-type]
+        )
+        positions = [r for seq in _BODY_SEQUENCES for r in seq]
+        assert seq_ptr.tolist() == np.cumsum([0] + [len(q) for q in _BODY_SEQUENCES]).tolist()
+        assert len(pos_ptr) == len(positions) + 1
+        for p, (lo, hi) in enumerate(positions):
+            want = sorted(set(byte_class[lo : hi + 1].tolist()))
+            assert classes[pos_ptr[p] : pos_ptr[p + 1]].tolist() == want
+
+
 def test_draft4_integers_have_no_fraction() -> None:
     """Draft 4 defines an integer by its spelling: ``1.0`` is a number, not an integer."""
     draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}
