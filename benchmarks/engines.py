@@ -225,7 +225,9 @@ class ConstrainEngine(Engine):
 
         self._cst = constrain
         self.version = str(getattr(constrain, "__version__", "unknown"))
-        self._vocab = constrain.Vocabulary.from_huggingface(tokenizer)
+        # the trie and string slices are per-tokenizer work (llguidance's from_tokenizer does
+        # its own here too), not a first mask's
+        self._vocab = constrain.Vocabulary.from_huggingface(tokenizer).prepare()
         self.vocab_size = int(self._vocab.size)
         self.eos_token_id = int(tokenizer.eos_token_id)
 

@@ -44,7 +44,7 @@ from constrain.kernels.numba_tables import (
 )
 from constrain.vocab import Vocabulary
 
-__all__ = ["MaskTables", "TableSnapshot"]
+__all__ = ["SLICE_CHARS", "MaskTables", "TableSnapshot"]
 
 # Tables of lexer states that keep alive the same strings of up to _SHORT bytes agree on every
 # token that short, so a new table can start from an equivalent state's and walk only the longer
@@ -63,10 +63,10 @@ _REACH_LIMIT = 4096
 _REACH_UNBOUNDED = 4096
 _FIRST_ROWS = 256
 # Inside a string whose body is bounded (``maxLength``), some long string text kills the lexeme,
-# so the whole string slice cannot be taken; its tokens of at most _SLICE_CHARS characters still
+# so the whole string slice cannot be taken; its tokens of at most SLICE_CHARS characters still
 # can where every string text that short keeps the lexeme alive (all but the last few counts).
 # In Llama 3's vocabulary 699 of the 121,825 slice tokens are longer than 16 characters.
-_SLICE_CHARS = 16
+SLICE_CHARS = 16
 _UNSET = object()
 
 
@@ -285,7 +285,7 @@ class MaskTables:
         parser, lexer, vocab = self.parser, self.lexer, self.vocab
         key = kernel.tobytes()
         single = self._single.get(key)
-        if single is not None and self.string_body_reach(state, _SLICE_CHARS) is None:
+        if single is not None and self.string_body_reach(state, SLICE_CHARS) is None:
             alive, recent = single
             for r, bits in list(recent):
                 if equivalent_within(state, r, lexer.trans, alive, _SHORT, _MAX_PAIRS):
@@ -305,13 +305,13 @@ class MaskTables:
         sliced = -1
         allowed = expected | parser.ignore_bits
         # the bounded reach first: it is cheap, and where it fails the unbounded one does too
-        reach = self.string_body_reach(state, _SLICE_CHARS)
+        reach = self.string_body_reach(state, SLICE_CHARS)
         if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
             reach = self.string_body_reach(state)
             if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
                 sliced = 0
             else:
-                sliced = _SLICE_CHARS
+                sliced = SLICE_CHARS
             bits, trie = vocab.string_slice(sliced)
         if trie is vocab:
             out_w.fill(0)

@@ -496,7 +496,8 @@ def _vocabulary(model_config: Any, width: int) -> tuple[Vocabulary, Any]:
             revision=model_config.tokenizer_revision,
             trust_remote_code=model_config.trust_remote_code,
         )
-    vocab = Vocabulary.from_huggingface(tokenizer, vocab_size=width, eos_ids=sorted(eos))
+    # built once per engine start, not inside the first request's mask
+    vocab = Vocabulary.from_huggingface(tokenizer, vocab_size=width, eos_ids=sorted(eos)).prepare()
     return vocab, tokenizer
 
 

@@ -358,6 +358,17 @@ def test_string_slice_bounded_by_characters() -> None:
             assert bool(bits[t >> 5] >> (t & 31) & 1) == short, (n, t)
 
 
+def test_vocabulary_prepare_builds_the_trie_and_slices() -> None:
+    from constrain.tables import SLICE_CHARS
+    from constrain.testing import tiny_vocabulary
+
+    tiny = tiny_vocabulary()
+    vocab = constrain.Vocabulary.from_bytes([tiny.token_bytes_of(t) for t in range(300)])
+    assert vocab._trie is None and not vocab._slice
+    assert vocab.prepare() is vocab
+    assert vocab._trie is not None and set(vocab._slice) == {0, SLICE_CHARS}
+
+
 @pytest.mark.parametrize("list_limit", [None, 64])
 def test_masks_equal_brute_force_in_bounded_strings(
     list_limit: int | None, monkeypatch: pytest.MonkeyPatch
@@ -373,13 +384,13 @@ def test_masks_equal_brute_force_in_bounded_strings(
     if list_limit is not None:
         monkeypatch.setattr(constrain.tables, "_list_limit", lambda words: list_limit)
 
-    from constrain.tables import _SLICE_CHARS
+    from constrain.tables import SLICE_CHARS
 
     long_tokens = [b"abcdefghijklmnopq", "\u20ac".encode() * 17, b"0123456789abcdef", b"xy"]
     vocab = constrain.Vocabulary.from_bytes(
         [bytes([b]) for b in range(256)] + long_tokens + [None], eos_ids=[256 + len(long_tokens)]
     )
-    assert _SLICE_CHARS == 16  # the long tokens above straddle it
+    assert SLICE_CHARS == 16  # the long tokens above straddle it
     schema = {
         "type": "object",
         "properties": {
@@ -398,7 +409,7 @@ def test_masks_equal_brute_force_in_bounded_strings(
     if list_limit is None:  # 9 words a row: a list holds 4 tokens, string entries need rows
         assert not set(tables._base_rows.values()) & rows
     else:
-        assert set(tables._base_rows) == {0, _SLICE_CHARS}
+        assert set(tables._base_rows) == {0, SLICE_CHARS}
         assert set(tables._base_rows.values()) <= rows
     for (state, raw), e in snap.key_index.items():
         fresh = tables.build(state, np.frombuffer(raw, dtype=np.int32))
