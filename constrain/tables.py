@@ -179,8 +179,8 @@ class MaskTables:
         self.num_reused = 0
         self.num_shared = 0
         self.num_resets = 0
-        self._reach: dict[int, np.ndarray | None] = {}
-        self._reach_short: dict[int, np.ndarray | None] = {}
+        # string_body_reach by (state, max_chars)
+        self._reach: dict[tuple[int, int], np.ndarray | None] = {}
         self._body_classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
         # trie depths are byte lengths of token prefixes
         self._max_depth = vocab.max_token_length + 1
@@ -404,8 +404,7 @@ class MaskTables:
         """
         if state == 0:  # a lexeme boundary: no string body is open
             return None
-        cache = self._reach_short if max_chars else self._reach
-        found = cache.get(state, _UNSET)
+        found = self._reach.get((state, max_chars), _UNSET)
         if found is not _UNSET:
             return found  # type: ignore[return-value]
         if self._body_classes is None:  # first needed inside a lexeme, not at the first mask
@@ -418,7 +417,7 @@ class MaskTables:
             out, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
         )  # fmt: skip
         result = None if n < 0 else out[:n].copy()
-        cache[state] = result
+        self._reach[state, max_chars] = result
         return result
 
     def lookup(
@@ -429,6 +428,7 @@ class MaskTables:
         The common case (every entry present) takes no lock. Missing entries are computed
         outside the lock, so threads do not serialise on the kernel, then inserted.
         """
+        may_reset = True
         while True:
             resets = self.num_resets
             snap = self._snap
@@ -444,14 +444,20 @@ class MaskTables:
             if not missing:
                 return ids, snap
             for h, key in missing:
-                ids[h] = self._add(key, kernels[h])
+                ids[h] = self._add(key, kernels[h], may_reset)
             with self._lock:
                 if self.num_resets == resets:
                     return ids, self._snap
-            # the cache started over meanwhile: the ids found first are gone, look again
+            # the cache started over meanwhile: the ids found first are gone, look again,
+            # this time keeping this lookup's entries even past the budget (a budget smaller
+            # than one lookup's entries would otherwise start over forever)
+            may_reset = False
 
-    def _add(self, key: tuple[int, bytes], kernel: Int32Array) -> int:
-        """Find or build the entry of a key missing from the index; return its id."""
+    def _add(self, key: tuple[int, bytes], kernel: Int32Array, may_reset: bool = True) -> int:
+        """Find or build the entry of a key missing from the index; return its id.
+
+        Past the byte budget the cache starts over first, unless ``may_reset`` is false.
+        """
         inputs = self._inputs(kernel)
         sig = (key[0], inputs[3])
         walked: tuple[np.ndarray, int, int] | None = None
@@ -472,7 +478,8 @@ class MaskTables:
             if walked is None:  # the shared entry went with a reset: build it here
                 walked = self._walk(key[0], kernel, self._inputs(kernel))
             within, nc, sliced = walked
-            if self._nbytes + within.nbytes + 8 * nc > self.max_bytes and snap.num_entries:
+            over = self._nbytes + within.nbytes + 8 * nc > self.max_bytes
+            if over and may_reset and snap.num_entries:
                 self._reset()
                 self.num_resets += 1
             e = self._insert(key, kernel, within, sliced, nc)

@@ -177,6 +177,27 @@ def test_cached_entries_equal_fresh_builds(name: str, monkeypatch: pytest.Monkey
         assert find_entry(state, longer, longer.shape[0], *args, snap.num_entries) == -1
 
 
+def test_lookup_of_several_misses_ends_under_a_zero_budget() -> None:
+    """A budget smaller than one lookup's entries: the cache starts over once, then keeps
+    that lookup's entries past the budget (it used to be able to start over forever)."""
+    m = matcher("mini_json")
+    compiled = m.compiled
+    tables = constrain.tables.MaskTables(
+        compiled.vocab, compiled.lexer, compiled.parser, max_bytes=0
+    )
+    m.reset()
+    _, state, kernel = hypotheses(m)[0]
+    tables.lookup(np.array([state], dtype=np.int32), [kernel])  # one entry: over the budget
+    states = np.arange(1, 5, dtype=np.int32)
+    ids, snap = tables.lookup(states, [kernel] * 4)
+    assert tables.num_resets >= 1
+    for s, e in zip(states.tolist(), ids.tolist(), strict=True):
+        assert 0 <= e < snap.num_entries
+        fresh = tables.build(s, kernel)
+        assert (snap.within(e) == fresh[0]).all()
+        assert snap.c_tokens[snap.c_indptr[e] : snap.c_indptr[e + 1]].tolist() == fresh[1].tolist()
+
+
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_scan_kernel_items_is_the_sorted_distinct_terminal_items(name: str) -> None:
     m = matcher(name)
