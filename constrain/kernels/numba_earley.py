@@ -231,7 +231,6 @@ def memo_get(
     counts: np.ndarray,
 ) -> int:
     """Return the memoised scan of ``(parent, term)``: a set, ``NO_SET``, or ``MEMO_MISS``."""
-    _memo_room(memo, counts)
     key = sets[UID, parent] * num_terminals + term
     mask = memo.shape[1] - 1
     h = (key * 0x9E3779B1) & mask

@@ -344,3 +344,19 @@ def test_kernel_free_accept_path_agrees_with_the_kernel() -> None:
         assert fast.accept_token(b) and slow.accept_token(b)
         assert _mask(fast) == _mask(slow)
     assert fast.is_accepting() and slow.is_accepting()
+
+
+def test_scan_memo_stays_bounded_and_exact() -> None:
+    """The kernels empty the scan/union memo once it is half full (it is a cache): with a tiny
+    memo, a long input is accepted exactly as with the normal one, masks included."""
+    grammar = Grammar.builtin("json")
+    compiled = Compiler(byte_vocabulary()).compile(grammar)
+    text = b'{"a": [1, 2, {"b": "xyz", "c": [true, false, null]}], "d": -1.5e3}'
+    small, normal = Matcher(compiled), Matcher(compiled)
+    small._memo = np.full((3, 8), -1, dtype=np.int64)
+    small._rebuild_args()
+    for i, byte in enumerate(text):
+        assert small.allowed_token_ids().tolist() == normal.allowed_token_ids().tolist(), i
+        assert small.accept_token(byte) and normal.accept_token(byte)
+        assert 0 <= int(small._counts[3]) < 8  # emptied at half full, never full
+    assert small.is_accepting() and normal.is_accepting()
