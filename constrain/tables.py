@@ -42,7 +42,7 @@ from constrain.kernels.numba_tables import (
     store_entry_kernel,
     walk_single_kernel,
 )
-from constrain.vocab import Vocabulary
+from constrain.vocab import SHORT_SLICE_CHARS, Vocabulary
 
 __all__ = ["SLICE_CHARS", "MaskTables", "TableSnapshot"]
 
@@ -66,7 +66,7 @@ _FIRST_ROWS = 256
 # so the whole string slice cannot be taken; its tokens of at most SLICE_CHARS characters still
 # can where every string text that short keeps the lexeme alive (all but the last few counts).
 # In Llama 3's vocabulary 699 of the 121,825 slice tokens are longer than 16 characters.
-SLICE_CHARS = 16
+SLICE_CHARS = SHORT_SLICE_CHARS
 _UNSET = object()
 
 
