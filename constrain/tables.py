@@ -57,10 +57,9 @@ _RECENT = 8
 # exact, and all that as bytes (MaskTables._inputs)
 _Inputs = tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
 _MAX_PAIRS = 4096
+# the string-body reach search gives up past this many states (a long counted string body,
+# one state per count: the reach bounded to SLICE_CHARS characters then decides)
 _REACH_LIMIT = 4096
-# string-body reach without a length bound gives up past this many states (a counted string
-# body: one state per count; the bounded reach then decides)
-_REACH_UNBOUNDED = 4096
 _FIRST_ROWS = 256
 # Inside a string whose body is bounded (``maxLength``), some long string text kills the lexeme,
 # so the whole string slice cannot be taken; its tokens of at most SLICE_CHARS characters still
@@ -411,12 +410,11 @@ class MaskTables:
             self._body_classes = body_class_sequences(self.lexer)
         sc = self._buffers()
         classes, pos_ptr, seq_ptr = self._body_classes
-        out = sc.reach if max_chars else sc.reach[:_REACH_UNBOUNDED]
         n = body_reach_kernel(
             self.lexer.trans, classes, pos_ptr, seq_ptr, state, max_chars or _REACH_LIMIT,
-            out, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
+            sc.reach, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
         )  # fmt: skip
-        result = None if n < 0 else out[:n].copy()
+        result = None if n < 0 else sc.reach[:n].copy()
         self._reach[state, max_chars] = result
         return result
 
