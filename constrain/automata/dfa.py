@@ -819,8 +819,10 @@ def minimal_dfa(trans: Int32Array, byte_class: Int64Array, accept: BoolArray) ->
     blocks = accept.astype(np.int32)
     if blocks[0] == 1 and blocks.all():
         blocks[:] = 0
-    trans, reps = minimize(trans, blocks, int(blocks.max()) + 1)
+    # identical columns merged before (fewer transitions to refine) and after the minimisation
     classes, trans = compress_classes(trans, byte_class)
+    trans, reps = minimize(trans, blocks, int(blocks.max()) + 1)
+    classes, trans = compress_classes(trans, classes)
     dfa = Dfa(classes, trans, accept[reps], np.ones(trans.shape[0], dtype=np.bool_))
     _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
     return dfa

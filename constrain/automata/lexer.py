@@ -214,8 +214,11 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     )
     init_block = np.empty(num, dtype=np.int32)
     num_blocks = int(row_ids_kernel(signature, init_block))
-    trans, reps = minimize(subsets.trans, init_block, num_blocks)
-    byte_class, trans = compress_classes(trans, subsets.byte_class)
+    # Identical columns merged first: fewer transitions for the minimisation, then once more
+    # (columns can become identical once equivalent states are merged).
+    byte_class, trans = compress_classes(subsets.trans, subsets.byte_class)
+    trans, reps = minimize(trans, init_block, num_blocks)
+    byte_class, trans = compress_classes(trans, byte_class)
     lexer = LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)
     for arr in (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits):
         arr.flags.writeable = False

@@ -183,7 +183,9 @@ def _row_weights(num: int) -> Int64Array:
     return _WEIGHTS[:num]
 
 
-def compress_classes(trans: Int32Array, byte_class: Int64Array) -> tuple[ByteArray, Int32Array]:
+def compress_classes(
+    trans: Int32Array, byte_class: Int64Array | ByteArray
+) -> tuple[ByteArray, Int32Array]:
     """Merge byte classes whose columns are identical; return ``(byte_class, trans)``.
 
     New class ids follow the order of the lowest byte of each class.

@@ -60,7 +60,7 @@ def nfa_live_kernel(src, dst, finals, live):  # type: ignore[no-untyped-def]
                 top += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members):  # type: ignore[no-untyped-def]
     """Epsilon-close the seeds ``stack[:nseed]`` (already marked); write kept states to members."""
     k = 0
@@ -90,7 +90,7 @@ def _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members):  
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _hash_kernel(members, k):  # type: ignore[no-untyped-def]
     h = np.int64(k)
     for i in range(k):
