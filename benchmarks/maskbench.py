@@ -1,8 +1,9 @@
 """MaskBench: JSON-schema correctness and mask speed of constrain, llguidance and XGrammar.
 
 The method of MaskBench (guidance-ai/jsonschemabench) over ``maskbench-dev.jsonl.gz`` (8,532
-real-world schemas, each with valid and invalid instances), one engine at a time, each in its
-own worker process (restarted when it dies or passes a limit):
+real-world schemas, each with valid and invalid instances), every engine in its own worker
+process (restarted when it dies or passes a limit), the engines taking turns schema by schema so
+that a drift of the machine's speed during the run falls on all of them alike:
 
 1. Compile the schema with flexible whitespace (constrain ``whitespace="flexible"``; llguidance
    ``grammar_from_json_schema(..., defaults={"whitespace_flexible": True})``; XGrammar
@@ -439,46 +440,74 @@ def load_partial(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return done
 
 
-def run_engine(
-    name: str,
+def run_engines(
+    names: Sequence[str],
     tasks: list[dict[str, Any]],
     limits: dict[str, float],
     done: dict[tuple[str, str], dict[str, Any]],
     partial: Any,
-) -> dict[str, Any]:
-    """Run every task on one engine; returns ``{"info", "restarts", "results": [...]}``."""
-    worker = Worker(name, limits)
-    todo = [t for t in tasks if (name, t["id"]) not in done]
-    results = [done[(name, t["id"])] for t in tasks if (name, t["id"]) in done]
-    counts = Counter(r["status"] for r in results)
-    log(f"[{name}] {len(results)} schemas from the partial file, {len(todo)} to run")
+) -> dict[str, dict[str, Any]]:
+    """Run every task on every engine; ``{name: {"info", "restarts", "results": [...]}}``.
+
+    The engines take turns schema by schema (each in its own worker, all started up front; the
+    order rotates from one schema to the next), so a drift of this machine's speed over the
+    run — figures here move by up to 2x from one minute to the next — falls on every engine
+    alike instead of on whichever ran during the slow minutes.
+    """
+    workers = {name: Worker(name, limits) for name in names}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    counts = {name: Counter[str]() for name in names}
+    todo: list[tuple[int, dict[str, Any]]] = []
+    for i, task in enumerate(tasks):
+        for name in names:
+            rec = done.get((name, task["id"]))
+            if rec is not None:
+                results[name].append(rec)
+                counts[name][rec["status"]] += 1
+        if any((name, task["id"]) not in done for name in names):
+            todo.append((i, task))
+    for name in names:
+        log(f"[{name}] {len(results[name])} schemas from the partial file")
+    log(f"{len(todo)} schemas to run, engines taking turns")
     t_start = last = time.perf_counter()
     try:
-        if todo:
-            worker.start()
-            log(f"[{name}] worker ready: {worker.info}")
-        for i, task in enumerate(todo, 1):
-            res = worker.run(task)
-            rec = {
-                "engine": name,
-                "id": task["id"],
-                "source": source_of(task["id"]),
-                "n_tests": len(task["tests"]),
-                **res,
-            }
-            partial.write(json.dumps(rec) + "\n")
-            partial.flush()
-            results.append(rec)
-            counts[rec["status"]] += 1
+        for name, worker in workers.items():
+            if todo:
+                worker.start()
+                log(f"[{name}] worker ready: {worker.info}")
+        for j, (i, task) in enumerate(todo, 1):
+            order = [names[(i + k) % len(names)] for k in range(len(names))]
+            for name in order:
+                if (name, task["id"]) in done:
+                    continue
+                res = workers[name].run(task)
+                rec = {
+                    "engine": name,
+                    "id": task["id"],
+                    "source": source_of(task["id"]),
+                    "n_tests": len(task["tests"]),
+                    **res,
+                }
+                partial.write(json.dumps(rec) + "\n")
+                partial.flush()
+                results[name].append(rec)
+                counts[name][rec["status"]] += 1
             now = time.perf_counter()
-            if now - last > 10 or i == len(todo):
+            if now - last > 10 or j == len(todo):
                 last = now
-                eta = (now - t_start) / i * (len(todo) - i)
-                summary = " ".join(f"{k}={counts[k]}" for k in STATUSES if counts[k])
-                log(f"[{name}] {i}/{len(todo)} {summary} ({now - t_start:.0f} s, eta {eta:.0f} s)")
+                eta = (now - t_start) / j * (len(todo) - j)
+                for name in names:
+                    c = counts[name]
+                    summary = " ".join(f"{k}={c[k]}" for k in STATUSES if c[k])
+                    log(f"[{name}] {len(results[name])}/{len(tasks)} {summary}")
+                log(f"({now - t_start:.0f} s, eta {eta:.0f} s)")
     finally:
-        worker.close()
-    return {"info": worker.info, "restarts": worker.restarts, "results": results}
+        for worker in workers.values():
+            worker.close()
+    return {
+        name: {"info": w.info, "restarts": w.restarts, "results": results[name]}
+        for name, w in workers.items()
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -629,15 +658,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     done = load_partial(ppath) if args.resume else {}
     if not args.resume and ppath.exists():
         ppath.unlink()
-    summaries = []
     with open(ppath, "a", encoding="utf-8") as partial:
-        for name in args.engines:
-            try:
-                run = run_engine(name, tasks, limits, done, partial)
-            except RuntimeError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 1
-            summaries.append(summarize(name, run))
+        try:
+            runs = run_engines(args.engines, tasks, limits, done, partial)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    summaries = [summarize(name, runs[name]) for name in args.engines]
     report = {
         "benchmark": "maskbench",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
