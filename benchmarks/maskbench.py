@@ -63,8 +63,28 @@ INSTALL_HINT = "install the benchmark peers with `make bench` or `pip install -e
 STATUSES = ("passing", "compile_error", "validation_error", "invalidation_error", "timeout")
 TBM_PCTS = (25, 50, 75, 90, 99, 99.9)
 GRACE_S = 5.0  # parent-side slack past a limit before the worker is killed
-WARMUP_SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-WARMUP_TEXT = '{"a": 12}'
+# One schema through the paths the instances take (strings free and bounded, escapes, numbers,
+# enums, arrays of objects), so that no engine loads or compiles code while it is measured.
+WARMUP_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "integer"},
+        "s": {"type": "string"},
+        "t": {"type": "string", "maxLength": 40},
+        "n": {"type": "number"},
+        "b": {"type": "boolean"},
+        "e": {"enum": ["x", "y"]},
+        "l": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"k": {"type": "string"}}},
+        },
+    },
+    "required": ["a"],
+}
+WARMUP_TEXT = (
+    '{"a": 12, "s": "hello \\"world\\" \u00e9t\u00e9", "t": "short text", "n": -1.5e3, '
+    '"b": true, "e": "x", "l": [{"k": "v"}, {}]}'
+)
 
 
 def log(msg: str) -> None:
