@@ -470,9 +470,8 @@ def run_engines(
     """Run every task on every engine; ``{name: {"info", "restarts", "results": [...]}}``.
 
     The engines take turns schema by schema (each in its own worker, all started up front; the
-    order rotates from one schema to the next), so a drift of this machine's speed over the
-    run — figures here move by up to 2x from one minute to the next — falls on every engine
-    alike instead of on whichever ran during the slow minutes.
+    order rotates from one schema to the next), so a change of the machine's speed during the
+    run falls on every engine alike instead of on whichever ran during the slow minutes.
     """
     workers = {name: Worker(name, limits) for name in names}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
