@@ -491,7 +491,7 @@ def run_engines(
     t_start = last = time.perf_counter()
     try:
         for name, worker in workers.items():
-            if todo:
+            if any((name, task["id"]) not in done for _, task in todo):
                 worker.start()
                 log(f"[{name}] worker ready: {worker.info}")
         for j, (i, task) in enumerate(todo, 1):

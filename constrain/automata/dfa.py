@@ -40,6 +40,7 @@ from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
 from constrain.automata.subsets import compress_classes as compress_classes
 from constrain.automata.subsets import determinize as determinize
 from constrain.automata.subsets import minimize as minimize
+from constrain.automata.subsets import minimize_classes
 from constrain.automata.subsets import nfa_live as nfa_live
 from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import CompileLimitError, GrammarError
@@ -819,10 +820,7 @@ def minimal_dfa(trans: Int32Array, byte_class: Int64Array, accept: BoolArray) ->
     blocks = accept.astype(np.int32)
     if blocks[0] == 1 and blocks.all():
         blocks[:] = 0
-    # identical columns merged before (fewer transitions to refine) and after the minimisation
-    classes, trans = compress_classes(trans, byte_class)
-    trans, reps = minimize(trans, blocks, int(blocks.max()) + 1)
-    classes, trans = compress_classes(trans, classes)
+    classes, trans, reps = minimize_classes(trans, byte_class, blocks, int(blocks.max()) + 1)
     dfa = Dfa(classes, trans, accept[reps], np.ones(trans.shape[0], dtype=np.bool_))
     _freeze(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
     return dfa

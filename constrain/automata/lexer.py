@@ -17,7 +17,7 @@ import numpy as np
 
 from constrain._types import ByteArray, Int32Array, UInt64Array
 from constrain.automata.dfa import NfaBuilder, nullable, walk_bytes
-from constrain.automata.subsets import compress_classes, determinize, minimize, nfa_live
+from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import GrammarError
 from constrain.ir import Regex
 from constrain.kernels.numba_dfa import row_ids_kernel, state_bits_kernel
@@ -214,11 +214,9 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     )
     init_block = np.empty(num, dtype=np.int32)
     num_blocks = int(row_ids_kernel(signature, init_block))
-    # Identical columns merged first: fewer transitions for the minimisation, then once more
-    # (columns can become identical once equivalent states are merged).
-    byte_class, trans = compress_classes(subsets.trans, subsets.byte_class)
-    trans, reps = minimize(trans, init_block, num_blocks)
-    byte_class, trans = compress_classes(trans, byte_class)
+    byte_class, trans, reps = minimize_classes(
+        subsets.trans, subsets.byte_class, init_block, num_blocks
+    )
     lexer = LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)
     for arr in (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits):
         arr.flags.writeable = False

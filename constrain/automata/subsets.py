@@ -27,7 +27,7 @@ from constrain.kernels.numba_dfa import (
 if TYPE_CHECKING:
     from constrain.automata.dfa import Nfa
 
-__all__ = ["Subsets", "compress_classes", "determinize", "minimize", "nfa_live"]
+__all__ = ["Subsets", "compress_classes", "determinize", "minimize", "minimize_classes", "nfa_live"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -197,3 +197,21 @@ def compress_classes(
     hashes = _row_weights(trans.shape[0]) @ trans
     count = int(merge_classes_kernel(trans, hashes, new_class, keep))
     return new_class[byte_class].astype(np.uint8), np.ascontiguousarray(trans[:, keep[:count]])
+
+
+def minimize_classes(
+    trans: Int32Array,
+    byte_class: Int64Array | ByteArray,
+    init_block: Int32Array,
+    num_init_blocks: int,
+) -> tuple[ByteArray, Int32Array, Int64Array]:
+    """:func:`minimize` with identical byte-class columns merged before and after.
+
+    Merging first leaves fewer transitions to refine (same partition: equal columns never
+    tell states apart); merging again catches columns made equal by the quotient. Returns
+    ``(byte_class, trans, reps)``.
+    """
+    byte_class, trans = compress_classes(trans, byte_class)
+    trans, reps = minimize(trans, init_block, num_init_blocks)
+    byte_class, trans = compress_classes(trans, byte_class)
+    return byte_class, trans, reps
