@@ -21,6 +21,7 @@ outgrow ``max_bytes`` the cache starts over (bounded memory, never a leak).
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -61,6 +62,10 @@ _MAX_PAIRS = 4096
 # one state per count: the reach bounded to SLICE_CHARS characters then decides)
 _REACH_LIMIT = 4096
 _FIRST_ROWS = 256
+# what LexerDfa.bounded_classes costs per lexer state, about (ns), and the least time of
+# repeated counted builds after which it is tried (ns)
+_CLASS_NS_PER_STATE = 400
+_CLASS_MIN_NS = 500_000
 # Inside a string whose body is bounded (``maxLength``), some long string text kills the lexeme,
 # so the whole string slice cannot be taken; its tokens of at most SLICE_CHARS characters still
 # can where every string text that short keeps the lexeme alive (all but the last few counts).
@@ -178,6 +183,13 @@ class MaskTables:
         self.num_reused = 0
         self.num_shared = 0
         self.num_resets = 0
+        # Builds inside counted string bodies (the bounded string slice taken) with inputs
+        # built before at another state: one lexer state per count, where the bounded classes
+        # pay (_classify). Their time since the last classification, and the time past which
+        # the next one is tried.
+        self.counted_ns = 0
+        self._counted_inputs: set[bytes] = set()
+        self._classify_after_ns = _CLASS_MIN_NS
         # string_body_reach by (state, max_chars)
         self._reach: dict[tuple[int, int], np.ndarray | None] = {}
         self._body_classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
@@ -195,6 +207,11 @@ class MaskTables:
         self._walk_static: tuple[Any, ...] | None = None
         self._walk_entries: dict[int, Any] = {}
         self._scratch = threading.local()
+        # the bounded class of each lexer state (LexerDfa.bounded_classes(self._max_depth)),
+        # -1 where none was computed; ids are fresh at each computation, never reused
+        self._class_of = np.full(lexer.num_states, -1, dtype=np.int64)
+        self._num_classes = 0
+        self.num_classified = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -346,6 +363,42 @@ class MaskTables:
                 del recent[0]
         return out_w, int(nc), sliced
 
+    def _share_state(self, state: int) -> int:
+        """Return the key under which ``state``'s builds are shared: itself, or its class.
+
+        States that agree on every string up to the longest token's length build identical
+        entries for identical inputs (:meth:`LexerDfa.bounded_classes`). Class keys are
+        negative (``-1 - class``), apart from states'.
+        """
+        c = int(self._class_of[state])
+        return state if c < 0 else -1 - c
+
+    def _classify(self, state: int) -> bool:
+        """Compute the bounded classes of the states reachable from ``state``, if worth it.
+
+        Inside a long ``maxLength`` string body each character leads to a new lexer state, all
+        but the last few alike to a token's depth: their classes let one build serve them all.
+        Classes cost ~0.4 us a reachable state, so they are computed once the builds they would
+        have saved since the last computation (repeats inside counted string bodies) have cost
+        as much: a ski rental, at most about twice the better of the two choices. Returns
+        whether they were computed.
+        """
+        if self.counted_ns < self._classify_after_ns:
+            return False
+        limit = self.counted_ns // _CLASS_NS_PER_STATE
+        found = self.lexer.bounded_classes(self._max_depth, [state], max_states=limit)
+        if found is None:  # more states than that time pays for: wait for twice the time
+            self._classify_after_ns = 2 * self.counted_ns
+            return False
+        states, classes = found
+        with self._lock:
+            self._class_of[states] = classes.astype(np.int64) + self._num_classes
+            self._num_classes += int(classes.max()) + 1
+            self.num_classified += 1
+            self.counted_ns = 0
+            self._classify_after_ns = _CLASS_MIN_NS
+        return True
+
     def _accepts(self) -> tuple[Int64Array, Int32Array]:
         """Return the terminals each lexer state accepts, as CSR (built once)."""
         if self._accept_csr is None:
@@ -457,12 +510,23 @@ class MaskTables:
         Past the byte budget the cache starts over first, unless ``may_reset`` is false.
         """
         inputs = self._inputs(kernel)
-        sig = (key[0], inputs[3])
+        sig = (self._share_state(key[0]), inputs[3])
         walked: tuple[np.ndarray, int, int] | None = None
         if sig not in self._by_inputs:
             # A key whose build inputs equal an existing entry's shares that entry (different
             # Earley kernels often expect the same terminals with the same follow-ups).
+            start = time.perf_counter_ns()
             walked = self._walk(key[0], kernel, inputs)
+            if walked[2] == SLICE_CHARS and sig[0] >= 0:
+                # inside a counted string body: a repeat of a build with the same inputs at
+                # another count is what the bounded classes would save, where the string has
+                # a token's length or more to go (else every count is a class of its own)
+                if inputs[3] not in self._counted_inputs:
+                    self._counted_inputs.add(inputs[3])
+                elif self.string_body_reach(key[0], self._max_depth) is not None:
+                    self.counted_ns += time.perf_counter_ns() - start
+                    if self._classify(key[0]):
+                        sig = (self._share_state(key[0]), inputs[3])
         with self._lock:
             snap = self._snap
             e = snap.key_index.get(key, -1)

@@ -6,7 +6,7 @@ Plain Python functions, slow and obviously correct; each section names the kerne
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +270,43 @@ def naive_minimize(trans: Sequence[Sequence[int]], init_block: Sequence[int]) ->
         if len(ids) == len(set(block)):
             return new
         block = new
+
+
+def naive_bounded_classes(
+    trans: Sequence[Sequence[int]], outputs: Sequence[Hashable], depth: int
+) -> list[int]:
+    """``depth`` rounds of Moore's refinement from the outputs (oracle of
+    ``bounded_classes_kernel``): states share a class iff they have equal outputs after every
+    string of at most ``depth`` classes (-1, the dead state, being alike only to itself)."""
+    ids0: dict[Hashable, int] = {}
+    block = [ids0.setdefault(o, len(ids0)) for o in outputs]
+    for _ in range(depth):
+        signature = [
+            (block[q], *(block[t] if t >= 0 else -1 for t in row)) for q, row in enumerate(trans)
+        ]
+        ids: dict[tuple[int, ...], int] = {}
+        block = [ids.setdefault(sig, len(ids)) for sig in signature]
+    return block
+
+
+def naive_alike_within(
+    trans: Sequence[Sequence[int]], outputs: Sequence[Hashable], p: int, q: int, depth: int
+) -> bool:
+    """Whether every string of at most ``depth`` classes leads ``p`` and ``q`` to equal outputs
+    (the definition, by enumerating the strings)."""
+    level = [(p, q)]
+    for d in range(depth + 1):
+        for a, b in level:
+            if (a < 0) != (b < 0) or (a >= 0 and outputs[a] != outputs[b]):
+                return False
+        if d == depth:
+            break
+        level = [
+            (trans[a][c] if a >= 0 else -1, trans[b][c] if b >= 0 else -1)
+            for a, b in level
+            for c in range(len(trans[0]))
+        ]
+    return True
 
 
 def naive_dfa_equivalent(

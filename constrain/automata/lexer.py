@@ -20,7 +20,12 @@ from constrain.automata.dfa import NfaBuilder, nullable, walk_bytes
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import GrammarError
 from constrain.ir import Regex
-from constrain.kernels.numba_dfa import row_ids_kernel, state_bits_kernel
+from constrain.kernels.numba_dfa import (
+    bounded_classes_kernel,
+    closure_csr_kernel,
+    row_ids_kernel,
+    state_bits_kernel,
+)
 
 __all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
 
@@ -133,6 +138,39 @@ class LexerDfa:
         if state < 0:
             return []
         return _bits(self.alive_bits[state])
+
+    def bounded_classes(
+        self, depth: int, starts: Sequence[int] = (0,), max_states: int | None = None
+    ) -> tuple[Int32Array, Int32Array] | None:
+        """Return classes of the states reachable from ``starts``, alike on strings to ``depth``.
+
+        States ``p`` and ``q`` share a class when, for every byte string ``w`` with
+        ``len(w) <= depth``, the states after ``w`` accept and keep alive the same terminals (or
+        are both dead). The lexer is minimal, so with an unbounded depth every state is a class
+        of its own; with a token's length as the depth, the states of a long counted
+        repetition (``maxLength`` strings: one state per count) fall into a few classes, and any
+        walk of tokens that short sees the same from every state of a class.
+
+        Returns
+        -------
+        states : (R,) int32
+            The states reachable from ``starts`` (those first; all of them from state 0).
+        classes : (R,) int32
+            Their classes, ``0 .. k - 1``.
+
+        None when more than ``max_states`` states are reachable (the search stops there).
+        """
+        local = np.full(self.num_states, -1, dtype=np.int32)
+        limit = self.num_states if max_states is None else max_states
+        first = np.asarray(starts, dtype=np.int32)
+        states, lptr, lcls, ldst = closure_csr_kernel(self.trans, first, local, limit)
+        if states.shape[0] == 0:
+            return None
+        outputs = np.concatenate([self.accept_bits[states], self.alive_bits[states]], axis=1)
+        cls = np.empty(states.shape[0], dtype=np.int32)
+        num_blocks = row_ids_kernel(outputs, cls)
+        bounded_classes_kernel(lptr, lcls, ldst, cls, num_blocks, depth)
+        return states, cls
 
 
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:

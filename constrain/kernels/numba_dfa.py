@@ -782,3 +782,210 @@ def row_ids_kernel(rows, ids):  # type: ignore[no-untyped-def]
             n += 1
         ids[q] = found
     return n
+
+
+_SIG_MASK = (1 << 40) - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _signature_hash(lptr, lcls, ldst, cls, s):  # type: ignore[no-untyped-def]
+    # below 2**60 throughout: no wrap-around, the same with and without the JIT
+    h = np.int64(cls[s]) + 1
+    for j in range(lptr[s], lptr[s + 1]):
+        h = ((h ^ (np.int64(lcls[j]) << 20 | np.int64(cls[ldst[j]]))) * _HASH_MUL) & _SIG_MASK
+    return h ^ (h >> 23)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same_signature(lptr, lcls, ldst, cls, a, b):  # type: ignore[no-untyped-def]
+    if cls[a] != cls[b] or lptr[a + 1] - lptr[a] != lptr[b + 1] - lptr[b]:
+        return False
+    d = lptr[b] - lptr[a]
+    for j in range(lptr[a], lptr[a + 1]):
+        if lcls[j] != lcls[j + d] or cls[ldst[j]] != cls[ldst[j + d]]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def closure_csr_kernel(trans, starts, local, max_states):  # type: ignore[no-untyped-def]
+    """Return the states reachable from ``starts`` and their live transitions, renumbered.
+
+    ``local`` (S,) int32 is all -1 on entry and on return (scratch). Returns ``(states, lptr,
+    lcls, ldst)``: ``states[i]`` is the lexer state of local state ``i`` (the distinct
+    ``starts`` first, then breadth-first order), and local state ``i``'s live transitions are
+    the pairs ``(lcls[j], ldst[j])`` for ``j`` in ``lptr[i]:lptr[i + 1]`` (class, local
+    target), by class. When more than ``max_states`` states are reachable, the search stops
+    there and ``states`` is empty.
+    """
+    n = trans.shape[0]
+    num_classes = trans.shape[1]
+    states = np.empty(n, np.int32)
+    m = 0
+    for k in range(starts.shape[0]):
+        if local[starts[k]] < 0:
+            local[starts[k]] = m
+            states[m] = starts[k]
+            m += 1
+    nnz = 0
+    i = 0
+    while i < m and m <= max_states:
+        s = states[i]
+        for c in range(num_classes):
+            t = trans[s, c]
+            if t >= 0:
+                nnz += 1
+                if local[t] < 0:
+                    local[t] = m
+                    states[m] = t
+                    m += 1
+        i += 1
+    if m > max_states:
+        for i in range(m):
+            local[states[i]] = -1
+        return states[:0].copy(), np.zeros(1, np.int64), states[:0].copy(), states[:0].copy()
+    lptr = np.zeros(m + 1, np.int64)
+    lcls = np.empty(nnz, np.int32)
+    ldst = np.empty(nnz, np.int32)
+    j = 0
+    for i in range(m):
+        s = states[i]
+        for c in range(num_classes):
+            t = trans[s, c]
+            if t >= 0:
+                lcls[j] = c
+                ldst[j] = local[t]
+                j += 1
+        lptr[i + 1] = j
+    for i in range(m):
+        local[states[i]] = -1
+    return states[:m].copy(), lptr, lcls, ldst
+
+
+@njit(cache=True, nogil=True)
+def bounded_classes_kernel(lptr, lcls, ldst, cls, num_blocks, depth):  # type: ignore[no-untyped-def]
+    """Refine ``cls`` to the classes of states that agree on every string of ``depth`` bytes.
+
+    Moore's refinement, ``depth`` rounds, each round re-signing only the states with a successor
+    whose class changed in the round before (a block whose other members kept their successors
+    keeps its id; of a block re-signed whole, the largest part keeps it). A minimal DFA's states
+    are all distinguishable, but a counted repetition (``[^"]{0,30000}``) puts its distinctions
+    ``30000`` bytes deep: states closer than ``depth`` to none of them fall into one class.
+
+    Parameters
+    ----------
+    lptr, lcls, ldst : CSR
+        The live transitions ``(class, target)`` of each state, by class, over a set of states
+        closed under transitions (:func:`closure_csr_kernel`).
+    cls : (S,) int32
+        On entry the classes of the states' outputs, ``0 .. num_blocks - 1`` (states with equal
+        outputs share one); on return the classes after ``depth`` rounds (ids below ``S``).
+    num_blocks : int
+        The number of classes on entry.
+    depth : int
+        The number of rounds (string length).
+
+    Returns
+    -------
+    int
+        The number of classes on return.
+    """
+    n = lptr.shape[0] - 1
+    # predecessors as CSR (a state once per edge; the stamps below drop repeats)
+    pptr = np.zeros(n + 1, np.int64)
+    for j in range(ldst.shape[0]):
+        pptr[ldst[j] + 1] += 1
+    for s in range(n):
+        pptr[s + 1] += pptr[s]
+    preds = np.empty(pptr[n], np.int32)
+    fill = pptr[:n].copy()
+    for s in range(n):
+        for j in range(lptr[s], lptr[s + 1]):
+            t = ldst[j]
+            preds[fill[t]] = s
+            fill[t] += 1
+    size = np.zeros(n, np.int64)
+    for s in range(n):
+        size[cls[s]] += 1
+    changed = np.arange(n).astype(np.int32)
+    num_changed = n
+    mark = np.full(n, -1, np.int64)
+    cand = np.empty(n, np.int32)
+    gid = np.empty(n, np.int32)  # group of each candidate
+    lead = np.empty(n, np.int32)  # first state of each group
+    gsize = np.empty(n, np.int64)
+    new_id = np.empty(n, np.int32)
+    in_block = np.zeros(n, np.int64)  # candidates per block (reset after each round)
+    best = np.full(n, -1, np.int32)  # largest group of a block re-signed whole
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    table = np.full(cap, -1, np.int32)  # a group per slot
+    for step in range(depth):
+        m = 0
+        for k in range(num_changed):
+            t = changed[k]
+            for j in range(pptr[t], pptr[t + 1]):
+                p = preds[j]
+                if mark[p] != step:
+                    mark[p] = step
+                    cand[m] = p
+                    m += 1
+        if m == 0:
+            break
+        mask = 16
+        while mask < 2 * m:
+            mask *= 2
+        mask -= 1
+        num_groups = 0
+        for k in range(m):
+            s = cand[k]
+            slot = _signature_hash(lptr, lcls, ldst, cls, s) & mask
+            g = -1
+            while table[slot] >= 0:
+                q = table[slot]
+                if _same_signature(lptr, lcls, ldst, cls, lead[q], s):
+                    g = q
+                    break
+                slot = (slot + 1) & mask
+            if g < 0:
+                g = num_groups
+                num_groups += 1
+                table[slot] = g
+                lead[g] = s
+                gsize[g] = 0
+            gid[k] = g
+            gsize[g] += 1
+        table[: mask + 1] = -1
+        for g in range(num_groups):
+            in_block[cls[lead[g]]] += gsize[g]
+        for g in range(num_groups):
+            b = cls[lead[g]]
+            if in_block[b] == size[b] and (best[b] < 0 or gsize[g] > gsize[best[b]]):
+                best[b] = g
+        # the other members of a block keep its id (their signatures did not change and they
+        # all share one, which no re-signed member has: one of its successors moved)
+        for g in range(num_groups):
+            b = cls[lead[g]]
+            if best[b] == g:
+                new_id[g] = b
+            else:
+                new_id[g] = num_blocks
+                size[num_blocks] = gsize[g]
+                size[b] -= gsize[g]
+                num_blocks += 1
+        for g in range(num_groups):
+            b = cls[lead[g]]
+            in_block[b] = 0
+            best[b] = -1
+        num_changed = 0
+        for k in range(m):
+            s = cand[k]
+            g = new_id[gid[k]]
+            if g != cls[s]:
+                cls[s] = g
+                changed[num_changed] = s
+                num_changed += 1
+        if num_changed == 0:
+            break
+    return num_blocks

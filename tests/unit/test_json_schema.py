@@ -290,8 +290,10 @@ def test_masks_equal_brute_force_inside_strings_and_keys() -> None:
     _assert_masks_equal_brute_force(constrain.Compiler(tiny).compile(grammar), text)
 
 
-def _assert_masks_equal_brute_force(compiled: constrain.CompiledGrammar, text: bytes) -> None:
-    """After every prefix of ``text``, the mask equals the byte-level definition."""
+def _assert_masks_equal_brute_force(
+    compiled: constrain.CompiledGrammar, text: bytes, every: int = 1
+) -> None:
+    """After every prefix of ``text`` (every ``every``-th), the mask equals the definition."""
     import numpy as np
 
     from constrain.testing import brute_force_mask
@@ -307,7 +309,7 @@ def _assert_masks_equal_brute_force(compiled: constrain.CompiledGrammar, text: b
         return m.accept_tokens(list(data)) == len(data) and m.is_accepting()
 
     bitmask = constrain.allocate_token_bitmask(1, vocab.size)
-    for cut in range(len(text) + 1):
+    for cut in range(0, len(text) + 1, every):
         prefix = text[:cut]
         matcher = constrain.Matcher(compiled)
         assert matcher.accept_tokens(list(prefix)) == cut
@@ -414,6 +416,51 @@ def test_masks_equal_brute_force_in_bounded_strings(
     for (state, raw), e in snap.key_index.items():
         fresh = tables.build(state, np.frombuffer(raw, dtype=np.int32))
         assert (snap.within(e) == fresh[0]).all()
+
+
+def test_masks_equal_brute_force_with_bounded_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a long ``maxLength`` string the count states alike to a token's depth share one
+    entry (MaskTables classifies them at once here); masks still equal the definition at every
+    count, and every shared entry holds what a fresh build at each of its states computes."""
+    import numpy as np
+
+    import constrain.tables
+
+    monkeypatch.setattr(constrain.tables, "_CLASS_MIN_NS", 0)
+    monkeypatch.setattr(constrain.tables, "_CLASS_NS_PER_STATE", 1)
+    long_tokens = [b"abcdefghijklmnopq", "\u20ac".encode() * 4, b'xx","t":"', b"xy"]
+    vocab = constrain.Vocabulary.from_bytes(
+        [bytes([b]) for b in range(256)] + long_tokens + [None], eos_ids=[256 + len(long_tokens)]
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "maxLength": 40},
+            "t": {"type": "string", "minLength": 2, "maxLength": 30},
+        },
+        "required": ["s", "t"],
+    }
+    grammar = Grammar.from_json_schema(schema)
+    compiled = constrain.Compiler(vocab).compile(grammar)
+    text = ('{"s":"' + "x" * 38 + '","t":"' + "\u20ac" * 26 + '"}').encode()
+    # every mask equals the one of tables that never classify; some equal the definition
+    with monkeypatch.context() as m:
+        m.setattr(constrain.tables, "_CLASS_MIN_NS", 1 << 62)
+        plain = constrain.Compiler(vocab, cache_bytes=0).compile(grammar)
+        a, b = constrain.Matcher(compiled), constrain.Matcher(plain)
+        for byte in text:
+            assert np.array_equal(a.allowed_token_ids(), b.allowed_token_ids())
+            assert a.accept_bytes(bytes([byte])) and b.accept_bytes(bytes([byte]))
+        assert plain.tables.num_classified == 0
+    _assert_masks_equal_brute_force(compiled, text, every=11)
+    tables = compiled.tables
+    assert tables.num_classified >= 1 and tables.num_shared > 0
+    snap = tables.snapshot()
+    for (state, raw), e in snap.key_index.items():
+        fresh = tables.build(state, np.frombuffer(raw, dtype=np.int32))
+        assert (snap.within(e) == fresh[0]).all()
+        candidates = snap.c_tokens[snap.c_indptr[e] : snap.c_indptr[e + 1]]
+        assert np.array_equal(candidates, fresh[1]), state
 
 
 def test_body_class_sequences_are_the_classes_of_each_position() -> None:

@@ -138,3 +138,97 @@ def test_limits_and_degenerate_inputs() -> None:
     assert empty.num_states == 1 and empty.walk(0, b"a") == -1 and empty.num_terminals == 0
     with pytest.raises(ValueError):
         build_lexer([("A", Literal("a"))], max_states=0)
+
+
+def _canonical(labels: list[int]) -> list[int]:
+    """Relabel a partition by first appearance (equal lists iff equal partitions)."""
+    ids: dict[int, int] = {}
+    return [ids.setdefault(x, len(ids)) for x in labels]
+
+
+def _outputs(lx: LexerDfa, states: np.ndarray) -> list[tuple[int, ...]]:
+    return [tuple(lx.accept_bits[s].tolist()) + tuple(lx.alive_bits[s].tolist()) for s in states]
+
+
+COUNTED = {
+    "STR": r'"[a-c]{0,40}"',
+    "NUM": "[0-9]{2,30}",
+    "WORD": "ab(?:cd){1,12}e?",
+    "MINUS": "-",
+}
+
+
+@pytest.mark.parametrize("terminals", [TERMINALS, COUNTED], ids=["plain", "counted"])
+@pytest.mark.parametrize("depth", [0, 1, 2, 5, 17, 1000])
+def test_bounded_classes_equal_moore_rounds(terminals: dict[str, str], depth: int) -> None:
+    """From every start state: the states reached and their classes are those of ``depth``
+    rounds of Moore's refinement over the reachable part (the oracle)."""
+    lx = lexer_of(terminals)
+    for start in sorted({0, *range(1, lx.num_states, max(lx.num_states // 7, 1))}):
+        found = lx.bounded_classes(depth, [start])
+        assert found is not None
+        states, classes = found
+        index = {int(s): i for i, s in enumerate(states)}
+        assert int(states[0]) == start and len(index) == len(states)
+        if start == 0:
+            assert sorted(index) == list(range(lx.num_states))
+        local = [
+            [index[int(t)] if t >= 0 else -1 for t in lx.trans[s].tolist()] for s in states
+        ]  # closed under transitions: every live target is in the set
+        want = reference.naive_bounded_classes(local, _outputs(lx, states), depth)
+        assert _canonical(classes.tolist()) == _canonical(want), (start, depth)
+        assert int(classes.max()) == len(set(want)) - 1  # ids are 0 .. k - 1
+    if depth == 1000:  # the lexer is minimal: every state a class of its own
+        assert len(set(lx.bounded_classes(depth)[1].tolist())) == lx.num_states  # type: ignore[index]
+
+
+def test_bounded_classes_merge_counts_far_from_their_bound() -> None:
+    """``"[a-c]{0,40}"``: after k characters the states with more than ``depth`` characters to
+    go agree on every string of ``depth`` bytes, and exactly those share a class."""
+    lx = lexer_of({"STR": r'"[a-c]{0,40}"'})
+    depth = 6
+    states, classes = lx.bounded_classes(depth)  # type: ignore[misc]
+    cls = dict(zip(states.tolist(), classes.tolist(), strict=True))
+    counts = [lx.walk(0, b'"' + b"a" * k) for k in range(41)]
+    shared = {cls[s] for s in counts[: 41 - depth]}
+    assert len(shared) == 1
+    assert len({cls[s] for s in counts[41 - depth :]} | shared) == depth + 1
+    # and the classes are the definition's, pair by pair
+    outs = _outputs(lx, np.arange(lx.num_states))
+    rows = lx.trans.tolist()
+    for p in counts:
+        for q in counts:
+            same = reference.naive_alike_within(rows, outs, p, q, depth)
+            assert (cls[p] == cls[q]) == same, (p, q)
+
+
+def test_bounded_classes_random_dfas_against_the_definition() -> None:
+    """Random small DFAs (any shape, dead transitions included): a class holds exactly the
+    states alike on every string of ``depth`` classes."""
+    from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel
+
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n, c = int(rng.integers(1, 14)), int(rng.integers(1, 4))
+        trans = rng.integers(-1, n, size=(n, c)).astype(np.int32)
+        outputs = rng.integers(0, 2, size=n).tolist()
+        states, lptr, lcls, ldst = closure_csr_kernel(
+            trans, np.arange(n, dtype=np.int32), np.full(n, -1, np.int32), n
+        )
+        assert states.tolist() == list(range(n))
+        for depth in (0, 1, 2, 3):
+            ids: dict[int, int] = {}
+            cls = np.array([ids.setdefault(o, len(ids)) for o in outputs], dtype=np.int32)
+            k = bounded_classes_kernel(lptr, lcls, ldst, cls, len(ids), depth)
+            assert k == len(set(cls.tolist()))
+            rows = trans.tolist()
+            for p in range(n):
+                for q in range(n):
+                    same = reference.naive_alike_within(rows, outputs, p, q, depth)
+                    assert (cls[p] == cls[q]) == same, (p, q, depth)
+
+
+def test_bounded_classes_stop_past_max_states() -> None:
+    lx = lexer_of(COUNTED)
+    assert lx.bounded_classes(5, [0], max_states=lx.num_states - 1) is None
+    assert lx.bounded_classes(5, [0], max_states=lx.num_states) is not None
