@@ -32,6 +32,7 @@ from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.entry import entry_point
 from constrain.kernels.numba_tables import (
+    CONFIGS,
     all_alive_kernel,
     bit_lists_kernel,
     body_reach_kernel,
@@ -40,6 +41,7 @@ from constrain.kernels.numba_tables import (
     equivalent_within,
     index_add,
     index_rehash,
+    rehash_sets_kernel,
     store_entry_kernel,
     walk_single_kernel,
 )
@@ -62,6 +64,10 @@ _MAX_PAIRS = 4096
 # one state per count: the reach bounded to SLICE_CHARS characters then decides)
 _REACH_LIMIT = 4096
 _FIRST_ROWS = 256
+# a walk adds at most this many configuration sets (the room kept free before each walk), and
+# a thread's set store holds at most _MAX_SETS before it starts over
+_WALK_SETS = 4096
+_MAX_SETS = 1 << 16
 # what LexerDfa.bounded_classes costs per lexer state, about (ns), and the least time of
 # repeated counted builds after which it is tried (ns)
 _CLASS_NS_PER_STATE = 400
@@ -84,7 +90,7 @@ class _Scratch:
 
     __slots__ = (
         "cands", "lcp", "out_w", "info", "expected", "next_bits", "next_exact", "seen", "sig",
-        "reach", "visited", "mark", "cur", "nxt", "stamp", "extra",
+        "reach", "visited", "mark", "cur", "nxt", "stamp", "extra", "sets",
     )  # fmt: skip
 
     def __init__(self, tables: MaskTables) -> None:
@@ -112,6 +118,63 @@ class _Scratch:
         self.stamp = np.zeros(1, dtype=np.int64)
         # a sparse entry's token list: at most half a row's bytes (the store kernel's limit)
         self.extra = np.empty(_list_limit(tables.num_words), dtype=np.int32)
+        self.sets = _SetStore(tables.lexer.num_classes, words)
+
+
+class _SetStore:
+    """One thread's configuration sets of :func:`build_entry_kernel`, kept across its walks.
+
+    The walk's lazily built DFA over lexer-configuration sets: a set's transitions depend on
+    the lexer and parser tables, and for sets holding root-lineage configurations on the build
+    inputs, identified by a small id (:meth:`inputs_id`). Kept across walks, most walks only
+    look transitions up (a new walk met ~170 new transitions, ~100 ns each). Grows by doubling
+    to ``_MAX_SETS`` sets, then starts over.
+    """
+
+    __slots__ = ("num_classes", "words", "arrays", "store", "_ids")
+
+    def __init__(self, num_classes: int, words: int) -> None:
+        self.num_classes = max(num_classes, 1)
+        self.words = words
+        self.store = np.zeros(1, dtype=np.int64)
+        self._ids: dict[bytes, int] = {}
+        self.arrays = self._allocate(_WALK_SETS)
+
+    def _allocate(self, capacity: int) -> tuple[np.ndarray, ...]:
+        # (cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table): rows are
+        # written when their set is created, so unused capacity is address space only
+        return (
+            np.zeros(capacity, dtype=np.int32),
+            np.zeros(capacity, dtype=np.int8),
+            np.zeros(capacity, dtype=np.int32),
+            np.zeros(capacity, dtype=np.int64),
+            np.empty((capacity, CONFIGS), dtype=np.int32),
+            np.empty((capacity, CONFIGS), dtype=np.int8),
+            np.empty((capacity, CONFIGS, self.words), dtype=np.uint64),
+            np.empty((capacity, self.num_classes), dtype=np.int32),
+            np.full(4 * capacity, -1, dtype=np.int32),
+        )
+
+    def room(self, inputs: bytes) -> int:
+        """Make room for one walk; return the id of the build ``inputs``."""
+        used = int(self.store[0])
+        capacity = self.arrays[0].shape[0]
+        if capacity - used < _WALK_SETS:
+            if 2 * capacity > _MAX_SETS:  # start over
+                self.arrays[8].fill(-1)
+                self.store[0] = 0
+                self._ids.clear()
+            else:
+                old = self.arrays
+                new = self._allocate(2 * capacity)
+                for a, b in zip(old[:8], new[:8], strict=True):
+                    b[:used] = a[:used]
+                rehash_sets_kernel(new[3], used, new[8])
+                self.arrays = new
+        found = self._ids.get(inputs)
+        if found is None:
+            found = self._ids[inputs] = len(self._ids)
+        return found
 
 
 class TableSnapshot(NamedTuple):
@@ -314,7 +377,7 @@ class MaskTables:
                     )  # fmt: skip
                     self.num_reused += 1
                     return out_w, 0, -1
-        expected, next_bits, next_exact, _ = self._inputs(kernel) if inputs is None else inputs
+        expected, next_bits, next_exact, sig = self._inputs(kernel) if inputs is None else inputs
         sc = self._buffers()
         out_w = sc.out_w
         trie: Any = vocab
@@ -340,10 +403,12 @@ class MaskTables:
                 lexer.trans, lexer.accept_bits, *self._accepts(), lexer.alive_bits,
                 parser.follow_bits,
             )  # fmt: skip
+        sets = sc.sets
+        inp = sets.room(sig)
         args = (
             state, expected, next_bits, next_exact, *self._walk_static, trie.node_byte,
             trie.node_token, trie.node_end, trie.node_depth, trie.token_next_dup, out_w,
-            sc.cands, sc.lcp, self._max_depth, info,
+            sc.cands, sc.lcp, self._max_depth, info, inp, *sets.arrays, sets.store,
         )  # fmt: skip
         if expected is sc.expected:  # this thread's buffers: types fixed per trie
             entry = self._walk_entries.get(sliced)

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "CONFIGS",
     "build_entry_kernel",
     "entry_inputs_kernel",
     "entry_hash",
@@ -32,9 +33,12 @@ __all__ = [
     "index_rehash",
     "store_entry_kernel",
     "walk_single_kernel",
+    "rehash_sets_kernel",
 ]
 
 _K = 8
+# configurations per set of the table walk (the set store's row width)
+CONFIGS = _K
 
 
 @njit(cache=True, nogil=True)
@@ -74,22 +78,25 @@ INEXACT, EXACT_ITEMS, EXACT = 0, 1, 2
 def _intern(
     n: int,
     flags: int,
+    inp: int,
     t_s: np.ndarray,
     t_x: np.ndarray,
     t_bits: np.ndarray,
     cs_n: np.ndarray,
     cs_flags: np.ndarray,
+    cs_inp: np.ndarray,
+    cs_hash: np.ndarray,
     cs_s: np.ndarray,
     cs_x: np.ndarray,
     cs_bits: np.ndarray,
     table: np.ndarray,
     num_sets: int,
 ) -> int:
-    """Return the id of configuration set ``t_*[0, :n]`` with ``flags``; add it if new.
+    """Return the id of configuration set ``t_*[0, :n]`` with ``flags`` and inputs ``inp``.
 
-    Returns ``num_sets`` for a new set, -1 when the set store is full.
+    A new set is added with id ``num_sets``; -1 when the set store is full.
     """
-    h = n * 31 + flags
+    h = (n * 31 + flags) * 1000003 + inp + 1
     for k in range(n):
         h = (h * 1000003 + int(t_s[0, k]) * 7 + int(t_x[0, k])) % 2147483647
         for w in range(t_bits.shape[2]):
@@ -98,7 +105,7 @@ def _intern(
     slot = h & mask
     while table[slot] >= 0:
         j = table[slot]
-        if cs_n[j] == n and cs_flags[j] == flags:
+        if cs_hash[j] == h and cs_n[j] == n and cs_flags[j] == flags and cs_inp[j] == inp:
             same = True
             for k in range(n):
                 if cs_s[j, k] != t_s[0, k] or cs_x[j, k] != t_x[0, k]:
@@ -119,12 +126,25 @@ def _intern(
     table[slot] = j
     cs_n[j] = n
     cs_flags[j] = flags
+    cs_inp[j] = inp
+    cs_hash[j] = h
     for k in range(n):
         cs_s[j, k] = t_s[0, k]
         cs_x[j, k] = t_x[0, k]
         for w in range(t_bits.shape[2]):
             cs_bits[j, k, w] = t_bits[0, k, w]
     return j
+
+
+@njit(cache=True, nogil=True)
+def rehash_sets_kernel(cs_hash: np.ndarray, num_sets: int, table: np.ndarray) -> None:
+    """Insert sets ``0 .. num_sets - 1`` into ``table`` (all -1, a power of two) by hash."""
+    mask = table.shape[0] - 1
+    for j in range(num_sets):
+        slot = cs_hash[j] & mask
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = j
 
 
 @njit(cache=True, nogil=True)
@@ -191,6 +211,17 @@ def build_entry_kernel(
     out_lcp: np.ndarray,
     max_depth: int,
     info: np.ndarray,
+    inp: int,
+    cs_n: np.ndarray,
+    cs_flags: np.ndarray,
+    cs_inp: np.ndarray,
+    cs_hash: np.ndarray,
+    cs_s: np.ndarray,
+    cs_x: np.ndarray,
+    cs_bits: np.ndarray,
+    cs_trans: np.ndarray,
+    table: np.ndarray,
+    store: np.ndarray,
 ) -> int:
     """Fill ``out_w`` (uint32 bitset, pre-zeroed) and ``out_c``; return the candidate count.
 
@@ -243,6 +274,17 @@ def build_entry_kernel(
         Receives 1 when no lexeme can end inside a token for these expected terminals (whatever
         ``s0``: the walk was :func:`walk_single_kernel` over the states in ``alive_bits`` that
         keep an expected or ignored terminal alive), else 0.
+    inp : int
+        An id of the build inputs (``expected``, ``next_bits``, ``next_exact``), the same for
+        equal inputs across the walks that share the store below.
+    cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table, store
+        The store of configuration sets and their transitions (a lazily built DFA), kept across
+        walks: set ``j`` has ``cs_n[j]`` configurations ``(cs_s, cs_bits, cs_x)[j, :n]``, flags
+        (1 overflow, 2 root: no split at its first byte, 4 exact-alive), the inputs id when it
+        holds a root-lineage configuration (whose transitions read the inputs) else -1, a hash,
+        and its successor per byte class (-2 not computed yet, -1 dead); ``table`` indexes the
+        sets by hash (open addressing, a power of two at least twice the capacity); ``store[0]``
+        is the number of sets, set 0 the overflow sink. At least 4096 sets of room on entry.
     """
     num_words = expected.shape[0]
     cfg_n = np.zeros(max_depth, dtype=np.int32)
@@ -291,37 +333,33 @@ def build_entry_kernel(
     root_split = np.full(num_states, -1, dtype=np.int8)
     # The configuration set at a trie node depends only on the parent's set and the byte
     # class, so sets are interned and their transitions memoised: a lazily built DFA over
-    # configuration sets, and the walk costs one table lookup per node once it is warm.
-    # cs_trans rows are initialised when their set is created: filling all 4096 rows up front
-    # cost ~100 us per build (most walks meet a few dozen sets)
-    max_sets = 4096
-    cs_n = np.zeros(max_sets, dtype=np.int32)
-    cs_flags = np.zeros(max_sets, dtype=np.int8)  # 1 overflow, 2 root (no split), 4 exact-alive
-    # rows are read only below their count: no zeroing (it cost ~40 us a build)
-    cs_s = np.empty((max_sets, _K), dtype=np.int32)
-    cs_x = np.empty((max_sets, _K), dtype=np.int8)
-    cs_bits = np.empty((max_sets, _K, num_words), dtype=np.uint64)
-    cs_trans = np.empty((max_sets, trans.shape[1]), dtype=np.int32)
-    cs_trans[0, :] = -2
-    cs_trans[1, :] = -2
-    table = np.full(4 * max_sets, -1, dtype=np.int32)
+    # configuration sets, kept across walks (a set's transitions read the build inputs only
+    # through its root-lineage configurations, and such sets carry the inputs id), so the walk
+    # costs one table lookup per node once it is warm.
     t_s = np.zeros((1, _K), dtype=np.int32)
     t_x = np.zeros((1, _K), dtype=np.int8)
     t_bits = np.zeros((1, _K, num_words), dtype=np.uint64)
-    num_sets = 0
-    # root set: the configuration of depth 0, marked so that its first byte does not split
-    cs_n[0] = 1
-    cs_flags[0] = 2
-    cs_s[0, 0] = cfg_s[0, 0]
-    cs_x[0, 0] = cfg_x[0, 0]
+    num_sets = store[0]
+    if num_sets == 0:
+        # set 0 is the sink used when the store is full: no configurations, overflow (every
+        # token below becomes a candidate, checked exactly at run time)
+        num_sets = _intern(0, 1, -1, t_s, t_x, t_bits, cs_n, cs_flags, cs_inp, cs_hash, cs_s,
+                           cs_x, cs_bits, table, 0) + 1  # fmt: skip
+        cs_trans[0, :] = -2
+    # the root set: the configuration of depth 0, marked so that its first byte does not split
+    t_s[0, 0] = cfg_s[0, 0]
+    t_x[0, 0] = cfg_x[0, 0]
     for w in range(num_words):
-        cs_bits[0, 0, w] = cfg_bits[0, 0, w]
-    # set 1 is the sink used when the store is full: no configurations, overflow (every token
-    # below becomes a candidate, checked exactly at run time)
-    cs_n[1] = 0
-    cs_flags[1] = 1
-    num_sets = 2
+        t_bits[0, 0, w] = cfg_bits[0, 0, w]
+    root = _intern(1, 2, inp, t_s, t_x, t_bits, cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x,
+                   cs_bits, table, num_sets)  # fmt: skip
+    if root < 0:  # the store is full (the caller keeps room): every token a candidate
+        root = 0
+    elif root == num_sets:
+        cs_trans[root, :] = -2
+        num_sets += 1
     ids = np.zeros(max_depth, dtype=np.int32)
+    ids[0] = root
     path = np.zeros(max_depth, dtype=np.int32)
     prev_path = np.zeros(max_depth, dtype=np.int32)
     prev_depth = 0
@@ -435,10 +473,15 @@ def build_entry_kernel(
                 nid = -1
             else:
                 flags = (1 if over else 0) | (4 if exact_alive else 0)
-                nid = _intern(n, flags, t_s, t_x, t_bits, cs_n, cs_flags, cs_s, cs_x, cs_bits,
-                              table, num_sets)  # fmt: skip
+                set_inp = -1
+                for k in range(n):
+                    if t_x[0, k] == EXACT_ITEMS:
+                        set_inp = inp
+                        break
+                nid = _intern(n, flags, set_inp, t_s, t_x, t_bits, cs_n, cs_flags, cs_inp,
+                              cs_hash, cs_s, cs_x, cs_bits, table, num_sets)  # fmt: skip
                 if nid < 0:
-                    nid = 1
+                    nid = 0
                 elif nid == num_sets:
                     cs_trans[nid, :] = -2
                     num_sets += 1
@@ -466,6 +509,7 @@ def build_entry_kernel(
                 nc += 1
                 tok = token_next_dup[tok]
         i += 1
+    store[0] = num_sets
     return nc
 
 

@@ -271,11 +271,12 @@ def test_intern_hash_is_the_same_without_jit() -> None:
     def run(fn: object) -> tuple[np.ndarray, list[str]]:
         table = np.full(64, -1, dtype=np.int32)
         args = (
-            1, 0,
-            np.array([[5]], dtype=np.int32), np.array([[1]], dtype=np.bool_),
+            1, 0, 3,
+            np.array([[5]], dtype=np.int32), np.array([[1]], dtype=np.int8),
             np.array([[[123]]], dtype=np.uint64),
-            np.zeros(4, np.int32), np.zeros(4, np.int32), np.zeros((4, 1), np.int32),
-            np.zeros((4, 1), np.bool_), np.zeros((4, 1, 1), np.uint64), table, 0,
+            np.zeros(4, np.int32), np.zeros(4, np.int8), np.zeros(4, np.int32),
+            np.zeros(4, np.int64), np.zeros((4, 1), np.int32), np.zeros((4, 1), np.int8),
+            np.zeros((4, 1, 1), np.uint64), table, 0,
         )  # fmt: skip
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -370,3 +371,38 @@ def test_all_alive_kernel_against_numpy(seed: int) -> None:
         )
         expected = bool(np.all(np.any(alive[states] & allowed, axis=1)))
         assert all_alive_kernel(alive, states, allowed) == expected
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("small", [False, True], ids=["store", "tiny-store"])
+def test_walks_sharing_a_set_store_build_what_fresh_walks_build(
+    name: str, small: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table walk keeps its configuration-set DFA across walks (per thread): every entry
+    built that way equals a build by a fresh table set of its own, also when the store grows
+    and starts over every few walks (``tiny-store``: room for 40 new sets a walk, which these
+    grammars' walks never exceed, and at most 80 sets in all)."""
+    from constrain.tables import MaskTables
+
+    compiled = Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar(name))
+    keys: dict[tuple[int, bytes], np.ndarray] = {}
+    m = Matcher(compiled)
+    for prefix in explored_prefixes(name, max_len=2):
+        m.reset()
+        m.accept_bytes(prefix)
+        for _, state, kernel in hypotheses(m):
+            keys.setdefault((state, kernel.tobytes()), kernel)
+    want = {}
+    for key, kernel in keys.items():
+        fresh = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+        want[key] = fresh.build(key[0], kernel)
+        assert int(fresh._buffers().sets.store[0]) <= 40
+    if small:
+        monkeypatch.setattr(constrain.tables, "_WALK_SETS", 40)
+        monkeypatch.setattr(constrain.tables, "_MAX_SETS", 80)
+    shared = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    for key, kernel in sorted(keys.items()):
+        got = shared.build(key[0], kernel)
+        for a, b in zip(got, want[key], strict=True):
+            assert np.array_equal(a, b), key
+    assert int(shared._buffers().sets.store[0]) > 2
