@@ -68,9 +68,12 @@ _FIRST_ROWS = 256
 # a thread's set store holds at most _MAX_SETS before it starts over
 _WALK_SETS = 4096
 _MAX_SETS = 1 << 16
-# what LexerDfa.bounded_classes costs per lexer state, about (ns), and the least time of
-# repeated counted builds after which it is tried (ns)
+# What LexerDfa.bounded_classes costs per lexer state, about (ns); the classes are computed
+# once the builds they would have saved cost _CLASS_RENT times as much (on MaskBench, 1 lost
+# more on schemas whose strings stay short than it won), and tried no earlier than after
+# _CLASS_MIN_NS of such builds.
 _CLASS_NS_PER_STATE = 400
+_CLASS_RENT = 2
 _CLASS_MIN_NS = 500_000
 # Inside a string whose body is bounded (``maxLength``), some long string text kills the lexeme,
 # so the whole string slice cannot be taken; its tokens of at most SLICE_CHARS characters still
@@ -445,12 +448,12 @@ class MaskTables:
         but the last few alike to a token's depth: their classes let one build serve them all.
         Classes cost ~0.4 us a reachable state, so they are computed once the builds they would
         have saved since the last computation (repeats inside counted string bodies) have cost
-        as much: a ski rental, at most about twice the better of the two choices. Returns
-        whether they were computed.
+        twice as much: a ski rental, within a small factor of the better of the two choices.
+        Returns whether they were computed.
         """
         if self.counted_ns < self._classify_after_ns:
             return False
-        limit = self.counted_ns // _CLASS_NS_PER_STATE
+        limit = self.counted_ns // (_CLASS_RENT * _CLASS_NS_PER_STATE)
         found = self.lexer.bounded_classes(self._max_depth, [state], max_states=limit)
         if found is None:  # more states than that time pays for: wait for twice the time
             self._classify_after_ns = 2 * self.counted_ns

@@ -820,7 +820,8 @@ def closure_csr_kernel(trans, starts, local, max_states):  # type: ignore[no-unt
     """
     n = trans.shape[0]
     num_classes = trans.shape[1]
-    states = np.empty(n, np.int32)
+    # the search stops once past max_states, each popped state adding at most num_classes
+    states = np.empty(min(n, max_states + num_classes + starts.shape[0]), np.int32)
     m = 0
     for k in range(starts.shape[0]):
         if local[starts[k]] < 0:
