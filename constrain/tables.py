@@ -272,6 +272,7 @@ class MaskTables:
         # the walk's arguments fixed for these tables, and its compiled entry by slice
         self._walk_static: tuple[Any, ...] | None = None
         self._walk_entries: dict[int, Any] = {}
+        self._entries: dict[Any, Any] = {}  # kernel -> compiled entry (_call)
         self._scratch = threading.local()
         # the bounded class of each lexer state (LexerDfa.bounded_classes(self._max_depth)),
         # -1 where none was computed; ids are fresh at each computation, never reused
@@ -388,9 +389,9 @@ class MaskTables:
         allowed = expected | parser.ignore_bits
         # the bounded reach first: it is cheap, and where it fails the unbounded one does too
         reach = self.string_body_reach(state, SLICE_CHARS)
-        if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
+        if reach is not None and self._call(all_alive_kernel, lexer.alive_bits, reach, allowed):
             reach = self.string_body_reach(state)
-            if reach is not None and all_alive_kernel(lexer.alive_bits, reach, allowed):
+            if reach is not None and self._call(all_alive_kernel, lexer.alive_bits, reach, allowed):
                 sliced = 0
             else:
                 sliced = SLICE_CHARS
@@ -467,6 +468,18 @@ class MaskTables:
             self._classify_after_ns = _CLASS_MIN_NS
         return True
 
+    def _call(self, dispatcher: Any, *args: Any) -> Any:
+        """Call a numba kernel through its compiled entry, resolved once for these tables.
+
+        The kernels called so take arguments whose types are fixed per tables (the lexer's and
+        the pools' arrays, this module's scratch and copies, Python ints), which is what the
+        entry assumes (:func:`~constrain.kernels.entry.entry_point`).
+        """
+        entry = self._entries.get(dispatcher)
+        if entry is None:
+            entry = self._entries[dispatcher] = entry_point(dispatcher, args)
+        return entry(*args)
+
     def _accepts(self) -> tuple[Int64Array, Int32Array]:
         """Return the terminals each lexer state accepts, as CSR (built once)."""
         if self._accept_csr is None:
@@ -522,6 +535,7 @@ class MaskTables:
         characters is followed (the slice of :meth:`Vocabulary.string_slice` with the same
         bound).
         """
+        state, max_chars = int(state), int(max_chars)
         if state == 0:  # a lexeme boundary: no string body is open
             return None
         found = self._reach.get((state, max_chars), _UNSET)
@@ -531,9 +545,9 @@ class MaskTables:
             self._body_classes = body_class_sequences(self.lexer)
         sc = self._buffers()
         classes, pos_ptr, seq_ptr = self._body_classes
-        n = body_reach_kernel(
-            self.lexer.trans, classes, pos_ptr, seq_ptr, state, max_chars or _REACH_LIMIT,
-            sc.reach, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
+        n = self._call(
+            body_reach_kernel, self.lexer.trans, classes, pos_ptr, seq_ptr, state,
+            max_chars or _REACH_LIMIT, sc.reach, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
         )  # fmt: skip
         result = None if n < 0 else sc.reach[:n].copy()
         self._reach[state, max_chars] = result
@@ -656,9 +670,9 @@ class MaskTables:
             c_tokens = self._grow(c_tokens, c_start, size)
             c_lcp = self._grow(c_lcp, c_start, size)
         # Rows beyond num_entries are invisible to readers until the new snapshot is published.
-        self._rows_used += store_entry_kernel(
-            e, within, base, self._rows_used, limit, w_pool, w_row, w_indptr, w_extra,
-            sc.cands, sc.lcp, nc, c_indptr, c_tokens, c_lcp,
+        self._rows_used += self._call(
+            store_entry_kernel, e, within, base, self._rows_used, limit, w_pool, w_row,
+            w_indptr, w_extra, sc.cands, sc.lcp, nc, c_indptr, c_tokens, c_lcp,
         )  # fmt: skip
         index = self._index_arrays(key, kernel, e, snap)
         self._snap = TableSnapshot(
@@ -687,7 +701,7 @@ class MaskTables:
 
         They are ``snap``'s, or grown copies to publish; ``kernel`` is ``key[1]`` as an array.
         """
-        kernel = np.ascontiguousarray(kernel, dtype=np.int32)
+        kernel = np.array(kernel, dtype=np.int32)  # C-contiguous and writable: one entry type
         k_pool = snap.k_pool
         h_keys, h_entry, h_state, h_koff, h_klen = (
             snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen
@@ -707,7 +721,10 @@ class MaskTables:
             index_rehash(h_keys, h_entry, h_state, h_koff, h_klen, *table)
             self._nbytes += sum(a.nbytes for a in table) // 2
             h_keys, h_entry, h_state, h_koff, h_klen = table
-        index_add(key[0], kernel, e, k_pool, k_start, h_keys, h_entry, h_state, h_koff, h_klen)
+        self._call(
+            index_add, key[0], kernel, e, k_pool, k_start, h_keys, h_entry, h_state, h_koff,
+            h_klen,
+        )  # fmt: skip
         self._num_keys += 1
         snap.key_index[key] = e
         return h_keys, h_entry, h_state, h_koff, h_klen, k_pool
