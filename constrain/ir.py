@@ -460,7 +460,8 @@ class Grammar:
         JsonSchemaError
             With the JSON pointer of a keyword that cannot be enforced (see docs/json_schema.md).
         CompileLimitError
-            When a limit (``max_branches``, ``max_repeat``, ``max_any_order_properties``) is hit.
+            When a limit (``max_branches``, ``max_combinations``, ``max_repeat``,
+            ``max_any_order_properties``) is hit.
         """
         from constrain.frontends.json_emit import compile_json_schema
         from constrain.frontends.json_schema import JsonSchemaOptions

@@ -82,6 +82,7 @@ class JsonSchemaOptions:
     formats: Literal["enforce", "ignore"] = "enforce"
     lenient: bool = False
     max_branches: int = 256
+    max_combinations: int = 100_000
     max_any_order_properties: int = 8
     max_repeat: int = 4096
     max_string_length: int = 1024
@@ -137,6 +138,22 @@ class NumC:
         return self == NumC()
 
 
+def _union(first: tuple[Piece, ...], second: tuple[Piece, ...]) -> tuple[Piece, ...]:
+    """Return the pieces of ``first`` then those of ``second`` not in it (by key).
+
+    A conjunction is idempotent: a schema reached twice (``allOf`` of two references to one
+    definition, and so on down) constrains once, and a shape's pieces stay as many as the
+    schemas it involves rather than the paths to them.
+    """
+    if not first:
+        return second
+    if not second:
+        return first
+    keys = {p.key() for p in first}
+    extra = tuple(p for p in second if p.key() not in keys)
+    return first + extra if extra else first
+
+
 @dataclass(frozen=True)
 class Shape:
     """One disjunct of a schema's normal form: per-type constraints, all of which must hold.
@@ -172,10 +189,10 @@ class Shape:
             None if self.num is None or other.num is None else self.num.merge(other.num),
             None if self.strs is None or other.strs is None else self.strs + other.strs,
             self.str_exact and other.str_exact,
-            None if self.arr is None or other.arr is None else self.arr + other.arr,
-            None if self.obj is None or other.obj is None else self.obj + other.obj,
+            None if self.arr is None or other.arr is None else _union(self.arr, other.arr),
+            None if self.obj is None or other.obj is None else _union(self.obj, other.obj),
             values,
-            self.pieces + other.pieces,
+            _union(self.pieces, other.pieces),
         )
 
     def is_empty(self) -> bool:
@@ -261,10 +278,17 @@ class SchemaContext:
         resource = draft.create_resource(schema)
         base = resource.id() or "urn:constrain:root"
         self.registry: Any = referencing.Registry().with_resource(base, resource)
-        self.registry = self.registry.crawl()
+        try:
+            self.registry = self.registry.crawl()
+        except (AttributeError, TypeError):
+            # referencing's draft 4-7 crawl fails on ``dependencies`` mixing schemas and arrays
+            # of names (it takes the arrays for schemas); references resolve without the crawl
+            pass
         self.root = Piece(schema, self.registry.resolver(base_uri=base), "#")
         self._validators: dict[tuple[int, str], Any] = {}
         self._expanding: set[tuple[int, str]] = set()
+        self._expanded: dict[tuple[int, str], list[Shape]] = {}
+        self._combinations = 0  # shape pairs conjoined so far (max_combinations)
         self._alive: list[Any] = []
 
     # -- diagnostics --------------------------------------------------------------------------
@@ -377,6 +401,18 @@ class SchemaContext:
         return [s for s in result if not s.is_empty()]
 
     def _conjoin(self, left: list[Shape], right: list[Shape], pointer: str) -> list[Shape]:
+        self._combinations += len(left) * len(right)
+        if self._combinations > self.options.max_combinations:
+            # each conjunction may be small while their number is not: complements and
+            # oneOf over recursive references make products of subschemas without end
+            raise CompileLimitError(
+                "max_combinations",
+                self.options.max_combinations,
+                self._combinations,
+                f"the combinators at {pointer or '#'} (oneOf, not, if/then/else, allOf over "
+                "references) combine subschemas into too many products; simplify them, read "
+                "oneOf as anyOf (one_of='any') or raise max_combinations",
+            )
         out = [a.merge(b) for a in left for b in right]
         out = [s for s in out if not s.is_empty()]
         if len(out) > self.options.max_branches:
@@ -401,6 +437,9 @@ class SchemaContext:
                 f"a schema must be an object or a boolean, got {json.dumps(schema)}", piece.path
             )
         key = piece.key()
+        found = self._expanded.get(key)
+        if found is not None:  # a schema met again (through $ref, negations): expanded once
+            return list(found)
         if key in self._expanding:
             raise JsonSchemaError(
                 "the schema refers to itself without consuming any input (an in-place $ref "
@@ -409,9 +448,11 @@ class SchemaContext:
             )
         self._expanding.add(key)
         try:
-            return self._expand_dict(piece, schema)
+            result = self._expand_dict(piece, schema)
         finally:
             self._expanding.discard(key)
+        self._expanded[key] = result
+        return list(result)
 
     def _expand_dict(self, piece: Piece, schema: dict[str, Any]) -> list[Shape]:
         from constrain.frontends.json_local import local_shape

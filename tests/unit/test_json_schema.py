@@ -236,6 +236,39 @@ def test_limits_raise_compile_limit_error() -> None:
         Grammar.from_json_schema({"allOf": [nested, nested, nested]}, max_branches=100)
     with pytest.raises(CompileLimitError):
         Grammar.from_json_schema({"type": "array", "minItems": 10**6})
+    with pytest.raises(CompileLimitError) as info:
+        Grammar.from_json_schema({"allOf": [nested, nested]}, max_combinations=50)
+    assert info.value.limit_name == "max_combinations"
+
+
+def test_a_schema_reached_many_ways_is_expanded_once() -> None:
+    # d0 -> d1 twice -> d2 twice ...: 2**40 paths to the integer; expanded once per
+    # definition it is 40 small conjunctions, far within max_combinations
+    defs: dict[str, Any] = {
+        f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(40)
+    }
+    defs["d40"] = {"type": "integer", "minimum": 3}
+    grammar = Grammar.from_json_schema({"$ref": "#/$defs/d0", "$defs": defs})
+    assert accepts(grammar, "7")
+    assert not accepts(grammar, "2")
+
+
+def test_draft7_dependencies_mixing_schemas_and_arrays() -> None:
+    # the referencing library's draft 7 crawl takes every dependencies value for a schema
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "integer"},
+            "c": {"type": "integer"},
+        },
+        "dependencies": {"a": {"required": ["b"]}, "c": ["a"]},
+    }
+    grammar = Grammar.from_json_schema(schema)
+    assert accepts(grammar, '{"a":1,"b":2,"c":3}')
+    assert not accepts(grammar, '{"a":1}')
+    assert not accepts(grammar, '{"b":2,"c":3}')
+    assert accepts(grammar, '{"b":2}')
 
 
 def test_one_of_overlap_modes() -> None:
