@@ -254,6 +254,20 @@ def naive_determinize(
     return trans, sets
 
 
+def naive_compress_classes(
+    trans: Sequence[Sequence[int]], byte_class: Sequence[int]
+) -> tuple[list[int], list[list[int]]]:
+    """Merge identical columns (oracle of ``compress_classes``): ``(byte_class, trans)``.
+
+    A merged class keeps the position of its first column.
+    """
+    columns = [tuple(row[c] for row in trans) for c in range(len(trans[0]) if trans else 0)]
+    first: dict[tuple[int, ...], int] = {}
+    new_class = [first.setdefault(col, len(first)) for col in columns]
+    keep = [columns.index(col) for col in first]  # dicts keep insertion (class) order
+    return [new_class[c] for c in byte_class], [[row[c] for c in keep] for row in trans]
+
+
 def naive_minimize(trans: Sequence[Sequence[int]], init_block: Sequence[int]) -> list[int]:
     """Moore's partition refinement (oracle of ``minimize_kernel``); returns a block per state.
 

@@ -17,11 +17,13 @@ import numpy as np
 from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
 from constrain.errors import CompileLimitError
 from constrain.kernels.numba_dfa import (
+    column_hashes_kernel,
     determinize_kernel,
     merge_classes_kernel,
     minimize_kernel,
     nfa_live_kernel,
     quotient_kernel,
+    take_columns_kernel,
 )
 
 if TYPE_CHECKING:
@@ -193,10 +195,15 @@ def compress_classes(
     num_classes = trans.shape[1]
     new_class = np.empty(num_classes, dtype=np.int32)
     keep = np.empty(num_classes, dtype=np.int64)
-    # column hashes as one integer product (numpy integer arrays wrap on overflow)
-    hashes = _row_weights(trans.shape[0]) @ trans
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    hashes = np.empty(num_classes, dtype=np.int64)
+    column_hashes_kernel(trans, _row_weights(trans.shape[0]), hashes)
     count = int(merge_classes_kernel(trans, hashes, new_class, keep))
-    return new_class[byte_class].astype(np.uint8), np.ascontiguousarray(trans[:, keep[:count]])
+    if count < num_classes:
+        out = np.empty((trans.shape[0], count), dtype=np.int32)
+        take_columns_kernel(trans, keep[:count], out)
+        trans = out
+    return new_class[byte_class].astype(np.uint8), trans
 
 
 def minimize_classes(

@@ -18,10 +18,16 @@ from constrain.automata.dfa import (
     nfa_live,
     utf8_sequences,
 )
+from constrain.automata.subsets import compress_classes
 from constrain.errors import CompileLimitError
 from constrain.frontends.regex import parse_regex
 from constrain.ir import EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Regex, Repeat
-from constrain.kernels.numba_dfa import determinize_kernel, minimize_kernel, nfa_live_kernel
+from constrain.kernels.numba_dfa import (
+    determinize_kernel,
+    merge_classes_kernel,
+    minimize_kernel,
+    nfa_live_kernel,
+)
 
 
 def dfa_of(pattern: str) -> object:
@@ -395,3 +401,28 @@ def test_row_ids_kernel_numbers_distinct_rows(seed: int) -> None:
     first: dict[tuple[int, ...], int] = {}
     expected = [first.setdefault(tuple(r), len(first)) for r in rows.tolist()]
     assert ids.tolist() == expected and count == len(first)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compress_classes_equals_naive(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    states, distinct = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+    base = rng.integers(-1, states, size=(states, distinct)).astype(np.int32)
+    trans = base[:, rng.integers(0, distinct, size=int(rng.integers(1, 12)))]  # repeated columns
+    byte_class = rng.integers(0, trans.shape[1], size=256)
+    got_class, got_trans = compress_classes(trans, byte_class)
+    want_class, want_trans = reference.naive_compress_classes(trans.tolist(), byte_class.tolist())
+    assert got_class.tolist() == want_class
+    assert got_trans.tolist() == want_trans
+    assert got_trans.dtype == np.int32 and got_trans.flags.c_contiguous
+
+
+def test_merge_classes_kernel_is_exact_under_hash_collisions() -> None:
+    trans = np.array([[0, 1, 0, 2], [1, 1, 1, 1], [2, 0, 2, 0]], dtype=np.int32)
+    new_class = np.empty(4, np.int32)
+    keep = np.empty(4, np.int64)
+    # every column hashed alike: the grouping check fails and columns are compared in full
+    count = merge_classes_kernel(trans, np.zeros(4, np.int64), new_class, keep)
+    assert count == 3
+    assert new_class.tolist() == [0, 1, 0, 2]
+    assert keep[:count].tolist() == [0, 1, 3]
