@@ -573,13 +573,30 @@ def merge_classes_kernel(trans, hashes, new_class, keep):  # type: ignore[no-unt
     int
         The number of merged classes.
     """
+    k = _group_columns(trans, hashes, new_class, keep, False)
+    if k == trans.shape[1] or _groups_hold(trans, new_class, keep):
+        return k
+    return _group_columns(trans, hashes, new_class, keep, True)  # a hash collision
+
+
+@njit(cache=True, nogil=True)
+def _group_columns(trans, hashes, new_class, keep, compare):  # type: ignore[no-untyped-def]
+    """Group columns by hash (and, with ``compare``, by content); return the group count."""
     S = trans.shape[0]
-    C = trans.shape[1]
     k = 0
-    for c in range(C):
+    for c in range(trans.shape[1]):
         found = -1
         for j in range(k):
-            if hashes[keep[j]] == hashes[c]:
+            o = keep[j]
+            if hashes[o] != hashes[c]:
+                continue
+            same = True
+            if compare:
+                for s in range(S):
+                    if trans[s, o] != trans[s, c]:
+                        same = False
+                        break
+            if same:
                 found = j
                 break
         if found < 0:
@@ -587,45 +604,29 @@ def merge_classes_kernel(trans, hashes, new_class, keep):  # type: ignore[no-unt
             found = k
             k += 1
         new_class[c] = found
-    if k == C:
-        return k
-    dup = np.empty(C - k, dtype=np.int64)  # merged columns and the first of their class
-    rep = np.empty(C - k, dtype=np.int64)
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _groups_hold(trans, new_class, keep):  # type: ignore[no-untyped-def]
+    """Whether every column equals the first of its group (one pass in memory order)."""
+    C = trans.shape[1]
+    dup = np.empty(C, dtype=np.int64)  # grouped columns and the first of their group
+    rep = np.empty(C, dtype=np.int64)
     m = 0
     for c in range(C):
         if keep[new_class[c]] != c:
             dup[m] = c
             rep[m] = keep[new_class[c]]
             m += 1
-    exact = True
-    for s in range(S):
+    for s in range(trans.shape[0]):
+        differ = False
         for i in range(m):
             if trans[s, dup[i]] != trans[s, rep[i]]:
-                exact = False
-        if not exact:
-            break
-    if exact:
-        return k
-    k = 0  # a hash collision: compare columns in full
-    for c in range(C):
-        found = -1
-        for j in range(k):
-            o = keep[j]
-            if hashes[o] == hashes[c]:
-                same = True
-                for s in range(S):
-                    if trans[s, o] != trans[s, c]:
-                        same = False
-                        break
-                if same:
-                    found = j
-                    break
-        if found < 0:
-            keep[k] = c
-            found = k
-            k += 1
-        new_class[c] = found
-    return k
+                differ = True
+        if differ:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
