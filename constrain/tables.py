@@ -65,9 +65,11 @@ _MAX_PAIRS = 4096
 _REACH_LIMIT = 4096
 _FIRST_ROWS = 256
 # a walk adds at most this many configuration sets (the room kept free before each walk), and
-# a thread's set store holds at most _MAX_SETS before it starts over
+# a thread's set store holds at most _MAX_SETS sets and about _MAX_SET_BYTES (but room for two
+# walks) before it starts over
 _WALK_SETS = 4096
 _MAX_SETS = 1 << 16
+_MAX_SET_BYTES = 16 << 20
 # What LexerDfa.bounded_classes costs per lexer state, about (ns); the classes are computed
 # once the builds they would have saved cost _CLASS_RENT times as much (on MaskBench, 1 lost
 # more on schemas whose strings stay short than it won), and tried no earlier than after
@@ -129,16 +131,19 @@ class _SetStore:
 
     The walk's lazily built DFA over lexer-configuration sets: a set's transitions depend on
     the lexer and parser tables, and for sets holding root-lineage configurations on the build
-    inputs, identified by a small id (:meth:`inputs_id`). Kept across walks, most walks only
-    look transitions up (a new walk met ~170 new transitions, ~100 ns each). Grows by doubling
-    to ``_MAX_SETS`` sets, then starts over.
+    inputs, identified by a small id (the one :meth:`room` returns). Kept across walks, most
+    walks only look transitions up (a new walk met ~170 new transitions, ~100 ns each). Grows
+    by doubling to ``max_sets`` sets (``_MAX_SETS``, fewer where rows are wide: about
+    ``_MAX_SET_BYTES`` per thread and grammar), then starts over.
     """
 
-    __slots__ = ("num_classes", "words", "arrays", "store", "_ids")
+    __slots__ = ("num_classes", "words", "arrays", "store", "max_sets", "_ids")
 
     def __init__(self, num_classes: int, words: int) -> None:
         self.num_classes = max(num_classes, 1)
         self.words = words
+        row_bytes = CONFIGS * (4 + 1 + 8 * words) + 4 * self.num_classes + 4 * 4 + 17
+        self.max_sets = max(2 * _WALK_SETS, min(_MAX_SETS, _MAX_SET_BYTES // row_bytes))
         self.store = np.zeros(1, dtype=np.int64)
         self._ids: dict[bytes, int] = {}
         self.arrays = self._allocate(_WALK_SETS)
@@ -163,7 +168,7 @@ class _SetStore:
         used = int(self.store[0])
         capacity = self.arrays[0].shape[0]
         if capacity - used < _WALK_SETS:
-            if 2 * capacity > _MAX_SETS:  # start over
+            if 2 * capacity > self.max_sets:  # start over
                 self.arrays[8].fill(-1)
                 self.store[0] = 0
                 self._ids.clear()
