@@ -78,12 +78,17 @@ WARMUP_SCHEMA = {
             "type": "array",
             "items": {"type": "object", "properties": {"k": {"type": "string"}}},
         },
+        # a long counted string: its count states are classified (MaskTables._classify), so
+        # those kernels load here rather than inside a measured token
+        "u": {"type": "string", "maxLength": 400},
     },
     "required": ["a"],
 }
 WARMUP_TEXT = (
     '{"a": 12, "s": "hello \\"world\\" \u00e9t\u00e9", "t": "short text", "n": -1.5e3, '
-    '"b": true, "e": "x", "l": [{"k": "v"}, {}]}'
+    '"b": true, "e": "x", "l": [{"k": "v"}, {}], "u": "'
+    + "A long text value, inside a string whose length is counted by the grammar. " * 3
+    + '"}'
 )
 
 
