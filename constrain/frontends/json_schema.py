@@ -230,6 +230,62 @@ def json_equal_key(value: Any) -> Any:
     raise TypeError(f"not a JSON value: {value!r}")
 
 
+# enum list (by id, the list itself kept so its id stays its own) -> its JSON-equal keys
+_ENUM_KEYS: dict[int, tuple[list[Any], frozenset[Any] | None]] = {}
+_ENUM_VALIDATORS: dict[Any, Any] = {}
+
+
+def _enum_keys(enums: list[Any]) -> frozenset[Any] | None:
+    entry = _ENUM_KEYS.get(id(enums))
+    if entry is None or entry[0] is not enums:
+        try:
+            keys: frozenset[Any] | None = frozenset(json_equal_key(v) for v in enums)
+        except TypeError:
+            keys = None
+        if keys is not None and any(k[0] == "f" for k in keys):
+            keys = None  # NaN is equal to nothing, itself included: leave it to jsonschema
+        if len(_ENUM_KEYS) >= 1024:
+            _ENUM_KEYS.clear()
+        entry = _ENUM_KEYS[id(enums)] = (enums, keys)
+    return entry[1]
+
+
+def _hashed_enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Any:
+    """Check ``enum`` as jsonschema does, with a hashed lookup in long lists.
+
+    jsonschema compares the instance with every member (a linear scan); checking each member of
+    a 5,000-value enum against the schema that declares it took ~10 s. Membership by
+    :func:`json_equal_key` follows jsonschema's equality (``1 == 1.0``, ``True != 1``,
+    containers member by member).
+    """
+    from jsonschema import _keywords
+
+    if isinstance(enums, list) and len(enums) > 16:
+        keys = _enum_keys(enums)
+        if keys is not None:
+            try:
+                key = json_equal_key(instance)
+            except TypeError:
+                key = None
+            if key is not None and key[0] != "f":
+                if key not in keys:
+                    from jsonschema.exceptions import ValidationError
+
+                    yield ValidationError(f"{instance!r} is not one of {enums!r}")
+                return
+    yield from _keywords.enum(validator, enums, instance, schema)
+
+
+def _hashed_enum_validator(cls: Any) -> Any:
+    """Return ``cls`` (a jsonschema validator class) with :func:`_hashed_enum` (made once)."""
+    found = _ENUM_VALIDATORS.get(cls)
+    if found is None:
+        import jsonschema.validators
+
+        found = _ENUM_VALIDATORS[cls] = jsonschema.validators.extend(cls, {"enum": _hashed_enum})
+    return found
+
+
 def to_decimal(value: Any, pointer: str) -> Decimal:
     """Return a schema number as an exact Decimal (floats through their shortest repr)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -286,6 +342,7 @@ class SchemaContext:
             pass
         self.root = Piece(schema, self.registry.resolver(base_uri=base), "#")
         self._validators: dict[tuple[int, str], Any] = {}
+        self._valid: dict[tuple[tuple[int, str], Any], bool] = {}  # is_valid, per piece
         self._expanding: set[tuple[int, str]] = set()
         self._expanded: dict[tuple[int, str], list[Shape]] = {}
         self._combinations = 0  # shape pairs conjoined so far (max_combinations)
@@ -336,34 +393,50 @@ class SchemaContext:
         return Piece(target, resolver, f"{ref}")
 
     def is_valid(self, value: Any, pieces: tuple[Piece, ...]) -> bool:
-        """Whether ``value`` validates against every piece (``jsonschema``, formats asserted)."""
+        """Whether ``value`` validates against every piece (``jsonschema``, formats asserted).
+
+        Answers are memoised per (piece, value): the disjuncts of a normal form share pieces
+        and enum values, so the same checks recur (an enum under ``oneOf`` products: once per
+        disjunct, each check itself linear in the enum).
+        """
+        vkey = value if isinstance(value, str) else (type(value), json.dumps(value, sort_keys=True))
+        for piece in pieces:
+            mkey = (piece.key(), vkey)
+            found = self._valid.get(mkey)
+            if found is None:
+                found = self._valid[mkey] = self._piece_valid(value, piece)
+            if not found:
+                return False
+        return True
+
+    def _piece_valid(self, value: Any, piece: Piece) -> bool:
+        """Whether ``value`` validates against one piece (uncached :meth:`is_valid`)."""
         import jsonschema
 
-        for piece in pieces:
-            validator = self._validators.get(piece.key())
-            if validator is None:
-                cls = {
-                    referencing.jsonschema.DRAFT7: jsonschema.Draft7Validator,
-                    referencing.jsonschema.DRAFT6: jsonschema.Draft6Validator,
-                    referencing.jsonschema.DRAFT4: jsonschema.Draft4Validator,
-                    referencing.jsonschema.DRAFT201909: jsonschema.Draft201909Validator,
-                }.get(self.draft, jsonschema.Draft202012Validator)
-                checker = cls.FORMAT_CHECKER if self.options.formats == "enforce" else None
-                validator = cls(
-                    piece.schema,
-                    registry=self.registry,
-                    format_checker=checker,
-                    _resolver=piece.resolver,
-                )
-                self._validators[piece.key()] = validator
-            try:
-                if not validator.is_valid(value):
-                    return False
-            except (jsonschema.exceptions.SchemaError, RecursionError):
+        validator = self._validators.get(piece.key())
+        if validator is None:
+            cls = {
+                referencing.jsonschema.DRAFT7: jsonschema.Draft7Validator,
+                referencing.jsonschema.DRAFT6: jsonschema.Draft6Validator,
+                referencing.jsonschema.DRAFT4: jsonschema.Draft4Validator,
+                referencing.jsonschema.DRAFT201909: jsonschema.Draft201909Validator,
+            }.get(self.draft, jsonschema.Draft202012Validator)
+            checker = cls.FORMAT_CHECKER if self.options.formats == "enforce" else None
+            validator = _hashed_enum_validator(cls)(
+                piece.schema,
+                registry=self.registry,
+                format_checker=checker,
+                _resolver=piece.resolver,
+            )
+            self._validators[piece.key()] = validator
+        try:
+            if not validator.is_valid(value):
                 return False
-            if isinstance(piece.schema, dict) and "x-constrain-some" in piece.schema:
-                if not self._has_members(value, piece):
-                    return False
+        except (jsonschema.exceptions.SchemaError, RecursionError):
+            return False
+        if isinstance(piece.schema, dict) and "x-constrain-some" in piece.schema:
+            if not self._has_members(value, piece):
+                return False
         return True
 
     def _has_members(self, value: Any, piece: Piece) -> bool:

@@ -617,3 +617,28 @@ def test_long_max_length_is_capped_soundly() -> None:
     # a capped language is never complemented (that would accept strings the schema refuses)
     with pytest.raises(JsonSchemaError):
         Grammar.from_json_schema({"not": schema}, max_string_length=8)
+
+
+def test_hashed_enum_agrees_with_jsonschema() -> None:
+    import jsonschema
+
+    from constrain.frontends.json_schema import _hashed_enum_validator
+
+    members: list[Any] = [1, 2.5, "a", True, None, [1, "x"], {"k": [False]}, 0, -0.0]
+    members += [f"s{i}" for i in range(30)]  # long enough for the hashed lookup
+    schema = {"enum": members}
+    fast = _hashed_enum_validator(jsonschema.Draft202012Validator)(schema)
+    slow = jsonschema.Draft202012Validator(schema)
+    probes: list[Any] = [1, 1.0, True, False, 0, 0.0, -0.0, 2.5, "a", "b", None, "s7", "s70", 3]
+    probes += [[1, "x"], [1.0, "x"], [True, "x"], {"k": [False]}, {"k": [0]}]
+    for probe in probes:
+        assert fast.is_valid(probe) == slow.is_valid(probe), probe
+
+
+def test_long_enums_compile_exactly() -> None:
+    values = [f"v{i:05d}" for i in range(3000)]
+    schema = {"type": "array", "items": {"enum": values}, "minItems": 1}
+    grammar = Grammar.from_json_schema({"oneOf": [schema, {"type": "integer"}]})
+    assert accepts(grammar, '["v00000","v02999"]')
+    assert not accepts(grammar, '["v03000"]')
+    assert accepts(grammar, "12")
