@@ -250,39 +250,45 @@ def _enum_keys(enums: list[Any]) -> frozenset[Any] | None:
     return entry[1]
 
 
-def _hashed_enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Any:
-    """Check ``enum`` as jsonschema does, with a hashed lookup in long lists.
+def _enum_member(enums: Any, instance: Any) -> bool | None:
+    """Whether ``instance`` is in a long ``enum`` list by hashed lookup; None: undecided.
 
-    jsonschema compares the instance with every member (a linear scan); checking each member of
-    a 5,000-value enum against the schema that declares it took ~10 s. Membership by
-    :func:`json_equal_key` follows jsonschema's equality (``1 == 1.0``, ``True != 1``,
-    containers member by member).
+    Membership by :func:`json_equal_key` follows jsonschema's equality (``1 == 1.0``,
+    ``True != 1``, containers member by member); NaN (equal to nothing) is left undecided.
     """
-    from jsonschema import _keywords
-
-    if isinstance(enums, list) and len(enums) > 16:
-        keys = _enum_keys(enums)
-        if keys is not None:
-            try:
-                key = json_equal_key(instance)
-            except TypeError:
-                key = None
-            if key is not None and key[0] != "f":
-                if key not in keys:
-                    from jsonschema.exceptions import ValidationError
-
-                    yield ValidationError(f"{instance!r} is not one of {enums!r}")
-                return
-    yield from _keywords.enum(validator, enums, instance, schema)
+    if not isinstance(enums, list) or len(enums) <= 16:
+        return None
+    keys = _enum_keys(enums)
+    if keys is None:
+        return None
+    try:
+        key = json_equal_key(instance)
+    except TypeError:
+        return None
+    return None if key[0] == "f" else key in keys
 
 
 def _hashed_enum_validator(cls: Any) -> Any:
-    """Return ``cls`` (a jsonschema validator class) with :func:`_hashed_enum` (made once)."""
+    """Return ``cls`` (a jsonschema validator class) with a hashed ``enum`` check (made once).
+
+    jsonschema compares the instance with every member (a linear scan): checking each member
+    of a 5,000-value enum against the schema that declares it took ~10 s.
+    """
     found = _ENUM_VALIDATORS.get(cls)
     if found is None:
         import jsonschema.validators
+        from jsonschema.exceptions import ValidationError
 
-        found = _ENUM_VALIDATORS[cls] = jsonschema.validators.extend(cls, {"enum": _hashed_enum})
+        linear = cls.VALIDATORS["enum"]
+
+        def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Any:
+            member = _enum_member(enums, instance)
+            if member is None:
+                yield from linear(validator, enums, instance, schema)
+            elif not member:
+                yield ValidationError(f"{instance!r} is not one of {enums!r}")
+
+        found = _ENUM_VALIDATORS[cls] = jsonschema.validators.extend(cls, {"enum": enum})
     return found
 
 
