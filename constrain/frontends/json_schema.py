@@ -254,7 +254,9 @@ def _enum_member(enums: Any, instance: Any) -> bool | None:
     """Whether ``instance`` is in a long ``enum`` list by hashed lookup; None: undecided.
 
     Membership by :func:`json_equal_key` follows jsonschema's equality (``1 == 1.0``,
-    ``True != 1``, containers member by member); NaN (equal to nothing) is left undecided.
+    ``True != 1``, containers member by member). A top-level NaN (equal to nothing) is left
+    undecided; one nested in a container would count as equal to itself, which jsonschema's
+    equality does not, but JSON text cannot hold NaN, so no emitted value meets the case.
     """
     if not isinstance(enums, list) or len(enums) <= 16:
         return None
