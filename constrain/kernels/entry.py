@@ -27,11 +27,14 @@ _CACHE: dict[tuple[int, tuple[Any, ...]], Callable[..., Any]] = {}
 _LOCK = threading.Lock()
 
 
+# C_CONTIGUOUS | F_CONTIGUOUS | ALIGNED | WRITEABLE of ``ndarray.flags.num``: with the dtype and
+# the number of dimensions they fix numba's array type (layout C, F or A, read-only, aligned)
+_TYPE_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
+
+
 def _fingerprint(arg: Any) -> Any:
     if isinstance(arg, np.ndarray):
-        flags = arg.flags
-        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
-        return (arg.dtype.num, arg.ndim, layout, flags.writeable, flags.aligned)
+        return (arg.dtype.num, arg.ndim, arg.flags.num & _TYPE_FLAGS)
     if isinstance(arg, tuple):
         return tuple(_fingerprint(a) for a in arg)
     return type(arg)
