@@ -74,6 +74,14 @@ def _hashed(cls: Any) -> Any:
 
     cls.__init__ = __init__
     cls.__hash__ = __hash__
+    setstate = getattr(cls, "__setstate__", None)
+    if setstate is not None:  # unpickling fills the fields only: start the hash slot empty too
+
+        def __setstate__(self: Any, state: Any) -> None:  # noqa: N807
+            setstate(self, state)
+            object.__setattr__(self, "_hash", 0)
+
+        cls.__setstate__ = __setstate__
     return cls
 
 

@@ -320,3 +320,24 @@ def test_ecmascript_property_escape_errors() -> None:
         assert info.value.offset == 1
     dfa = compile_regex(parse_regex(r"^[\p{L}\d_]+$", flavor="ecmascript"))
     assert dfa.matches("Ωé_1".encode()) and not dfa.matches("٣".encode())
+
+
+def test_ir_survives_pickling() -> None:
+    """Unpickled IR nodes hash, compare and compile like the originals (the hash slot is not
+    pickled: it must start empty, not missing)."""
+    import pickle
+
+    import constrain
+    from constrain.testing import byte_vocabulary
+
+    grammar = constrain.Grammar.from_json_schema(
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 5}}}
+    )
+    copy = pickle.loads(pickle.dumps(grammar))
+    assert copy == grammar and hash(copy) == hash(grammar)
+    node = Repeat(Literal("ab"), 2, 4)
+    again = pickle.loads(pickle.dumps(node))
+    assert again == node and hash(again) == hash(node)
+    compiled = constrain.Compiler(byte_vocabulary()).compile(copy)
+    text = b'{"a":"xyz"}'
+    assert constrain.Matcher(compiled).accept_tokens(list(text)) == len(text)
