@@ -22,6 +22,7 @@ and nullability of the rest of its rule after that terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -138,31 +139,26 @@ def build_parser_tables(
         )
     n_nt = len(nt_names)
     n_t = len(terminal_names)
-    item_rule = np.empty(num_items, dtype=np.int32)
-    item_next_nt = np.full(num_items, -1, dtype=np.int32)
-    item_next_t = np.full(num_items, -1, dtype=np.int32)
-    rule_lhs = np.empty(len(rules), dtype=np.int32)
-    rule_first_item = np.empty(len(rules), dtype=np.int32)
-    pos = 0
-    for r, (lhs, rhs) in enumerate(rules):
-        rule_lhs[r] = lhs
-        rule_first_item[r] = pos
-        for k, sym in enumerate(rhs):
-            item_rule[pos + k] = r
-            if sym >= 0:
-                item_next_nt[pos + k] = sym
-            else:
-                item_next_t[pos + k] = -1 - sym
-        item_rule[pos + len(rhs)] = r
-        pos += len(rhs) + 1
-    by_nt: list[list[int]] = [[] for _ in range(n_nt)]
-    for r, (lhs, _) in enumerate(rules):
-        by_nt[lhs].append(r)
+    # Items in rule order, rule r's items at rule_first_item[r] .. + len(rhs) (the last one
+    # complete); built with array operations (one Python step per rule, not per item).
+    lens = np.fromiter((len(rhs) for _, rhs in rules), dtype=np.int64, count=len(rules))
+    rule_lhs = np.fromiter((lhs for lhs, _ in rules), dtype=np.int32, count=len(rules))
+    ends = np.cumsum(lens + 1)
+    rule_first_item = (ends - lens - 1).astype(np.int32)
+    item_rule = np.repeat(np.arange(len(rules), dtype=np.int32), lens + 1)
+    is_symbol = np.ones(num_items, dtype=np.bool_)
+    is_symbol[ends - 1] = False
+    symbol = np.zeros(num_items, dtype=np.int64)
+    symbol[is_symbol] = np.fromiter(
+        chain.from_iterable(rhs for _, rhs in rules), dtype=np.int64, count=int(lens.sum())
+    )
+    item_next_nt = np.where(is_symbol & (symbol >= 0), symbol, -1).astype(np.int32)
+    item_next_t = np.where(is_symbol & (symbol < 0), -1 - symbol, -1).astype(np.int32)
+    nt_rules = np.argsort(rule_lhs, kind="stable").astype(np.int32)
     nt_rules_indptr = np.zeros(n_nt + 1, dtype=np.int32)
-    nt_rules_indptr[1:] = np.cumsum([len(x) for x in by_nt])
-    nt_rules = np.array([r for x in by_nt for r in x], dtype=np.int32)
+    nt_rules_indptr[1:] = np.cumsum(np.bincount(rule_lhs, minlength=n_nt))
 
-    nullable = np.zeros(n_nt, dtype=np.bool_)
+    nullable = [False] * n_nt  # a list while the Python loops read it
     changed = True
     bottom_up = rules[::-1]  # rules are usually written top-down: fewer passes this way
     while changed:
@@ -212,26 +208,23 @@ def build_parser_tables(
     # whatever the item's origin.
     rest_bytes = bytearray(num_items * width)
     item_rest_nullable = np.zeros(num_items, dtype=np.bool_)
-    pos = 0
-    for _, rhs in rules:
-        for k, sym in enumerate(rhs):
-            if sym >= 0:
-                continue
-            rest_first = 0
-            rest_nullable = True
-            for s2 in rhs[k + 1 :]:
-                if s2 < 0:
-                    rest_first |= 1 << (-1 - s2)
-                    rest_nullable = False
-                    break
-                rest_first |= first[s2]
-                if not nullable[s2]:
-                    rest_nullable = False
-                    break
-            at = (pos + k) * width
-            rest_bytes[at : at + width] = rest_first.to_bytes(width, "little")
-            item_rest_nullable[pos + k] = rest_nullable
-        pos += len(rhs) + 1
+    for r, (_, rhs) in enumerate(rules):
+        base = int(rule_first_item[r])
+        rest_first = 0  # FIRST and nullability of rhs[k + 1:], walking k backwards
+        rest_nullable = True
+        for k in range(len(rhs) - 1, -1, -1):
+            sym = rhs[k]
+            if sym < 0:
+                at = (base + k) * width
+                rest_bytes[at : at + width] = rest_first.to_bytes(width, "little")
+                item_rest_nullable[base + k] = rest_nullable
+                rest_first = 1 << (-1 - sym)
+                rest_nullable = False
+            elif nullable[sym]:
+                rest_first |= first[sym]
+            else:
+                rest_first = first[sym]
+                rest_nullable = False
     item_rest_first = (
         np.frombuffer(bytes(rest_bytes), dtype="<u8")
         .astype(np.uint64)
@@ -260,7 +253,7 @@ def build_parser_tables(
         rule_first_item=rule_first_item,
         nt_rules_indptr=nt_rules_indptr,
         nt_rules=nt_rules,
-        nullable=nullable,
+        nullable=np.array(nullable, dtype=np.bool_),
         final_item=int(rule_first_item[0] + 1),
         follow_bits=follow_bits,
         ignore_bits=_int_bits(ignore_mask, num_words),
