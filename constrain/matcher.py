@@ -23,7 +23,7 @@ import numpy as np
 from constrain._types import Int32Array
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
-from constrain.kernels.entry import entry_point
+from constrain.kernels.entry import cached_entry
 from constrain.kernels.numba_earley import (
     STATUS_CAPACITY,
     STATUS_LIMIT,
@@ -383,9 +383,7 @@ class Matcher:
             )  # fmt: skip
             # every matcher of a grammar passes arrays of the same types: one compiled entry
             # (constrain.kernels.entry) serves them all
-            kernel = self._entries_by_kernel.get("accept")
-            if kernel is None:
-                kernel = self._entries_by_kernel["accept"] = entry_point(accept_token_kernel, args)
+            kernel = cached_entry(self._entries_by_kernel, "accept", accept_token_kernel, args)
             res = kernel(*args)
             if res == STATUS_HISTORY:
                 self._grow_history()
@@ -535,9 +533,7 @@ class Matcher:
             if direct is None:
                 direct = bool(row.flags.c_contiguous and row.flags.writeable)
             if direct:
-                kernel = self._entries_by_kernel.get("fill")
-                if kernel is None:
-                    kernel = self._entries_by_kernel["fill"] = entry_point(fill_row_kernel, args)
+                kernel = cached_entry(self._entries_by_kernel, "fill", fill_row_kernel, args)
             else:
                 kernel = fill_row_kernel  # a row of another layout: let numba type it
             res = kernel(*args)

@@ -30,7 +30,7 @@ from constrain._types import Int32Array, Int64Array
 from constrain._vocab_trie import subset_trie
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
-from constrain.kernels.entry import entry_point
+from constrain.kernels.entry import cached_entry
 from constrain.kernels.numba_tables import (
     CONFIGS,
     all_alive_kernel,
@@ -420,10 +420,7 @@ class MaskTables:
             sc.cands, sc.lcp, self._max_depth, info, inp, *sets.arrays, sets.store,
         )  # fmt: skip
         if expected is sc.expected:  # this thread's buffers: types fixed per trie
-            entry = self._walk_entries.get(sliced)
-            if entry is None:
-                entry = self._walk_entries[sliced] = entry_point(build_entry_kernel, args)
-            nc = entry(*args)
+            nc = cached_entry(self._walk_entries, sliced, build_entry_kernel, args)(*args)
         else:
             nc = build_entry_kernel(*args)
         self.num_builds += 1
@@ -474,16 +471,13 @@ class MaskTables:
         return True
 
     def _call(self, dispatcher: Any, *args: Any) -> Any:
-        """Call a numba kernel through its compiled entry, resolved once for these tables.
+        """Call a numba kernel; through its compiled entry once these tables call it often.
 
         The kernels called so take arguments whose types are fixed per tables (the lexer's and
         the pools' arrays, this module's scratch and copies, Python ints), which is what the
-        entry assumes (:func:`~constrain.kernels.entry.entry_point`).
+        entry assumes (:func:`~constrain.kernels.entry.cached_entry`).
         """
-        entry = self._entries.get(dispatcher)
-        if entry is None:
-            entry = self._entries[dispatcher] = entry_point(dispatcher, args)
-        return entry(*args)
+        return cached_entry(self._entries, dispatcher, dispatcher, args)(*args)
 
     def _accepts(self) -> tuple[Int64Array, Int32Array]:
         """Return the terminals each lexer state accepts, as CSR (built once)."""
@@ -510,10 +504,7 @@ class MaskTables:
         )  # fmt: skip
         flags = kernel.flags
         key = (kernel.dtype.num, flags.c_contiguous, flags.writeable, flags.aligned)
-        entry = self._inputs_entry.get(key)
-        if entry is None:
-            entry = self._inputs_entry[key] = entry_point(entry_inputs_kernel, args)
-        n = entry(*args)
+        n = cached_entry(self._inputs_entry, key, entry_inputs_kernel, args)(*args)
         return sc.expected, sc.next_bits, sc.next_exact, sc.sig[:n].tobytes()
 
     def _long_tokens(self) -> tuple[np.ndarray, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from constrain.kernels.entry import entry_point
+from constrain.kernels.entry import RESOLVE_AFTER, cached_entry, entry_point
 
 
 @njit(nogil=True)
@@ -35,3 +35,17 @@ def test_each_layout_and_write_flag_gets_its_own_entry_and_the_right_answer() ->
         assert entry_point(_total, (arr.copy(order="K") if name == "C" else arr, 2.0)) is entry
     if hasattr(_total, "overloads"):  # not under NUMBA_DISABLE_JIT=1
         assert len({id(e) for e in entries.values()}) == len(cases)
+
+
+def test_a_call_site_resolves_its_entry_after_the_dispatcher_served_it() -> None:
+    values = np.arange(5, dtype=np.float64)
+    cache: dict[str, object] = {}
+    seen = []
+    for _ in range(RESOLVE_AFTER + 3):
+        fn = cached_entry(cache, "site", _total, (values, 3.0))
+        assert fn(values, 3.0) == 30.0
+        seen.append(fn)
+    # the dispatcher for the first RESOLVE_AFTER calls, then one resolved entry throughout
+    assert all(fn is _total for fn in seen[:RESOLVE_AFTER])
+    assert seen[RESOLVE_AFTER] is seen[-1] is entry_point(_total, (values, 3.0))
+    assert cache["site"] is seen[-1]
