@@ -322,7 +322,8 @@ class SchemaContext:
         self.options = options
         self.warnings: list[str] = []
         draft = _DRAFTS.get(options.draft or "", referencing.jsonschema.DRAFT202012)
-        if options.draft is None and _has_tuple_items(schema):
+        tuple_items, has_refs = _scan(schema)
+        if options.draft is None and tuple_items:
             draft = referencing.jsonschema.DRAFT7  # array-form items: a draft 4-7 schema
         if isinstance(schema, dict) and isinstance(schema.get("$schema"), str):
             try:
@@ -342,12 +343,14 @@ class SchemaContext:
         resource = draft.create_resource(schema)
         base = resource.id() or "urn:constrain:root"
         self.registry: Any = referencing.Registry().with_resource(base, resource)
-        try:
-            self.registry = self.registry.crawl()
-        except (AttributeError, TypeError):
-            # referencing's draft 4-7 crawl fails on ``dependencies`` mixing schemas and arrays
-            # of names (it takes the arrays for schemas); references resolve without the crawl
-            pass
+        if has_refs:  # the crawl finds embedded $id / $anchor targets, for references only
+            try:
+                self.registry = self.registry.crawl()
+            except (AttributeError, TypeError):
+                # referencing's draft 4-7 crawl fails on ``dependencies`` mixing schemas and
+                # arrays of names (it takes the arrays for schemas); references resolve without
+                # the crawl
+                pass
         self.root = Piece(schema, self.registry.resolver(base_uri=base), "#")
         self._validators: dict[tuple[int, str], Any] = {}
         self._valid: dict[tuple[tuple[int, str], Any], bool] = {}  # is_valid, per piece
@@ -373,7 +376,7 @@ class SchemaContext:
     def child(self, piece: Piece, sub: Any, *path: str | int) -> Piece:
         """Return the sub-schema ``sub`` of ``piece`` at ``path``, entering its ``$id`` if any."""
         resolver = piece.resolver
-        if isinstance(sub, dict):
+        if isinstance(sub, dict) and ("$id" in sub or "id" in sub):  # else no resource id
             resource = self.draft.create_resource(sub)
             if resource.id() is not None:
                 resolver = resolver.in_subresource(resource)
@@ -682,17 +685,38 @@ _DRAFTS = {
 }
 
 
-def _has_tuple_items(schema: Any, depth: int = 0) -> bool:
-    """Whether a schema without ``$schema`` uses the draft 4-7 array form of ``items``."""
-    if depth > 64:
-        return False
-    if isinstance(schema, dict):
-        if isinstance(schema.get("items"), list):
-            return True
-        return any(_has_tuple_items(v, depth + 1) for v in schema.values())
-    if isinstance(schema, list):
-        return any(_has_tuple_items(v, depth + 1) for v in schema)
-    return False
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _scan(schema: Any) -> tuple[bool, bool]:
+    """Return (draft 4-7 array-form ``items`` within 64 levels, a reference keyword anywhere).
+
+    Iterative, and each object or array is visited once, so a self-containing Python structure
+    ends too. A key that only looks like a reference (a property named ``$ref``) counts: the
+    answer may say "references" where there are none, never the reverse.
+    """
+    tuple_items = has_refs = False
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            if not tuple_items and depth <= 64 and isinstance(node.get("items"), list):
+                tuple_items = True
+            if not has_refs and any(k in node for k in _REF_KEYWORDS):
+                has_refs = True
+            if tuple_items and has_refs:
+                break
+            values: Any = node.values()
+        elif isinstance(node, list):
+            values = node
+        else:  # a boolean schema
+            continue
+        stack.extend((v, depth + 1) for v in values if isinstance(v, (dict, list)))
+    return tuple_items, has_refs
 
 
 def _schema_list(schema: dict[str, Any], keyword: str, piece: Piece) -> list[Any]:

@@ -642,3 +642,37 @@ def test_long_enums_compile_exactly() -> None:
     assert accepts(grammar, '["v00000","v02999"]')
     assert not accepts(grammar, '["v03000"]')
     assert accepts(grammar, "12")
+
+
+def test_scan_finds_references_at_any_depth_and_tuple_items_within_64_levels() -> None:
+    from constrain.frontends.json_schema import _scan
+
+    assert _scan(True) == (False, False)
+    assert _scan({"items": [{"type": "string"}]}) == (True, False)
+    assert _scan({"properties": {"a": {"anyOf": [{"$ref": "#/$defs/x"}]}}}) == (False, True)
+    assert _scan({"$dynamicRef": "#node"})[1] and _scan({"$recursiveRef": "#"})[1]
+    deep: dict[str, object] = {}
+    cur = deep
+    for _ in range(100):
+        nxt: dict[str, object] = {}
+        cur["not"] = nxt
+        cur = nxt
+    cur["items"] = [{}]
+    cur["$ref"] = "#"
+    assert _scan(deep) == (False, True)  # too deep for the draft guess, never for references
+    loop: dict[str, object] = {"type": "object"}
+    loop["properties"] = {"self": loop}  # a Python structure that contains itself
+    assert _scan(loop) == (False, False)
+
+
+def test_references_resolve_without_a_crawl_only_when_there_are_none() -> None:
+    """Embedded $id / $anchor targets are found (the crawl runs) whenever a reference exists."""
+    schema = {
+        "$defs": {"item": {"$id": "https://example.com/item", "$anchor": "it", "type": "integer"}},
+        "type": "array",
+        "items": {"$ref": "https://example.com/item#it"},
+    }
+    grammar = Grammar.from_json_schema(schema)
+    compiled = constrain.Compiler(byte_vocabulary()).compile(grammar)
+    assert constrain.Matcher(compiled).accept_tokens(list(b"[1,2]")) == 5
+    assert constrain.Matcher(compiled).accept_tokens(list(b'["a"]')) < 5
