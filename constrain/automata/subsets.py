@@ -21,6 +21,7 @@ from constrain.kernels.numba_dfa import (
     determinize_kernel,
     merge_classes_kernel,
     minimize_kernel,
+    nfa_csr_kernel,
     nfa_live_kernel,
     quotient_kernel,
     take_columns_kernel,
@@ -52,13 +53,6 @@ class Subsets:
     trans: Int32Array
     set_ptr: Int64Array
     pool: Int32Array
-
-
-def _csr(src: Int32Array, num_states: int) -> tuple[Int64Array, Int64Array]:
-    order = np.argsort(src, kind="stable")
-    indptr = np.zeros(num_states + 1, dtype=np.int64)
-    np.cumsum(np.bincount(src, minlength=num_states), out=indptr[1:])
-    return indptr, order
 
 
 def nfa_live(nfa: Nfa) -> BoolArray:
@@ -106,24 +100,18 @@ def determinize(
     CompileLimitError
         As soon as more than ``max_states`` DFA states are needed.
     """
-    n = nfa.num_states
-    boundary = np.zeros(257, dtype=np.bool_)
-    boundary[nfa.lo] = True
-    boundary[nfa.hi + 1] = True
-    byte_class = np.cumsum(boundary[:256], dtype=np.int64) - int(boundary[0])
-    num_classes = int(byte_class[255]) + 1
-    bptr, border = _csr(nfa.src, n)
-    eptr, eorder = _csr(nfa.eps_src, n)
     if live is None:
         live = nfa_live(nfa)
-    keep = live & ((np.diff(bptr) > 0) | (nfa.tag >= 0))
+    byte_class, num_classes, bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep = nfa_csr_kernel(
+        nfa.num_states, nfa.src, nfa.lo, nfa.hi, nfa.dst, nfa.eps_src, nfa.eps_dst, nfa.tag, live
+    )
     status, count, trans, set_ptr, pool = determinize_kernel(
         bptr,
-        byte_class[nfa.lo[border]].astype(np.int32),
-        byte_class[nfa.hi[border]].astype(np.int32),
-        nfa.dst[border],
+        bcls_lo,
+        bcls_hi,
+        bdst,
         eptr,
-        nfa.eps_dst[eorder],
+        edst,
         keep,
         live,
         nfa.start,

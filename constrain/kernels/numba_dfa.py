@@ -18,6 +18,82 @@ _HASH_MUL = 1000003
 
 
 @njit(cache=True, nogil=True)
+def nfa_csr_kernel(num_states, src, lo, hi, dst, eps_src, eps_dst, tag, live):  # type: ignore[no-untyped-def]
+    """Prepare an NFA for :func:`determinize_kernel`: byte classes and edges by source state.
+
+    Parameters
+    ----------
+    num_states : int
+        Number of NFA states ``N``.
+    src, lo, hi, dst : (E,) int32
+        Byte edges ``src --[lo..hi]--> dst``.
+    eps_src, eps_dst : (F,) int32
+        Epsilon edges.
+    tag : (N,) int32
+        Terminal accepted in each state, -1 for none.
+    live : (N,) bool
+        States that reach a final state.
+
+    Returns
+    -------
+    byte_class : (256,) int64
+        Byte to class id: the classes are the byte intervals between edge boundaries.
+    num_classes : int
+    bptr : (N + 1,) int64
+        CSR offsets of the byte edges by source (edges in their original order within a source).
+    bcls_lo, bcls_hi, bdst : (E,) int32
+        Each edge's first and last class, and its target, in CSR order.
+    eptr : (N + 1,) int64
+        CSR offsets of the epsilon edges by source.
+    edst : (F,) int32
+        Epsilon targets in CSR order.
+    keep : (N,) bool
+        States a subset stores: live, and with a byte edge or accepting.
+    """
+    boundary = np.zeros(257, np.bool_)
+    for e in range(src.shape[0]):
+        boundary[lo[e]] = True
+        boundary[hi[e] + 1] = True
+    byte_class = np.empty(256, np.int64)
+    c = -1 if boundary[0] else 0
+    for b in range(256):
+        if boundary[b]:
+            c += 1
+        byte_class[b] = c
+    num_classes = c + 1
+    bptr = np.zeros(num_states + 1, np.int64)
+    for e in range(src.shape[0]):
+        bptr[src[e] + 1] += 1
+    for q in range(num_states):
+        bptr[q + 1] += bptr[q]
+    fill = bptr[:num_states].copy()
+    bcls_lo = np.empty(src.shape[0], np.int32)
+    bcls_hi = np.empty(src.shape[0], np.int32)
+    bdst = np.empty(src.shape[0], np.int32)
+    for e in range(src.shape[0]):
+        i = fill[src[e]]
+        fill[src[e]] = i + 1
+        bcls_lo[i] = byte_class[lo[e]]
+        bcls_hi[i] = byte_class[hi[e]]
+        bdst[i] = dst[e]
+    eptr = np.zeros(num_states + 1, np.int64)
+    for e in range(eps_src.shape[0]):
+        eptr[eps_src[e] + 1] += 1
+    for q in range(num_states):
+        eptr[q + 1] += eptr[q]
+    fill = eptr[:num_states].copy()
+    edst = np.empty(eps_src.shape[0], np.int32)
+    for e in range(eps_src.shape[0]):
+        i = fill[eps_src[e]]
+        fill[eps_src[e]] = i + 1
+        edst[i] = eps_dst[e]
+    keep = np.empty(num_states, np.bool_)
+    for q in range(num_states):
+        keep[q] = live[q] and (bptr[q + 1] > bptr[q] or tag[q] >= 0)
+    return byte_class, num_classes, bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep
+
+
+@njit(cache=True, nogil=True)
 def nfa_live_kernel(src, dst, finals, live):  # type: ignore[no-untyped-def]
     """Mark the NFA states from which a final state is reachable.
 

@@ -26,6 +26,7 @@ from constrain.kernels.numba_dfa import (
     determinize_kernel,
     merge_classes_kernel,
     minimize_kernel,
+    nfa_csr_kernel,
     nfa_live_kernel,
 )
 
@@ -294,6 +295,46 @@ def test_kernels_match_reference(seed: int) -> None:
             state = trans[state][int(bc[b])] if state >= 0 else -1
         got_match = state >= 0 and any(q in finals for q in sets[state])
         assert got_match == reference.naive_nfa_accepts(n, byte_edges, eps, 0, finals, data), data
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_nfa_csr_kernel_matches_a_direct_construction(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(1, 9)
+    edges = []
+    for _ in range(rng.randint(0, 14)):
+        lo = rng.choice([0, 1, 9, 97, 128, 200, 255, rng.randrange(256)])
+        edges.append((rng.randrange(n), lo, rng.randint(lo, 255), rng.randrange(n)))
+    eps = [(rng.randrange(n), rng.randrange(n)) for _ in range(rng.randint(0, 6))]
+    tag = np.array([rng.choice([-1, -1, 0, 1]) for _ in range(n)], np.int32)
+    live = np.array([rng.random() < 0.8 for _ in range(n)], np.bool_)
+    col = list(zip(*edges, strict=True)) if edges else [(), (), (), ()]
+    arrays = [np.array(c, np.int32) for c in col]
+    eps_cols = list(zip(*eps, strict=True)) if eps else [(), ()]
+    bc, nc, bptr, blo, bhi, bdst, eptr, edst, keep = nfa_csr_kernel(
+        n, *arrays, *[np.array(c, np.int32) for c in eps_cols], tag, live
+    )
+    # classes: bytes b and b + 1 share one exactly when no edge starts at b + 1 or ends at b
+    cuts = {lo for _, lo, _, _ in edges} | {hi + 1 for _, _, hi, _ in edges}
+    expected_class, c = [], 0
+    for b in range(256):
+        if b > 0 and b in cuts:
+            c += 1
+        expected_class.append(c)
+    assert bc.tolist() == expected_class and nc == expected_class[255] + 1
+    for q in range(n):  # each state's edges in their original order
+        mine = [(bc[lo], bc[hi], d) for s, lo, hi, d in edges if s == q]
+        got = list(
+            zip(
+                blo[bptr[q] : bptr[q + 1]],
+                bhi[bptr[q] : bptr[q + 1]],
+                bdst[bptr[q] : bptr[q + 1]],
+                strict=True,
+            )
+        )
+        assert [tuple(map(int, g)) for g in got] == [tuple(map(int, m)) for m in mine]
+        assert edst[eptr[q] : eptr[q + 1]].tolist() == [d for s, d in eps if s == q]
+        assert keep[q] == (live[q] and (bool(mine) or tag[q] >= 0))
 
 
 def test_determinize_kernel_limit_status() -> None:
