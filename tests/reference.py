@@ -581,3 +581,57 @@ def load_examples(path: Path) -> list[str]:
         text = f.read()
     assert text.endswith("\n"), f"{path} must end with a newline"
     return text[:-1].split("\n---\n")
+
+
+def naive_grammar_sets(
+    rules: Sequence[tuple[int, Sequence[int]]], num_nt: int, num_t: int
+) -> tuple[list[bool], list[int], list[int], list[tuple[int, bool] | None]]:
+    """Textbook fixpoints (oracle of ``grammar_sets_kernel``) over Python-int bitsets.
+
+    ``rules``: (lhs, rhs) with rhs symbols >= 0 nonterminals, < 0 terminals (``-1 - t``).
+    Returns nullable, FIRST of each nonterminal, FOLLOW of each terminal, and for every item
+    (rules in order, ``len(rhs) + 1`` items each) with a terminal after the dot, FIRST and
+    nullability of the rest of its rule after that terminal (None for other items).
+    """
+
+    def seq_first(seq: Sequence[int]) -> tuple[int, bool]:
+        out = 0
+        for s in seq:
+            if s < 0:
+                return out | (1 << (-1 - s)), False
+            out |= first[s]
+            if not nullable[s]:
+                return out, False
+        return out, True
+
+    nullable = [False] * num_nt
+    first = [0] * num_nt
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            if not nullable[lhs] and all(s >= 0 and nullable[s] for s in rhs):
+                nullable[lhs] = changed = True
+            f = first[lhs] | seq_first(rhs)[0]
+            if f != first[lhs]:
+                first[lhs], changed = f, True
+    follow_nt = [0] * num_nt
+    follow_t = [0] * num_t
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in rules:
+            for k, s in enumerate(rhs):
+                rest, empty = seq_first(rhs[k + 1 :])
+                add = rest | (follow_nt[lhs] if empty else 0)
+                target = follow_t if s < 0 else follow_nt
+                idx = -1 - s if s < 0 else s
+                if add & ~target[idx]:
+                    target[idx] |= add
+                    changed = True
+    items: list[tuple[int, bool] | None] = []
+    for _, rhs in rules:
+        for k, s in enumerate(rhs):
+            items.append(seq_first(rhs[k + 1 :]) if s < 0 else None)
+        items.append(None)
+    return nullable, first, follow_t, items

@@ -22,13 +22,13 @@ and nullability of the rest of its rule after that terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
 from constrain._types import BoolArray, Int32Array, UInt64Array
 from constrain.errors import CompileLimitError
 from constrain.ir import Grammar
+from constrain.kernels.numba_earley import grammar_sets_kernel
 
 __all__ = ["ParserTables", "build_parser_tables", "terminal_bits"]
 
@@ -140,108 +140,61 @@ def build_parser_tables(
     n_nt = len(nt_names)
     n_t = len(terminal_names)
     # Items in rule order, rule r's items at rule_first_item[r] .. + len(rhs) (the last one
-    # complete); built with array operations (one Python step per rule, not per item).
-    lens = np.fromiter((len(rhs) for _, rhs in rules), dtype=np.int64, count=len(rules))
-    rule_lhs = np.fromiter((lhs for lhs, _ in rules), dtype=np.int32, count=len(rules))
-    ends = np.cumsum(lens + 1)
-    rule_first_item = (ends - lens - 1).astype(np.int32)
-    item_rule = np.repeat(np.arange(len(rules), dtype=np.int32), lens + 1)
-    is_symbol = np.ones(num_items, dtype=np.bool_)
-    is_symbol[ends - 1] = False
-    symbol = np.zeros(num_items, dtype=np.int64)
-    symbol[is_symbol] = np.fromiter(
-        chain.from_iterable(rhs for _, rhs in rules), dtype=np.int64, count=int(lens.sum())
-    )
-    item_next_nt = np.where(is_symbol & (symbol >= 0), symbol, -1).astype(np.int32)
-    item_next_t = np.where(is_symbol & (symbol < 0), -1 - symbol, -1).astype(np.int32)
-    nt_rules = np.argsort(rule_lhs, kind="stable").astype(np.int32)
-    nt_rules_indptr = np.zeros(n_nt + 1, dtype=np.int32)
-    nt_rules_indptr[1:] = np.cumsum(np.bincount(rule_lhs, minlength=n_nt))
-
-    nullable = [False] * n_nt  # a list while the Python loops read it
-    changed = True
-    bottom_up = rules[::-1]  # rules are usually written top-down: fewer passes this way
-    while changed:
-        changed = False
-        for lhs, rhs in bottom_up:
-            if not nullable[lhs] and all(s >= 0 and nullable[s] for s in rhs):
-                nullable[lhs] = True
-                changed = True
-
-    # FIRST sets over terminals, then FOLLOW sets of terminals, as Python-int bitsets.
-    first = [0] * n_nt
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in bottom_up:
-            acc = first[lhs]
-            for s in rhs:
-                acc |= (1 << (-1 - s)) if s < 0 else first[s]
-                if s < 0 or not nullable[s]:
-                    break
-            if acc != first[lhs]:
-                first[lhs] = acc
-                changed = True
-    follow_nt = [0] * n_nt
-    follow_t = [0] * n_t
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in rules:
-            trailer = follow_nt[lhs]
-            for s in reversed(rhs):
-                if s < 0:
-                    t = -1 - s
-                    if trailer & ~follow_t[t]:
-                        follow_t[t] |= trailer
-                        changed = True
-                    trailer = 1 << t
-                else:
-                    if trailer & ~follow_nt[s]:
-                        follow_nt[s] |= trailer
-                        changed = True
-                    trailer = (trailer | first[s]) if nullable[s] else first[s]
-    num_words = max(1, (n_t + 63) // 64)
-    width = 8 * num_words
-    # For an item "A -> alpha . t beta": FIRST(beta) and whether beta is nullable. When beta is
-    # not nullable, the terminals expected right after scanning t are exactly FIRST(beta),
-    # whatever the item's origin.
-    rest_bytes = bytearray(num_items * width)
-    item_rest_nullable = np.zeros(num_items, dtype=np.bool_)
-    for r, (_, rhs) in enumerate(rules):
-        base = int(rule_first_item[r])
-        rest_first = 0  # FIRST and nullability of rhs[k + 1:], walking k backwards
-        rest_nullable = True
-        for k in range(len(rhs) - 1, -1, -1):
-            sym = rhs[k]
-            if sym < 0:
-                at = (base + k) * width
-                rest_bytes[at : at + width] = rest_first.to_bytes(width, "little")
-                item_rest_nullable[base + k] = rest_nullable
-                rest_first = 1 << (-1 - sym)
-                rest_nullable = False
-            elif nullable[sym]:
-                rest_first |= first[sym]
+    # complete); Python lists turned into arrays once (grammars are mostly small: numpy's
+    # per-call cost would dominate).
+    item_rule_l: list[int] = []
+    next_nt_l: list[int] = []
+    next_t_l: list[int] = []
+    first_item_l: list[int] = []
+    by_nt: list[list[int]] = [[] for _ in range(n_nt)]
+    for r, (lhs, rhs) in enumerate(rules):
+        first_item_l.append(len(item_rule_l))
+        by_nt[lhs].append(r)
+        item_rule_l.extend([r] * (len(rhs) + 1))
+        for sym in rhs:
+            if sym >= 0:
+                next_nt_l.append(sym)
+                next_t_l.append(-1)
             else:
-                rest_first = first[sym]
-                rest_nullable = False
-    item_rest_first = (
-        np.frombuffer(bytes(rest_bytes), dtype="<u8")
-        .astype(np.uint64)
-        .reshape(num_items, num_words)
+                next_nt_l.append(-1)
+                next_t_l.append(-1 - sym)
+        next_nt_l.append(-1)
+        next_t_l.append(-1)
+    item_rule = np.array(item_rule_l, dtype=np.int32)
+    item_next_nt = np.array(next_nt_l, dtype=np.int32)
+    item_next_t = np.array(next_t_l, dtype=np.int32)
+    rule_lhs = np.array([lhs for lhs, _ in rules], dtype=np.int32)
+    rule_first_item = np.array(first_item_l, dtype=np.int32)
+    nt_rules = np.array([r for x in by_nt for r in x], dtype=np.int32)
+    nt_rules_indptr = np.zeros(n_nt + 1, dtype=np.int32)
+    nt_rules_indptr[1:] = np.cumsum([len(x) for x in by_nt])
+
+    num_words = max(1, (n_t + 63) // 64)
+    # Nullability, FIRST and FOLLOW; for an item "A -> alpha . t beta", FIRST(beta) and whether
+    # beta is nullable (when it is not, the terminals expected right after scanning t are
+    # exactly FIRST(beta), whatever the item's origin).
+    nullable = np.zeros(n_nt, dtype=np.bool_)
+    first = np.zeros((n_nt, num_words), dtype=np.uint64)
+    follow_t = np.zeros((max(n_t, 1), num_words), dtype=np.uint64)
+    item_rest_first = np.zeros((num_items, num_words), dtype=np.uint64)
+    item_rest_nullable = np.zeros(num_items, dtype=np.bool_)
+    grammar_sets_kernel(
+        rule_lhs,
+        rule_first_item,
+        item_next_nt,
+        item_next_t,
+        nullable,
+        first,
+        follow_t,
+        item_rest_first,
+        item_rest_nullable,
     )
-    ignore_ids = {term_id[name] for name in grammar.ignore}
-    ignore_mask = 0
-    for t in ignore_ids:
-        ignore_mask |= 1 << t
-    all_mask = (1 << n_t) - 1
-    follow_bytes = b"".join(
-        (all_mask if t in ignore_ids else follow_t[t] | ignore_mask).to_bytes(width, "little")
-        for t in range(n_t)
-    )
-    follow_bits = np.zeros((max(n_t, 1), num_words), dtype=np.uint64)
-    if n_t:
-        follow_bits[:] = np.frombuffer(follow_bytes, dtype="<u8").reshape(n_t, num_words)
+    ignore_ids = sorted({term_id[name] for name in grammar.ignore})
+    ignore_bits = terminal_bits(ignore_ids, num_words)
+    # every terminal may follow an ignored one, and an ignored one may follow any terminal
+    follow_bits = follow_t | ignore_bits
+    if ignore_ids:
+        follow_bits[ignore_ids] = _int_bits((1 << n_t) - 1, num_words)
     return ParserTables(
         num_terminals=n_t,
         num_nonterminals=n_nt,
@@ -253,11 +206,11 @@ def build_parser_tables(
         rule_first_item=rule_first_item,
         nt_rules_indptr=nt_rules_indptr,
         nt_rules=nt_rules,
-        nullable=np.array(nullable, dtype=np.bool_),
+        nullable=nullable,
         final_item=int(rule_first_item[0] + 1),
         follow_bits=follow_bits,
-        ignore_bits=_int_bits(ignore_mask, num_words),
-        scannable_bits=terminal_bits({-1 - s for _, rhs in rules for s in rhs if s < 0}, num_words),
+        ignore_bits=ignore_bits,
+        scannable_bits=terminal_bits(set(item_next_t[item_next_t >= 0].tolist()), num_words),
         item_rest_first=item_rest_first,
         item_rest_nullable=item_rest_nullable,
         nonterminal_names=tuple(nt_names),

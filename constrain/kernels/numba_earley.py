@@ -398,3 +398,136 @@ def scan_kernel_items(
                 k += 1
         n = k
     return n
+
+
+@njit(cache=True, nogil=True)
+def grammar_sets_kernel(  # type: ignore[no-untyped-def]
+    rule_lhs,
+    rule_first_item,
+    item_next_nt,
+    item_next_t,
+    nullable,
+    first,
+    follow_t,
+    rest_first,
+    rest_nullable,
+):
+    """Nullability, FIRST and FOLLOW sets of a flattened grammar, as word bitsets.
+
+    Parameters
+    ----------
+    rule_lhs, rule_first_item : (R,) int32
+        Each rule's nonterminal and first item; rule ``r``'s items run to the next rule's first
+        (the last one complete).
+    item_next_nt, item_next_t : (I,) int32
+        The nonterminal / terminal after each item's dot, -1 for none.
+    nullable : (N,) bool
+        Output (all False on entry): whether a nonterminal derives the empty string.
+    first : (N, W) uint64
+        Output (zero on entry): the terminals a nonterminal's strings can start with.
+    follow_t : (T, W) uint64
+        Output (zero on entry): the terminals that can come right after each terminal.
+    rest_first : (I, W) uint64
+        Output (zero on entry): for an item with a terminal after the dot, FIRST of the rest of
+        its rule after that terminal.
+    rest_nullable : (I,) bool
+        Output (False on entry): whether that rest is nullable.
+    """
+    num_rules = rule_lhs.shape[0]
+    num_items = item_next_nt.shape[0]
+    num_words = first.shape[1]
+    one = np.uint64(1)
+    # rules are usually written top-down: iterating bottom-up needs fewer passes
+    changed = True
+    while changed:
+        changed = False
+        for r in range(num_rules - 1, -1, -1):
+            lhs = rule_lhs[r]
+            if nullable[lhs]:
+                continue
+            i = rule_first_item[r]
+            empty = True
+            while item_next_nt[i] >= 0 or item_next_t[i] >= 0:
+                if item_next_t[i] >= 0 or not nullable[item_next_nt[i]]:
+                    empty = False
+                    break
+                i += 1
+            if empty:
+                nullable[lhs] = True
+                changed = True
+    changed = True
+    while changed:
+        changed = False
+        for r in range(num_rules - 1, -1, -1):
+            lhs = rule_lhs[r]
+            i = rule_first_item[r]
+            while True:
+                t = item_next_t[i]
+                nt = item_next_nt[i]
+                if t >= 0:
+                    w = t >> 6
+                    bit = one << np.uint64(t & 63)
+                    if not first[lhs, w] & bit:
+                        first[lhs, w] |= bit
+                        changed = True
+                    break
+                if nt < 0:
+                    break
+                for w in range(num_words):
+                    v = first[lhs, w] | first[nt, w]
+                    if v != first[lhs, w]:
+                        first[lhs, w] = v
+                        changed = True
+                if not nullable[nt]:
+                    break
+                i += 1
+    follow_nt = np.zeros(first.shape, np.uint64)
+    trailer = np.zeros(num_words, np.uint64)
+    changed = True
+    while changed:
+        changed = False
+        for r in range(num_rules):
+            lhs = rule_lhs[r]
+            end = rule_first_item[r + 1] - 1 if r + 1 < num_rules else num_items - 1
+            for w in range(num_words):
+                trailer[w] = follow_nt[lhs, w]
+            for i in range(end - 1, rule_first_item[r] - 1, -1):
+                t = item_next_t[i]
+                if t >= 0:
+                    for w in range(num_words):
+                        if trailer[w] & ~follow_t[t, w]:
+                            follow_t[t, w] |= trailer[w]
+                            changed = True
+                        trailer[w] = 0
+                    trailer[t >> 6] = one << np.uint64(t & 63)
+                else:
+                    nt = item_next_nt[i]
+                    for w in range(num_words):
+                        if trailer[w] & ~follow_nt[nt, w]:
+                            follow_nt[nt, w] |= trailer[w]
+                            changed = True
+                        trailer[w] = (trailer[w] | first[nt, w]) if nullable[nt] else first[nt, w]
+    rest = np.zeros(num_words, np.uint64)
+    for r in range(num_rules):
+        end = rule_first_item[r + 1] - 1 if r + 1 < num_rules else num_items - 1
+        for w in range(num_words):
+            rest[w] = 0
+        empty = True
+        for i in range(end - 1, rule_first_item[r] - 1, -1):
+            t = item_next_t[i]
+            if t >= 0:
+                for w in range(num_words):
+                    rest_first[i, w] = rest[w]
+                    rest[w] = 0
+                rest_nullable[i] = empty
+                rest[t >> 6] = one << np.uint64(t & 63)
+                empty = False
+            else:
+                nt = item_next_nt[i]
+                if nullable[nt]:
+                    for w in range(num_words):
+                        rest[w] |= first[nt, w]
+                else:
+                    for w in range(num_words):
+                        rest[w] = first[nt, w]
+                    empty = False
