@@ -11,10 +11,10 @@ Resolving through numba's ``typeof`` costs ~40 µs per argument, so resolved ent
 process-wide by a cheap fingerprint of the arguments (type, dtype, dimensions, layout and
 write flag of each array, recursively through tuples), which fixes numba's type for the arrays
 and scalars the matcher passes. Even that fingerprint costs ~0.5 µs per argument (~20 µs for
-the matcher's kernels) while the dispatcher's own typing costs ~0.1 µs more per call than an
-entry: :func:`cached_entry` therefore calls through the dispatcher for the first
-:data:`RESOLVE_AFTER` calls of a call site and resolves only a site that keeps being called
-(a new grammar's first mask resolves nothing).
+the matcher's kernels), while the dispatcher's own typing costs only ~1.4 µs more per call
+than an entry (the fill kernel, ~40 arguments): :func:`cached_entry` therefore calls through
+the dispatcher for the first :data:`RESOLVE_AFTER` calls of a call site and resolves only a
+site that keeps being called (a new grammar's first mask resolves nothing).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ _CACHE: dict[tuple[int, tuple[Any, ...]], Callable[..., Any]] = {}
 _LOCK = threading.Lock()
 RESOLVE_AFTER = 16
 """Calls through the dispatcher before :func:`cached_entry` resolves a site's entry."""
-
 
 # C_CONTIGUOUS | F_CONTIGUOUS | ALIGNED | WRITEABLE of ``ndarray.flags.num``: with the dtype and
 # the number of dimensions they fix numba's array type (layout C, F or A, read-only, aligned)
