@@ -31,6 +31,13 @@ from constrain._vocab_trie import subset_trie
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.entry import cached_entry
+from constrain.kernels.numba_classify import (
+    SYM_CONFIGS,
+    classified_entry_kernel,
+    classify_walk_kernel,
+    compact_sets_kernel,
+    rehash_sym_kernel,
+)
 from constrain.kernels.numba_tables import (
     CONFIGS,
     all_alive_kernel,
@@ -83,6 +90,19 @@ _CLASS_MIN_NS = 500_000
 # In Llama 3's vocabulary 699 of the 121,825 slice tokens are longer than 16 characters.
 SLICE_CHARS = SHORT_SLICE_CHARS
 _UNSET = object()
+# Token classes (numba_classify): a lexer state whose trie walks have cost _CLASSIFY_AFTER_NS
+# in all, _CLASSIFY_MIN_WALK_NS each on average, gets one walk whose result serves all its
+# later builds (a grammar with many parser configurations per lexer state, like SQL at a
+# lexeme boundary). The symbolic set store keeps room for _SYM_ROOM new sets per walk, holds
+# at most about _SYM_BYTES, and the classes of all states at most a quarter of the tables'
+# budget before they start over.
+_CLASSIFY_AFTER_NS = 2_000_000
+_CLASSIFY_MIN_WALK_NS = 500_000
+# the read of a state's classes at which their cost is compared with its walks' (the first
+# read may include loading the kernel)
+_JUDGE_AT_READ = 2
+_SYM_ROOM = 16384
+_SYM_BYTES = 32 << 20
 
 
 def _list_limit(num_words: int) -> int:
@@ -185,6 +205,69 @@ class _SetStore:
         return found
 
 
+class _SymStore:
+    """The symbolic configuration sets of :func:`classify_walk_kernel`, kept across walks.
+
+    Symbolic sets depend on the lexer and parser tables only, so one store serves every lexer
+    state (guarded by the tables' classification lock). Grows by doubling to ``max_sets``,
+    then starts over (the classes already computed keep their own copies of their sets).
+    """
+
+    __slots__ = ("num_classes", "arrays", "store", "max_sets")
+
+    def __init__(self, num_classes: int) -> None:
+        self.num_classes = max(num_classes, 1)
+        row_bytes = SYM_CONFIGS * 12 + 4 * self.num_classes + 4 * 4 + 13
+        self.max_sets = max(2 * _SYM_ROOM, _SYM_BYTES // row_bytes)
+        self.store = np.zeros(1, dtype=np.int64)
+        self.arrays = self._allocate(_SYM_ROOM)
+
+    def _allocate(self, capacity: int) -> tuple[np.ndarray, ...]:
+        # (ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table)
+        return (
+            np.zeros(capacity, dtype=np.int32),
+            np.zeros(capacity, dtype=np.int8),
+            np.zeros(capacity, dtype=np.int64),
+            np.empty((capacity, SYM_CONFIGS), dtype=np.int32),
+            np.empty((capacity, SYM_CONFIGS), dtype=np.int64),
+            np.empty((capacity, self.num_classes), dtype=np.int32),
+            np.full(4 * capacity, -1, dtype=np.int32),
+        )
+
+    def room(self) -> None:
+        """Make room for one walk's new sets."""
+        used = int(self.store[0])
+        capacity = self.arrays[0].shape[0]
+        if capacity - used >= _SYM_ROOM:
+            return
+        if 2 * capacity > self.max_sets:  # start over
+            self.arrays[6].fill(-1)
+            self.store[0] = 0
+            return
+        old = self.arrays
+        new = self._allocate(2 * capacity)
+        for a, b in zip(old[:6], new[:6], strict=True):
+            b[:used] = a[:used]
+        rehash_sym_kernel(new[2], used, new[6])
+        self.arrays = new
+
+
+class _Classes(NamedTuple):
+    """A lexer state's token classes: its live tokens in trie order, each with its set."""
+
+    tokens: Int32Array
+    sets: Int32Array
+    lcp: Int32Array
+    # the sets, renumbered from 0: configurations of set f at fs_ptr[f]:fs_ptr[f + 1]
+    fs_ptr: Int64Array
+    fs_s: Int32Array
+    fs_tag: Int64Array
+    fs_flags: np.ndarray
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self)
+
+
 class TableSnapshot(NamedTuple):
     """An immutable view of the pools: entries ``0 .. num_entries - 1`` are valid in it.
 
@@ -284,6 +367,17 @@ class MaskTables:
         self._class_of = np.full(lexer.num_states, -1, dtype=np.int64)
         self._num_classes = 0
         self.num_classified = 0
+        # token classes by lexer state (None: not worth it there), the time spent in trie
+        # walks per state as [total ns, walks, reads of its classes], and the symbolic set
+        # store
+        self._token_classes: dict[int, _Classes | None] = {}
+        self._walk_ns: dict[int, list[int]] = {}
+        self._class_bytes = 0
+        self._classify_lock = threading.Lock()
+        self._sym: _SymStore | None = None
+        self._follow_ign: np.ndarray | None = None
+        self.num_states_classified = 0
+        self.num_class_builds = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -403,8 +497,14 @@ class MaskTables:
             bits, trie = vocab.string_slice(sliced)
         if trie is vocab:
             out_w.fill(0)
+            classes = self._token_classes.get(state, _UNSET)
+            if classes is _UNSET and self._worth_classifying(state):
+                classes = self._classify_state(state)
+            if isinstance(classes, _Classes):
+                return out_w, self._classified(state, classes, expected, next_bits, next_exact), -1
         else:
             np.copyto(out_w, bits)
+        start = time.perf_counter_ns()
         info = sc.info
         if self._walk_static is None:
             self._walk_static = (
@@ -424,6 +524,10 @@ class MaskTables:
         else:
             nc = build_entry_kernel(*args)
         self.num_builds += 1
+        if trie is vocab:
+            spent = self._walk_ns.setdefault(state, [0, 0, 0])
+            spent[0] += time.perf_counter_ns() - start
+            spent[1] += 1
         if info[0] == 1 and trie is vocab:
             if single is None:
                 alive = np.any(lexer.alive_bits & allowed, axis=1)
@@ -433,6 +537,109 @@ class MaskTables:
             if len(recent) > _RECENT:
                 del recent[0]
         return out_w, int(nc), sliced
+
+    def _worth_classifying(self, state: int) -> bool:
+        """Whether ``state``'s trie walks have cost enough to classify its tokens instead.
+
+        A ski rental: the classification walk costs about one trie walk without the parser's
+        pruning, so it is done once the state's walks have cost ``_CLASSIFY_AFTER_NS``, and
+        only where a walk averages ``_CLASSIFY_MIN_WALK_NS`` (cheaper walks are pruned hard by
+        the parser, and reading the classes would cost more than they do).
+        """
+        spent = self._walk_ns.get(state)
+        return (
+            spent is not None
+            and spent[0] >= _CLASSIFY_AFTER_NS
+            and spent[0] >= _CLASSIFY_MIN_WALK_NS * spent[1]
+        )
+
+    def _classify_state(self, state: int) -> _Classes | None:
+        """Compute and keep ``state``'s token classes (:mod:`~constrain.kernels.numba_classify`)."""
+        with self._classify_lock:
+            found = self._token_classes.get(state, _UNSET)
+            if found is not _UNSET:
+                return found  # type: ignore[return-value]
+            parser, lexer, vocab = self.parser, self.lexer, self.vocab
+            if self._sym is None:
+                self._sym = _SymStore(lexer.num_classes)
+                self._follow_ign = parser.follow_bits | parser.ignore_bits
+            sym = self._sym
+            sym.room()
+            size = max(vocab.size, 1)
+            tokens = np.empty(size, dtype=np.int32)
+            sets = np.empty(size, dtype=np.int32)
+            lcp = np.empty(size, dtype=np.int32)
+            ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table = sym.arrays
+            ptr, terms = self._accepts()
+            n = self._call(
+                classify_walk_kernel, state, parser.ignore_bits, parser.scannable_bits,
+                lexer.byte_class, lexer.trans, ptr, terms, lexer.alive_bits, self._follow_ign,
+                vocab.node_byte, vocab.node_token, vocab.node_end, vocab.node_depth,
+                vocab.token_next_dup, self._max_depth, tokens, sets, lcp, ss_n, ss_flags,
+                ss_hash, ss_s, ss_tag, ss_trans, table, sym.store,
+            )  # fmt: skip
+            local = np.full(ss_n.shape[0], -1, dtype=np.int32)
+            order = np.empty(max(n, 1), dtype=np.int32)
+            none64 = np.empty(0, dtype=np.int64)
+            none32 = np.empty(0, dtype=np.int32)
+            nf, total = self._call(
+                compact_sets_kernel, sets, n, local, order, ss_n, ss_flags, ss_s, ss_tag, none64,
+                none32, none64, np.empty(0, dtype=np.int8),
+            )  # fmt: skip
+            fs_ptr = np.empty(nf + 1, dtype=np.int64)
+            fs_s = np.empty(total, dtype=np.int32)
+            fs_tag = np.empty(total, dtype=np.int64)
+            fs_flags = np.empty(nf, dtype=np.int8)
+            self._call(
+                compact_sets_kernel, sets, n, local, order, ss_n, ss_flags, ss_s, ss_tag, fs_ptr,
+                fs_s, fs_tag, fs_flags,
+            )  # fmt: skip
+            classes = _Classes(
+                tokens[:n].copy(), sets[:n].copy(), lcp[:n].copy(), fs_ptr, fs_s, fs_tag, fs_flags
+            )
+            if self._class_bytes + classes.nbytes() > self.max_bytes // 4:
+                self._token_classes.clear()
+                self._class_bytes = 0
+            self._token_classes[state] = classes
+            self._class_bytes += classes.nbytes()
+            self.num_states_classified += 1
+            return classes
+
+    def _classified(
+        self,
+        state: int,
+        classes: _Classes,
+        expected: np.ndarray,
+        next_bits: np.ndarray,
+        next_exact: np.ndarray,
+    ) -> int:
+        """Sort ``state``'s classified tokens for these inputs into this thread's buffers.
+
+        Returns the candidate count (the within bitset is the thread's ``out_w``). The first
+        time, where this costs more than the state's trie walks did on average, the classes
+        are dropped and the state walks the trie again.
+        """
+        sc = self._buffers()
+        start = time.perf_counter_ns()
+        nf = classes.fs_flags.shape[0]
+        nc = self._call(
+            classified_entry_kernel, expected, next_bits, next_exact, self.parser.ignore_bits,
+            self.exact_scans, self.lexer.alive_bits, classes.fs_ptr, classes.fs_s,
+            classes.fs_tag, classes.fs_flags, nf, classes.tokens, classes.sets, classes.lcp,
+            classes.tokens.shape[0], np.empty(max(nf, 1), dtype=np.int8), sc.out_w, sc.cands,
+            sc.lcp,
+        )  # fmt: skip
+        self.num_class_builds += 1
+        spent = self._walk_ns.get(state)
+        if spent is not None:
+            spent[2] += 1
+            took = time.perf_counter_ns() - start
+            if spent[2] == _JUDGE_AT_READ and took * spent[1] > spent[0]:
+                with self._classify_lock:  # dearer than an average walk: walk again
+                    if self._token_classes.get(state) is classes:
+                        self._token_classes[state] = None
+                        self._class_bytes -= classes.nbytes()
+        return int(nc)
 
     def _share_state(self, state: int) -> int:
         """Return the key under which ``state``'s builds are shared: itself, or its class.

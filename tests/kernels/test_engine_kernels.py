@@ -406,3 +406,117 @@ def test_walks_sharing_a_set_store_build_what_fresh_walks_build(
         for a, b in zip(got, want[key], strict=True):
             assert np.array_equal(a, b), key
     assert int(shared._buffers().sets.store[0]) > 2
+
+
+def table_keys(name: str, compiled: object) -> dict[tuple[int, bytes], np.ndarray]:
+    """Every (lexer state, Earley kernel) key met on the explored prefixes of ``name``."""
+    keys: dict[tuple[int, bytes], np.ndarray] = {}
+    m = Matcher(compiled)  # type: ignore[arg-type]
+    for prefix in explored_prefixes(name, max_len=2):
+        m.reset()
+        m.accept_bytes(prefix)
+        for _, state, kernel in hypotheses(m):
+            keys.setdefault((state, kernel.tobytes()), kernel)
+    return keys
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+@pytest.mark.parametrize("width", [32, 2], ids=["sets", "overflowing-sets"])
+def test_token_classes_build_what_trie_walks_build(
+    name: str, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lexer state's token classes (one symbolic walk, ``numba_classify``) give each build
+    the within tokens, candidates and shared prefix lengths of the concrete trie walk. With
+    symbolic sets of 2 configurations (they overflow), the split stays sound: within tokens
+    are a subset of the walk's, candidates a superset, and the matcher's mask is the naive
+    mask."""
+    from constrain.tables import MaskTables
+
+    vocab = tiny_vocabulary()
+    compiled = Compiler(vocab, cache_bytes=0).compile(grammar(name))
+    keys = table_keys(name, compiled)
+    monkeypatch.setattr(constrain.tables, "SYM_CONFIGS", width)
+    monkeypatch.setattr(constrain.tables, "_JUDGE_AT_READ", 0)  # keep the classes
+    walked = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    walked._worth_classifying = lambda state: False  # type: ignore[method-assign]
+    classified = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    classified._worth_classifying = lambda state: True  # type: ignore[method-assign]
+    for key, kernel in sorted(keys.items()):
+        want = walked.build(key[0], kernel)
+        got = classified.build(key[0], kernel)
+        if width == 32:
+            for a, b in zip(got, want, strict=True):
+                assert np.array_equal(a, b), key
+        else:
+            within, cands = bitset_ids(got[0], vocab.size), set(got[1].tolist())
+            assert within <= bitset_ids(want[0], vocab.size), key
+            assert bitset_ids(want[0], vocab.size) | set(want[1].tolist()) <= within | cands
+    assert classified.num_class_builds > 0 and classified.num_states_classified > 0
+    assert walked.num_class_builds == 0
+    # the matcher over classified tables: the naive mask after every explored prefix
+    recognizer = reference.naive_cfg_recognizer(grammar(name))
+    m = Matcher(compiled)
+    compiled.tables = classified  # type: ignore[misc]
+    for prefix in explored_prefixes(name, max_len=2):
+        m.reset()
+        assert m.accept_bytes(prefix)
+        allowed = reference.naive_mask(vocab, recognizer.viable, recognizer.accepts, prefix)
+        assert set(m.allowed_token_ids().tolist()) == allowed, (name, prefix)
+
+
+def test_token_classes_are_read_only_where_walks_were_dear() -> None:
+    """The ski rental: a state gets classes only after its walks cost _CLASSIFY_AFTER_NS at
+    _CLASSIFY_MIN_WALK_NS a walk on average, and loses them (walks again) where reading them
+    cost more than its average walk."""
+    from constrain.tables import _CLASSIFY_AFTER_NS, _CLASSIFY_MIN_WALK_NS, MaskTables
+
+    compiled = Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar("mini_json"))
+    (state, _), kernel = sorted(table_keys("mini_json", compiled).items())[0]
+    tables = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    assert not tables._worth_classifying(state)  # never walked
+    tables._walk_ns[state] = [_CLASSIFY_AFTER_NS - 1, 1, 0]
+    assert not tables._worth_classifying(state)
+    cheap = 2 * _CLASSIFY_AFTER_NS // _CLASSIFY_MIN_WALK_NS
+    tables._walk_ns[state] = [_CLASSIFY_AFTER_NS, cheap, 0]
+    assert not tables._worth_classifying(state)  # cheap walks on average
+    tables._walk_ns[state] = [_CLASSIFY_AFTER_NS, 1, 0]
+    assert tables._worth_classifying(state)
+    want = tables.build(state, kernel)
+    assert tables.num_states_classified == 1 and tables.num_class_builds == 1
+    # reads (the second is judged) that cost more than a 1 ns walk: the classes are dropped
+    tables._walk_ns[state] = [1, 1, 1]  # one read so far
+    for _ in range(3):
+        got = tables.build(state, kernel)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b)
+    assert tables._token_classes[state] is None
+    assert tables.num_class_builds == 2  # the third build walked the trie
+
+
+def test_classify_intern_hash_is_the_same_without_jit() -> None:
+    """STYLE.md section 5: no reliance on integer wrap-around (it differs without the JIT)."""
+    from constrain.kernels import numba_classify
+
+    intern = numba_classify._intern
+    py_intern = getattr(intern, "py_func", intern)
+    tag = numba_classify._tag
+    py_tag = getattr(tag, "py_func", tag)
+    big = py_tag(numba_classify.DEEP, (1 << 20) - 1, 77, (1 << 20) - 2)
+    assert tag(numba_classify.DEEP, (1 << 20) - 1, 77, (1 << 20) - 2) == big
+
+    def run(fn: object) -> tuple[np.ndarray, list[str]]:
+        table = np.full(64, -1, dtype=np.int32)
+        args = (
+            2, 1, np.array([5, 9], dtype=np.int32), np.array([big, 3], dtype=np.int64),
+            np.zeros(4, np.int32), np.zeros(4, np.int8), np.zeros(4, np.int64),
+            np.zeros((4, 2), np.int32), np.zeros((4, 2), np.int64), table, 0,
+        )  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert fn(*args) == 0  # type: ignore[operator]
+        return table, [str(w.message) for w in caught if "overflow" in str(w.message)]
+
+    jit_table, _ = run(intern)
+    py_table, overflows = run(py_intern)
+    assert not overflows, overflows
+    assert (jit_table == py_table).all()

@@ -283,3 +283,38 @@ def test_matcher_agrees_with_lark_on_the_corpus(name: str) -> None:
             data = list(text.encode("utf-8"))
             accepted = matcher.accept_tokens(data) == len(data) and matcher.is_accepting()
             assert accepted is expected, f"{name} {kind}: {text!r}"
+
+
+@pytest.mark.slow
+def test_sql_token_classes_equal_trie_walks_on_llama3(llama_vocab) -> None:  # type: ignore[no-untyped-def]
+    """Llama 3's vocabulary under the SQL grammar: for every (lexer state, Earley kernel) met
+    inside 10 corpus queries, the entry read from the state's token classes equals the trie
+    walk's (within tokens, candidates, shared prefix lengths). SQL is where the classes are
+    used: many parser configurations per lexer state."""
+    import numpy as np
+
+    from constrain import Compiler, Matcher
+    from constrain.tables import MaskTables
+
+    compiled = Compiler(llama_vocab).compile(builtin_grammar("sql"))
+    keys: dict[tuple[int, bytes], np.ndarray] = {}
+    m = Matcher(compiled)
+    for text in load_examples(CORPUS / "sql" / "positive.txt")[:10]:
+        m.reset()
+        for byte in text.encode():
+            assert m.accept_bytes(bytes([byte]))
+            n = int(m._n)
+            for p, s in zip(m._hyp[0, :n].tolist(), m._hyp[1, :n].tolist(), strict=True):
+                kernel = m._kernel(p)
+                keys.setdefault((s, kernel.tobytes()), kernel)
+    walked = MaskTables(llama_vocab, compiled.lexer, compiled.parser, max_bytes=1 << 30)
+    walked._worth_classifying = lambda state: False  # type: ignore[method-assign]
+    classified = MaskTables(llama_vocab, compiled.lexer, compiled.parser, max_bytes=1 << 30)
+    classified._worth_classifying = lambda state: True  # type: ignore[method-assign]
+    for key, kernel in sorted(keys.items()):
+        want = walked.build(key[0], kernel)
+        got = classified.build(key[0], kernel)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b), key
+    assert classified.num_class_builds > 100
+    assert classified.num_states_classified > 10
