@@ -52,7 +52,9 @@ class CompileLimits:
     max_hypotheses : int
         Simultaneous lexing/parsing hypotheses of one matcher.
     mask_cache_bytes : int
-        Memory budget of each compiled grammar's lazily filled token tables.
+        Memory budget of each compiled grammar's lazily filled token tables (their entries,
+        and the token classes of lexer states with many parser configurations: at most a
+        quarter of it).
     precompute_ms : float
         Time budget spent at compile time building the token tables of a regular grammar's
         first lexer states (breadth first from the start); the rest are built lazily.

@@ -16,6 +16,13 @@ the fill kernel receives a few flat arrays. Pools grow by copying, and existing 
 modified, so a reader holding a snapshot is never disturbed by a writer; the index is guarded by a
 lock, which makes one ``MaskTables`` safe to share between threads and matchers. When the pools
 outgrow ``max_bytes`` the cache starts over (bounded memory, never a leak).
+
+An entry is computed by a walk of the token trie under the entry's lexer state and inputs
+(``numba_tables.build_entry_kernel``). Where a lexer state meets many parser configurations
+(SQL at a lexeme boundary: dozens of expected-terminal sets) and its walks are dear, the state
+is *classified* once (``numba_classify``: a walk whose configurations record the terminals
+scanned inside the token instead of the parser's expected ones), and its later entries are read
+from those classes in a pass over its live tokens, with the same result.
 """
 
 from __future__ import annotations
@@ -319,7 +326,8 @@ class MaskTables:
     parser : ParserTables
         Parser tables (FOLLOW sets, ignored and scannable terminals).
     max_bytes : int
-        Memory budget of the pools; past it the cache starts over.
+        Memory budget of the pools and token classes (these at most a quarter of it); past
+        it the cache starts over.
     """
 
     def __init__(
@@ -416,8 +424,8 @@ class MaskTables:
         return self._snap
 
     def nbytes(self) -> int:
-        """Return the memory held by the pools, in bytes (their capacity)."""
-        return self._nbytes
+        """Return the memory held by the pools (their capacity) and token classes, in bytes."""
+        return self._nbytes + self._class_bytes
 
     def __len__(self) -> int:
         return self._snap.num_entries
@@ -825,7 +833,7 @@ class MaskTables:
             if walked is None:  # the shared entry went with a reset: build it here
                 walked = self._walk(key[0], kernel, self._inputs(kernel))
             within, nc, sliced = walked
-            over = self._nbytes + within.nbytes + 8 * nc > self.max_bytes
+            over = self.nbytes() + within.nbytes + 8 * nc > self.max_bytes
             if over and may_reset and snap.num_entries:
                 self._reset()
                 self.num_resets += 1
