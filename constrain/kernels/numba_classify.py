@@ -67,13 +67,34 @@ def _has(bits: np.ndarray, t: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _push(x: int, tag: int, t_s: np.ndarray, t_tag: np.ndarray, n: int) -> int:
-    """Add ``(x, tag)`` to the set being built; return the new count, -1 on overflow."""
-    for k in range(n):
-        if t_s[k] == x and t_tag[k] == tag:
+def _push(
+    x: int,
+    tag: int,
+    t_s: np.ndarray,
+    t_tag: np.ndarray,
+    n: int,
+    seen_s: np.ndarray,
+    seen_tag: np.ndarray,
+    seen_stamp: np.ndarray,
+    stamp: int,
+) -> int:
+    """Add ``(x, tag)`` to the set being built; return the new count, -1 on overflow.
+
+    Duplicates are found in a small open-addressing table whose slots are valid where
+    ``seen_stamp`` equals ``stamp`` (one stamp per set built, so the table is never cleared);
+    it has room for every configuration a set can hold (a power of two above twice as many).
+    """
+    mask = seen_stamp.shape[0] - 1
+    slot = ((int(x) * 1000003) ^ int(tag) ^ (int(tag) >> 23)) & mask
+    while seen_stamp[slot] == stamp:
+        if seen_s[slot] == x and seen_tag[slot] == tag:
             return n
+        slot = (slot + 1) & mask
     if n >= t_s.shape[0]:
         return -1
+    seen_stamp[slot] = stamp
+    seen_s[slot] = x
+    seen_tag[slot] = tag
     t_s[n] = x
     t_tag[n] = tag
     return n + 1
@@ -97,10 +118,13 @@ def _intern(
 
     -1 when the store is full.
     """
+    # mixing without wrap-around (STYLE.md section 5): every product stays below 2**60
     h = n * 31 + flags + 1
     for k in range(n):
-        h = (h * 1000003 + int(t_s[k])) % 2147483647
-        h = (h * 1000003 + int(t_tag[k] % 2147483647)) % 2147483647
+        tag = int(t_tag[k])
+        v = (int(t_s[k]) * 1000003) ^ tag ^ (tag >> 23)
+        h = ((h ^ v) & 0xFFFFFFFFFF) * 1000003
+    h = h ^ (h >> 31)
     mask = table.shape[0] - 1
     slot = h & mask
     while table[slot] >= 0:
@@ -208,6 +232,13 @@ def classify_walk_kernel(
                 accepts_ignored[q] = True
     t_s = np.empty(ss_s.shape[1], dtype=np.int32)
     t_tag = np.empty(ss_s.shape[1], dtype=np.int64)
+    size = 8
+    while size < 4 * ss_s.shape[1]:
+        size *= 2
+    seen_s = np.empty(size, dtype=np.int32)
+    seen_tag = np.empty(size, dtype=np.int64)
+    seen_stamp = np.zeros(size, dtype=np.int64)
+    stamp = 0
     num_sets = store[0]
     if num_sets == 0:
         num_sets = _intern(0, 1, t_s, t_tag, ss_n, ss_flags, ss_hash, ss_s, ss_tag, table, 0) + 1
@@ -222,21 +253,23 @@ def classify_walk_kernel(
         num_sets += 1
     ids = np.zeros(max_depth, dtype=np.int32)
     ids[0] = root
-    path = np.zeros(max_depth, dtype=np.int32)
-    prev_path = np.zeros(max_depth, dtype=np.int32)
-    prev_depth = 0
+    # the least depth of the nodes visited since the last token written, less one, is the
+    # prefix that token shares with the next one (trie order is lexicographic order)
+    low = 1
     n_out = 0
     m = node_byte.shape[0]
     i = 1
     while i < m:
         d = node_depth[i]
-        path[d] = i
+        if d < low:
+            low = d
         c = byte_class[node_byte[i]]
         pid = ids[d - 1]
         nid = ss_trans[pid, c]
         if nid == -2:
             sc = trans[0, c]
             n = 0
+            stamp += 1
             over = ss_flags[pid] & 1 != 0
             first = ss_flags[pid] & 2 != 0
             for k in range(ss_n[pid]):
@@ -253,7 +286,7 @@ def classify_walk_kernel(
                     else:
                         ok = _alive(x, follow_ign[last], alive_bits)
                     if ok:
-                        r = _push(x, tag, t_s, t_tag, n)
+                        r = _push(x, tag, t_s, t_tag, n, seen_s, seen_tag, seen_stamp, stamp)
                         if r < 0:
                             over = True
                         else:
@@ -267,7 +300,7 @@ def classify_walk_kernel(
                     else:
                         ok = _alive(sc, follow_ign[last], alive_bits)
                     if ok:
-                        r = _push(sc, tag, t_s, t_tag, n)
+                        r = _push(sc, tag, t_s, t_tag, n, seen_s, seen_tag, seen_stamp, stamp)
                         if r < 0:
                             over = True
                         else:
@@ -286,7 +319,7 @@ def classify_walk_kernel(
                     else:
                         new = _tag(DEEP, t1, t2, t)
                     if _alive(sc, follow_ign[t], alive_bits):
-                        r = _push(sc, new, t_s, t_tag, n)
+                        r = _push(sc, new, t_s, t_tag, n, seen_s, seen_tag, seen_stamp, stamp)
                         if r < 0:
                             over = True
                         else:
@@ -308,12 +341,8 @@ def classify_walk_kernel(
         ids[d] = nid
         tok = node_token[i]
         if tok >= 0:
-            lcp = 0
-            while lcp < d and lcp < prev_depth and path[lcp + 1] == prev_path[lcp + 1]:
-                lcp += 1
-            for k in range(1, d + 1):
-                prev_path[k] = path[k]
-            prev_depth = d
+            lcp = low - 1
+            low = max_depth
             while tok >= 0:
                 out_tok[n_out] = tok
                 out_set[n_out] = nid
