@@ -376,7 +376,7 @@ class NfaBuilder:
             return _SHARED_TEMPLATES[key]
         if self._size(node) > _SHARED_MAX_STATES:
             return None
-        tpl = _local_template(node, self.max_nfa_states, self.limit_name, self.limit)
+        tpl = _local_template(node, self.max_nfa_states, self.limit_name, self.limit, self._sizes)
         with _SHARED_LOCK:  # compilers may run in several threads
             while len(_SHARED_TEMPLATES) >= _SHARED_CACHE_SIZE:  # first in, first out
                 _SHARED_TEMPLATES.pop(next(iter(_SHARED_TEMPLATES)))
@@ -449,7 +449,7 @@ class NfaBuilder:
         found = self._templates.get(id(item))
         if found is not None:
             return found[1]
-        tpl = _local_template(item, self.max_nfa_states, self.limit_name, self.limit)
+        tpl = _local_template(item, self.max_nfa_states, self.limit_name, self.limit, self._sizes)
         self._templates[id(item)] = (item, tpl)  # holding `item` keeps its id from being reused
         return tpl
 
@@ -623,10 +623,21 @@ class NfaBuilder:
 
 
 def _local_template(
-    node: Regex, max_nfa_states: int, limit_name: str, limit: int
+    node: Regex,
+    max_nfa_states: int,
+    limit_name: str,
+    limit: int,
+    sizes: dict[int, tuple[Regex, int]] | None = None,
 ) -> _Template | None:
-    """Return ``node``'s fragment with local ids, None when it ends at its entry."""
+    """Return ``node``'s fragment with local ids, None when it ends at its entry.
+
+    ``sizes`` is the calling builder's size memo, shared with the builder of the fragment
+    (sizes depend on the node only): nested shared pieces were otherwise sized again at every
+    level, most of a first SQL compile.
+    """
     sub = NfaBuilder(max_nfa_states, limit_name, limit)
+    if sizes is not None:
+        sub._sizes = sizes
     sub.num_states = 1
     exit_state = sub._build_root(node, 0)
     if exit_state == 0:
