@@ -393,6 +393,11 @@ class Matcher:
         if res <= 0:
             return False
         self._n = res
+        counts = self._counts
+        if 4 * counts[1] > 3 * self._items.shape[1] or 4 * counts[0] > 3 * self._sets.shape[1]:
+            # grow before the chart is full: a kernel that runs out of room returns, and the
+            # call is made again from the start (a whole mask fill, checks included)
+            self._grow()
         return True
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:
