@@ -175,6 +175,9 @@ class Matcher:
 
     def _rebuild_args(self) -> None:
         self._chart = (self._items, self._sets, self._set_bits, self._counts, self._scratch)
+        # accept_token grows the chart past three quarters of its capacity
+        self._grow_items = 3 * self._items.shape[1] // 4
+        self._grow_sets = 3 * self._sets.shape[1] // 4
         self._args = (
             self._lex,
             self.compiled.parser.num_terminals,
@@ -394,7 +397,7 @@ class Matcher:
             return False
         self._n = res
         counts = self._counts
-        if 4 * counts[1] > 3 * self._items.shape[1] or 4 * counts[0] > 3 * self._sets.shape[1]:
+        if counts[1] > self._grow_items or counts[0] > self._grow_sets:
             # grow before the chart is full: a kernel that runs out of room returns, and the
             # call is made again from the start (a whole mask fill, checks included)
             self._grow()
