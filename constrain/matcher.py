@@ -153,7 +153,15 @@ class Matcher:
         self._rm_next = np.zeros(1, dtype=np.int64)
         self._ids4 = np.zeros(4, dtype=np.int32)
         self._kbuf = np.empty(256, dtype=np.int32)
-        self._eids = np.empty(8, dtype=np.int32)
+        # the fill kernel's entry ids on its first try: all unknown (it only reads them)
+        self._eids_unset = np.full(cap, -1, dtype=np.int32)
+        self._tables = compiled.tables
+        # per tables snapshot, the fill kernel's arguments taken from it
+        self._snap_seen: TableSnapshot | None = None
+        self._snap_args: tuple[Any, ...] = ()
+        # the two hot kernels' compiled entries, once resolved (constrain.kernels.entry)
+        self._fill_kernel: Any = None
+        self._accept_kernel: Any = None
         self._item_next_t = parser.item_next_t
         self._last_bitmask: Any = None
         self._last_rows = np.zeros((0, 0), dtype=np.uint32)
@@ -174,6 +182,7 @@ class Matcher:
     # -- chart storage ----------------------------------------------------------------------
 
     def _rebuild_args(self) -> None:
+        """Rebuild the kernels' argument tuples (after arrays were replaced: grown, forked)."""
         self._chart = (self._items, self._sets, self._set_bits, self._counts, self._scratch)
         # accept_token grows the chart past three quarters of its capacity
         self._grow_items = 3 * self._items.shape[1] // 4
@@ -186,6 +195,18 @@ class Matcher:
             *self._chart,
             self.compiled.limits.max_set_items,
         )
+        vocab = self.vocab
+        # the fill and accept kernels' arguments that change only with those arrays
+        self._fill_mid = (self._kbuf, vocab.token_indptr, vocab.token_bytes)
+        self._fill_tail = (
+            self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
+            self._rm_rows, self._rm_next, *self._args,
+        )  # fmt: skip
+        self._accept_tail = (
+            vocab.token_indptr, vocab.token_bytes, self._hyp, self._job, self._no_lcp,
+            self._result, self._stack, self._stack_n, self._cur, self._hist, self._hist_hyp,
+            self._hist_len, *self._args,
+        )  # fmt: skip
 
     def _grow(self) -> None:
         """Double the chart capacity, keeping its content."""
@@ -258,6 +279,7 @@ class Matcher:
         hist_hyp = np.zeros((2, max(2 * self._hist_hyp.shape[1], 2 * need)), dtype=np.int32)
         hist_hyp[:, :used] = self._hist_hyp[:, :used]
         self._hist, self._hist_hyp = hist, hist_hyp
+        self._rebuild_args()
 
     def _push_history(self) -> None:
         """Record the current state as one step (what ``rollback(1)`` returns to)."""
@@ -280,7 +302,7 @@ class Matcher:
         other.__dict__.update(self.__dict__)
         for name in ("_hyp", "_cur", "_stack", "_stack_n", "_fstack", "_fstack_n", "_items",
                      "_sets", "_set_bits", "_counts", "_scratch", "_memo", "_job",
-                     "_result", "_ids4", "_kbuf", "_eids", "_hist", "_hist_hyp",
+                     "_result", "_ids4", "_kbuf", "_hist", "_hist_hyp",
                      "_hist_len", "_rm_n", "_rm_key", "_rm_rows", "_rm_next"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
         # Earley set uids are per matcher: after the fork both sides number new sets from the
@@ -379,15 +401,17 @@ class Matcher:
             self._terminated = True
             return True
         while True:
-            args = (
-                tok, self._n, vocab.token_indptr, vocab.token_bytes, self._hyp, self._job,
-                self._no_lcp, self._result, self._stack, self._stack_n, self._cur, self._hist,
-                self._hist_hyp, self._hist_len, *self._args,
-            )  # fmt: skip
+            args = (tok, self._n, *self._accept_tail)
             # every matcher of a grammar passes arrays of the same types: one compiled entry
             # (constrain.kernels.entry) serves them all
-            kernel = cached_entry(self._entries_by_kernel, "accept", accept_token_kernel, args)
+            kernel = self._accept_kernel
+            if kernel is None:
+                kernel = cached_entry(self._entries_by_kernel, "accept", accept_token_kernel, args)
+                if kernel is not accept_token_kernel:
+                    self._accept_kernel = kernel
             res = kernel(*args)
+            if res >= 0:
+                break
             if res == STATUS_HISTORY:
                 self._grow_history()
                 continue
@@ -525,26 +549,34 @@ class Matcher:
         n = self._n
         # First try with the entries looked up inside the kernel (the tables' index); on a
         # miss, find or build them here and pass them explicitly.
-        entry_ids = self._eids if n <= self._eids.shape[0] else np.empty(n, np.int32)
-        entry_ids.fill(-1)
-        snap = self.compiled.tables.snapshot()
-        vocab = self.vocab
+        entry_ids = self._eids_unset
+        snap = self._tables.snapshot()
         while True:
+            if snap is not self._snap_seen:
+                self._snap_seen = snap
+                self._snap_args = (
+                    snap.w_pool, snap.w_row, snap.w_indptr, snap.w_extra, snap.c_indptr,
+                    snap.c_tokens, snap.c_lcp, snap.h_keys, snap.h_entry, snap.h_state,
+                    snap.h_koff, snap.h_klen, snap.k_pool, snap.num_entries,
+                )  # fmt: skip
             args = (
-                self._hyp, n, entry_ids, snap.w_pool, snap.w_row, snap.w_indptr, snap.w_extra,
-                snap.c_indptr, snap.c_tokens, snap.c_lcp,
-                snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool,
-                snap.num_entries, self._kbuf, vocab.token_indptr, vocab.token_bytes, row,
-                self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
-                self._rm_rows, self._rm_next, *self._args,
+                self._hyp, n, entry_ids, *self._snap_args, *self._fill_mid, row,
+                *self._fill_tail,
             )  # fmt: skip
             if direct is None:
                 direct = bool(row.flags.c_contiguous and row.flags.writeable)
-            if direct:
-                kernel = cached_entry(self._entries_by_kernel, "fill", fill_row_kernel, args)
-            else:
+            kernel: Any
+            if not direct:
                 kernel = fill_row_kernel  # a row of another layout: let numba type it
+            elif self._fill_kernel is not None:
+                kernel = self._fill_kernel
+            else:
+                kernel = cached_entry(self._entries_by_kernel, "fill", fill_row_kernel, args)
+                if kernel is not fill_row_kernel:
+                    self._fill_kernel = kernel
             res = kernel(*args)
+            if res >= 0:
+                break
             if res == STATUS_ENTRY_MISS:
                 entry_ids, snap = self._entries(n)
                 continue
@@ -553,7 +585,7 @@ class Matcher:
 
     def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""
-        tables = self.compiled.tables
+        tables = self._tables
         snap = tables.snapshot()
         if self._entry_index is not snap.key_index:
             self._entry_index = snap.key_index
@@ -589,6 +621,7 @@ class Matcher:
             n = scan_kernel_items(p, self._items, self._sets, self._item_next_t, out)
             if n < 0:
                 self._kbuf = out = np.empty(2 * -n, dtype=np.int32)
+                self._rebuild_args()  # the fill kernel takes it too
                 n = scan_kernel_items(p, self._items, self._sets, self._item_next_t, out)
             kernel = out[:n].copy()
             if len(self._kernels) > 4096:

@@ -408,12 +408,18 @@ def fill_mask_kernel(
     hypotheses. Returns a negative status, else 1 if the input so far is a complete sentence
     (the caller then allows EOS) and 0 if not.
 
-    An ``entry_ids[h]`` below 0 is looked up here, by the scan kernel of the hypothesis's Earley
-    set and its lexer state, in the tables' index (``h_keys`` ... ``num_entries``, see
-    ``numba_tables.find_entry``); ``STATUS_ENTRY_MISS`` when one is not there (the caller then
-    builds the entry and calls again with explicit ids). ``kbuf`` is int32 scratch for kernels.
+    An ``entry_ids[h]`` below 0 (the array is read, never written) is looked up here, by the
+    scan kernel of the hypothesis's Earley set and its lexer state, in the tables' index
+    (``h_keys`` ... ``num_entries``, see ``numba_tables.find_entry``); ``STATUS_ENTRY_MISS``
+    when one is not there (the caller then builds the entry and calls again with explicit ids).
+    ``kbuf`` is int32 scratch for kernels.
     """
+    # the entries found here go to a copy: ``entry_ids`` is only read (the caller passes the
+    # same all -1 array every time, without resetting it)
+    given = entry_ids
+    entry_ids = np.empty(n_hyp, dtype=np.int32)
     for h in range(n_hyp):
+        entry_ids[h] = given[h]
         if entry_ids[h] < 0:
             k = scan_kernel_items(hyp[0, h], items, sets, par[2], kbuf)
             if k < 0:

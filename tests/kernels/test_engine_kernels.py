@@ -455,8 +455,8 @@ def test_token_classes_build_what_trie_walks_build(
     assert walked.num_class_builds == 0
     # the matcher over classified tables: the naive mask after every explored prefix
     recognizer = reference.naive_cfg_recognizer(grammar(name))
-    m = Matcher(compiled)
     compiled.tables = classified  # type: ignore[misc]
+    m = Matcher(compiled)
     for prefix in explored_prefixes(name, max_len=2):
         m.reset()
         assert m.accept_bytes(prefix)
