@@ -12,6 +12,9 @@ Same tokenizer (Llama 3.2, 128k tokens), same grammars, same texts, single threa
   the EOS step is a per-token sample,
 - correctness counters: mask violations, tokens rejected by accept, texts not accepted.
 
+The engines take turns within a workload (one compile, then one text each, rotating), so that
+a drift of the machine's speed during the run falls on all of them alike.
+
 Workloads: ``regex`` (benchmarks/data/regex_suite.json), ``json`` (each engine's "any JSON"
 grammar on MaskBench documents), ``sql`` (grammars/sql.lark on tests/corpus/sql/positive.txt),
 ``schema`` (MaskBench schemas listed in benchmarks/data/maskbench_schemas.json, with their valid
@@ -201,103 +204,181 @@ def run_text(
     return out
 
 
-def run_workload(engine: Engine, workload: Workload, budget_s: float) -> dict[str, Any]:
-    """Measure one engine on one workload; errors are recorded, never raised."""
-    rec = Recorder()
-    result: dict[str, Any] = {"engine": engine.name, "workload": workload.name, "status": "ok"}
-    bitmask = engine.allocate_bitmask()
-    words: NDArray[np.int32] = bitmask.numpy()[0]
-    warm_spec, warm_text = WARMUPS[workload.name]
-    warm_ids = load_tokenizer_cached().encode(warm_text, add_special_tokens=False)
-    try:
-        compiled = engine.compile(engine.new_compiler(), warm_spec)
-        warm = run_text(engine, compiled, bitmask, words, warm_ids, Recorder(), 2**62)
-        if any(warm[k] for k in ("violations", "rejected", "eos_not_allowed", "not_accepting")):
-            result["warmup_error"] = f"warm-up text not accepted: {warm}"
-    except UnavailableError as exc:
-        result.update(status="not available", error=str(exc))
-        return finish(result, rec, workload)
-    except Exception as exc:
-        result["warmup_error"] = f"{type(exc).__name__}: {exc}"[:500]
-    deadline_ns = time.perf_counter_ns() + int(budget_s * 1e9)
-    for item in workload.items:
-        if rec.budget_hit or time.perf_counter_ns() > deadline_ns:
-            rec.budget_hit = True
-            break
-        run_item(engine, item, bitmask, words, rec, deadline_ns)
-    if rec.budget_hit:
-        result["truncated"] = (
-            f"time budget of {budget_s:g} s reached: ran {len(rec.per_grammar)} of "
-            f"{len(workload.items)} grammars, {rec.n_texts} of "
-            f"{sum(len(i.texts) for i in workload.items)} texts (the last one possibly in part)"
-        )
-    if workload.items and len(rec.compile_ns) == 0:
-        result["status"] = "error"
-        result["error"] = rec.errors[0] if rec.errors else "no grammar compiled"
-    return finish(result, rec, workload)
+class EngineRun:
+    """One engine's measurement of one workload, advanced grammar by grammar and text by text.
 
+    :func:`run_workload` gives the engines turns (one compile, one text each), so a change of
+    the machine's speed during a run falls on all of them alike. ``budget_s`` bounds the time
+    spent in the engine's own compiles and texts (a text running past it is abandoned).
+    """
 
-def run_item(
-    engine: Engine,
-    item: Item,
-    bitmask: torch.Tensor,
-    words: NDArray[np.int32],
-    rec: Recorder,
-    deadline_ns: int,
-) -> None:
-    entry: dict[str, Any] = {"name": item.spec.name, "n_texts": 0, "n_tokens": 0}
-    rec.per_grammar.append(entry)
-    gc.collect()
-    compiler = engine.new_compiler()
-    try:
-        t0 = time.perf_counter_ns()
-        compiled = engine.compile(compiler, item.spec)
-        compile_ns = time.perf_counter_ns() - t0
-    except Exception as exc:
-        prefix = "not available: " if isinstance(exc, UnavailableError) else ""
-        entry["error"] = f"{prefix}{type(exc).__name__}: {exc}"[:2000]
-        rec.errors.append(f"{item.spec.name}: {entry['error']}")
-        return
-    rec.compile_ns.append(compile_ns)
-    entry["compile_ms"] = compile_ns / 1e6
-    counts = {"violations": 0, "rejected": 0, "eos_not_allowed": 0, "not_accepting": 0}
-    failed = 0
-    failures: list[dict[str, Any]] = []
-    for index, token_ids in enumerate(item.token_ids):
-        if index and time.perf_counter_ns() > deadline_ns:
-            rec.budget_hit = True
-            break
-        entry["n_texts"] += 1
+    def __init__(self, engine: Engine, workload: Workload, budget_s: float) -> None:
+        self.engine = engine
+        self.workload = workload
+        self.budget_ns = int(budget_s * 1e9)
+        self.rec = Recorder()
+        self.result: dict[str, Any] = {
+            "engine": engine.name, "workload": workload.name, "status": "ok"
+        }  # fmt: skip
+        self.spent_ns = 0
+        self.active = True
+        self.bitmask = engine.allocate_bitmask()
+        self.words: NDArray[np.int32] = self.bitmask.numpy()[0]
+        self.compiled: Any = None
+        self.entry: dict[str, Any] | None = None
+        self.compile_ns = 0
+        self.counts: dict[str, int] = {}
+        self.failed = 0
+        self.failures: list[dict[str, Any]] = []
+
+    def warm_up(self) -> None:
+        """Compile and run the workload's warm-up grammar (not measured)."""
+        warm_spec, warm_text = WARMUPS[self.workload.name]
+        warm_ids = load_tokenizer_cached().encode(warm_text, add_special_tokens=False)
+        engine = self.engine
         try:
-            out = run_text(engine, compiled, bitmask, words, token_ids, rec, deadline_ns)
+            compiled = engine.compile(engine.new_compiler(), warm_spec)
+            warm = run_text(engine, compiled, self.bitmask, self.words, warm_ids, Recorder(), 2**62)
+            if any(warm[k] for k in ("violations", "rejected", "eos_not_allowed", "not_accepting")):
+                self.result["warmup_error"] = f"warm-up text not accepted: {warm}"
+        except UnavailableError as exc:
+            self.result.update(status="not available", error=str(exc))
+            self.active = False
+        except Exception as exc:
+            self.result["warmup_error"] = f"{type(exc).__name__}: {exc}"[:500]
+
+    def start_item(self, item: Item) -> None:
+        """Compile ``item``'s grammar (timed)."""
+        if not self.active:
+            return
+        if self.rec.budget_hit or self.spent_ns >= self.budget_ns:
+            self.rec.budget_hit = True
+            self.active = False
+            return
+        entry: dict[str, Any] = {"name": item.spec.name, "n_texts": 0, "n_tokens": 0}
+        self.rec.per_grammar.append(entry)
+        self.entry = entry
+        self.counts = {"violations": 0, "rejected": 0, "eos_not_allowed": 0, "not_accepting": 0}
+        self.failed = 0
+        self.failures = []
+        gc.collect()
+        compiler = self.engine.new_compiler()
+        t0 = time.perf_counter_ns()
+        try:
+            self.compiled = self.engine.compile(compiler, item.spec)
+        except Exception as exc:
+            self.spent_ns += time.perf_counter_ns() - t0
+            prefix = "not available: " if isinstance(exc, UnavailableError) else ""
+            entry["error"] = f"{prefix}{type(exc).__name__}: {exc}"[:2000]
+            self.rec.errors.append(f"{item.spec.name}: {entry['error']}")
+            self.compiled = None
+            return
+        self.compile_ns = time.perf_counter_ns() - t0
+        self.spent_ns += self.compile_ns
+        self.rec.compile_ns.append(self.compile_ns)
+        entry["compile_ms"] = self.compile_ns / 1e6
+
+    def run_text(self, item: Item, index: int, token_ids: Sequence[int]) -> None:
+        """Drive text ``index`` of the current item."""
+        entry = self.entry
+        if not self.active or self.compiled is None or entry is None:
+            return
+        rec = self.rec
+        if index and self.spent_ns >= self.budget_ns:
+            rec.budget_hit = True
+            self.active = False
+            return
+        entry["n_texts"] += 1
+        t0 = time.perf_counter_ns()
+        deadline_ns = t0 + self.budget_ns - self.spent_ns
+        try:
+            out = run_text(
+                self.engine, self.compiled, self.bitmask, self.words, token_ids, rec, deadline_ns
+            )
         except Exception as exc:
             rec.errors.append(f"{item.spec.name} text {index}: {type(exc).__name__}: {exc}"[:500])
-            failed += 1
-            continue
+            self.failed += 1
+            return
+        finally:
+            self.spent_ns += time.perf_counter_ns() - t0
         if index == 0 and out["first_mask_ns"] >= 0:
-            rec.ttfm_ns.append(compile_ns + out["first_mask_ns"])
+            rec.ttfm_ns.append(self.compile_ns + out["first_mask_ns"])
             entry["ttfm_ms"] = rec.ttfm_ns[-1] / 1e6
-        for key in counts:
-            counts[key] += out[key]
+        for key in self.counts:
+            self.counts[key] += out[key]
         entry["n_tokens"] += out["fed"]
         if out["truncated"]:
             rec.budget_hit = True
-            break
+            self.active = False
         if out["violations"] or out["rejected"] or out["eos_not_allowed"] or out["not_accepting"]:
-            failed += 1
-            if len(failures) < MAX_FAILURES_LISTED:
-                failures.append(describe_failure(index, token_ids, out))
-    entry.update(counts, texts_not_accepted=failed)
-    if failures:
-        entry["failures"] = failures
-    rec.n_texts += entry["n_texts"]
-    rec.n_tokens += entry["n_tokens"]
-    rec.violations += counts["violations"]
-    rec.rejected += counts["rejected"]
-    rec.eos_not_allowed += counts["eos_not_allowed"]
-    rec.not_accepting += counts["not_accepting"]
-    rec.texts_not_accepted += failed
-    del compiled
+            self.failed += 1
+            if len(self.failures) < MAX_FAILURES_LISTED:
+                self.failures.append(describe_failure(index, token_ids, out))
+
+    def end_item(self) -> None:
+        """Record the current item's counters."""
+        entry = self.entry
+        if entry is None:
+            return
+        rec = self.rec
+        entry.update(self.counts, texts_not_accepted=self.failed)
+        if self.failures:
+            entry["failures"] = self.failures
+        rec.n_texts += entry["n_texts"]
+        rec.n_tokens += entry["n_tokens"]
+        rec.violations += self.counts.get("violations", 0)
+        rec.rejected += self.counts.get("rejected", 0)
+        rec.eos_not_allowed += self.counts.get("eos_not_allowed", 0)
+        rec.not_accepting += self.counts.get("not_accepting", 0)
+        rec.texts_not_accepted += self.failed
+        self.entry = None
+        self.compiled = None
+
+    def finish(self) -> dict[str, Any]:
+        """Return the engine's result for the workload."""
+        rec, result, workload = self.rec, self.result, self.workload
+        if result["status"] != "ok":
+            return finish(result, rec, workload)
+        if rec.budget_hit:
+            result["truncated"] = (
+                f"time budget of {self.budget_ns / 1e9:g} s reached: ran "
+                f"{len(rec.per_grammar)} of {len(workload.items)} grammars, {rec.n_texts} of "
+                f"{sum(len(i.texts) for i in workload.items)} texts (the last one possibly in "
+                "part)"
+            )
+        if workload.items and len(rec.compile_ns) == 0:
+            result["status"] = "error"
+            result["error"] = rec.errors[0] if rec.errors else "no grammar compiled"
+        result["wall_s"] = round(self.spent_ns / 1e9, 1)
+        return finish(result, rec, workload)
+
+
+def run_workload(
+    engines: Sequence[Engine], workload: Workload, budget_s: float
+) -> list[dict[str, Any]]:
+    """Measure the engines on one workload, taking turns; errors are recorded, never raised.
+
+    Each grammar is compiled by every engine, then each of its texts is run by every engine
+    before the next text; the order of the engines rotates from grammar to grammar and from
+    text to text.
+    """
+    runs = [EngineRun(engine, workload, budget_s) for engine in engines]
+    for run in runs:
+        run.warm_up()
+
+    def turns(k: int) -> list[EngineRun]:
+        k %= len(runs)
+        return runs[k:] + runs[:k]
+
+    for i, item in enumerate(workload.items):
+        for run in turns(i):
+            run.start_item(item)
+        for j, token_ids in enumerate(item.token_ids):
+            for run in turns(i + j):
+                run.run_text(item, j, token_ids)
+        for run in runs:
+            run.end_item()
+    return [run.finish() for run in runs]
 
 
 def describe_failure(index: int, token_ids: Sequence[int], out: dict[str, int]) -> dict[str, Any]:
@@ -615,21 +696,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     results: list[dict[str, Any]] = []
     for workload in workloads:
+        log(f"[run] {workload.name}: {', '.join(e.name for e in engines)}, taking turns ...")
+        ready: list[Engine] = []
         for engine in engines:
-            log(f"[run] {engine.name} / {workload.name} ...")
-            t0 = time.perf_counter()
-            result: dict[str, Any]
+            error = None
             if "error" in prepare[engine.name]:
-                result = {"engine": engine.name, "workload": workload.name, "status": "error"}
-                result["error"] = f"prepare failed: {prepare[engine.name]['error']}"
+                error = f"prepare failed: {prepare[engine.name]['error']}"
             elif workload.error is not None:
-                result = {"engine": engine.name, "workload": workload.name, "status": "error"}
-                result["error"] = f"workload: {workload.error}"
+                error = f"workload: {workload.error}"
+            if error is None:
+                ready.append(engine)
             else:
-                result = run_workload(engine, workload, args.budget_s)
-            result["wall_s"] = round(time.perf_counter() - t0, 1)
-            results.append(result)
-            print(summary_line(result), flush=True)
+                result = {"engine": engine.name, "workload": workload.name, "status": "error"}
+                result["error"] = error
+                results.append(result)
+                print(summary_line(result), flush=True)
+        if ready:
+            for result in run_workload(ready, workload, args.budget_s):
+                results.append(result)
+                print(summary_line(result), flush=True)
 
     print_table(results)
     out = args.out or BENCH_DIR / "results" / (
