@@ -43,7 +43,6 @@ from constrain.kernels.numba_classify import (
     classified_entry_kernel,
     classify_walk_kernel,
     compact_sets_kernel,
-    rehash_sym_kernel,
 )
 from constrain.kernels.numba_tables import (
     CONFIGS,
@@ -255,7 +254,7 @@ class _SymStore:
         new = self._allocate(2 * capacity)
         for a, b in zip(old[:6], new[:6], strict=True):
             b[:used] = a[:used]
-        rehash_sym_kernel(new[2], used, new[6])
+        rehash_sets_kernel(new[2], used, new[6])
         self.arrays = new
 
 

@@ -38,7 +38,6 @@ __all__ = [
     "classified_entry_kernel",
     "classify_walk_kernel",
     "compact_sets_kernel",
-    "rehash_sym_kernel",
 ]
 
 # configurations per symbolic set
@@ -152,17 +151,6 @@ def _intern(
 
 
 @njit(cache=True, nogil=True)
-def rehash_sym_kernel(ss_hash: np.ndarray, num_sets: int, table: np.ndarray) -> None:
-    """Insert sets ``0 .. num_sets - 1`` into ``table`` (all -1, a power of two) by hash."""
-    mask = table.shape[0] - 1
-    for j in range(num_sets):
-        slot = ss_hash[j] & mask
-        while table[slot] >= 0:
-            slot = (slot + 1) & mask
-        table[slot] = j
-
-
-@njit(cache=True, nogil=True)
 def classify_walk_kernel(
     s0: int,
     ignore: np.ndarray,
@@ -217,8 +205,9 @@ def classify_walk_kernel(
         the parser): set ``j`` has ``ss_n[j]`` configurations ``(ss_s, ss_tag)[j, :n]``,
         flags (1 overflow: configurations were dropped; 2 root: no split at its first byte),
         its successor per byte class (-2 not computed yet, -1 dead); ``table`` indexes sets by
-        hash; ``store[0]`` is the number of sets. Set 0 is the overflow sink, used when the
-        store is full.
+        hash (``numba_tables.rehash_sets_kernel`` rebuilds it when the store grows);
+        ``store[0]`` is the number of sets. Set 0 is the overflow sink, used when the store is
+        full.
     """
     num_words = ignore.shape[0]
     any_bits = np.empty(num_words, dtype=np.uint64)

@@ -421,21 +421,27 @@ def table_keys(name: str, compiled: object) -> dict[tuple[int, bytes], np.ndarra
 
 
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
-@pytest.mark.parametrize("width", [32, 2], ids=["sets", "overflowing-sets"])
+@pytest.mark.parametrize(
+    "width, room", [(32, 0), (2, 0), (32, 4)], ids=["sets", "overflowing-sets", "tiny-store"]
+)
 def test_token_classes_build_what_trie_walks_build(
-    name: str, width: int, monkeypatch: pytest.MonkeyPatch
+    name: str, width: int, room: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A lexer state's token classes (one symbolic walk, ``numba_classify``) give each build
     the within tokens, candidates and shared prefix lengths of the concrete trie walk. With
-    symbolic sets of 2 configurations (they overflow), the split stays sound: within tokens
-    are a subset of the walk's, candidates a superset, and the matcher's mask is the naive
-    mask."""
+    symbolic sets of 2 configurations (they overflow), or a set store with room for 4 new sets
+    a walk and 8 in all (it grows, starts over and fills up: then the sink set), the split
+    stays sound: within tokens are a subset of the walk's, candidates a superset, and the
+    matcher's mask is the naive mask."""
     from constrain.tables import MaskTables
 
     vocab = tiny_vocabulary()
     compiled = Compiler(vocab, cache_bytes=0).compile(grammar(name))
     keys = table_keys(name, compiled)
     monkeypatch.setattr(constrain.tables, "SYM_CONFIGS", width)
+    if room:
+        monkeypatch.setattr(constrain.tables, "_SYM_ROOM", room)
+        monkeypatch.setattr(constrain.tables, "_SYM_BYTES", 0)
     monkeypatch.setattr(constrain.tables, "_JUDGE_AT_READ", 0)  # keep the classes
     walked = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
     walked._worth_classifying = lambda state: False  # type: ignore[method-assign]
@@ -444,7 +450,7 @@ def test_token_classes_build_what_trie_walks_build(
     for key, kernel in sorted(keys.items()):
         want = walked.build(key[0], kernel)
         got = classified.build(key[0], kernel)
-        if width == 32:
+        if width == 32 and not room:
             for a, b in zip(got, want, strict=True):
                 assert np.array_equal(a, b), key
         else:
@@ -453,6 +459,9 @@ def test_token_classes_build_what_trie_walks_build(
             assert bitset_ids(want[0], vocab.size) | set(want[1].tolist()) <= within | cands
     assert classified.num_class_builds > 0 and classified.num_states_classified > 0
     assert walked.num_class_builds == 0
+    if room:
+        sym = classified._sym
+        assert sym is not None and sym.arrays[0].shape[0] == 2 * room  # grew once
     # the matcher over classified tables: the naive mask after every explored prefix
     recognizer = reference.naive_cfg_recognizer(grammar(name))
     compiled.tables = classified  # type: ignore[misc]
