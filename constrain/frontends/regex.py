@@ -118,6 +118,9 @@ def _category_set(name: str, ascii_only: bool) -> CharSet:
     return CharSet(tuple((m.start(), m.end() - 1) for m in re.finditer(pattern, text, flags)))
 
 
+_CASED_PLANES_END = 0x20000
+
+
 @functools.cache
 def _case_tables() -> tuple[tuple[int, ...], CharSet, dict[int, tuple[int, ...]]]:
     """Return the case-relevant code points, them as a set, and ``{lower: (chars...)}``.
@@ -126,7 +129,11 @@ def _case_tables() -> tuple[tuple[int, ...], CharSet, dict[int, tuple[int, ...]]
     ``re.IGNORECASE`` matches it exactly as a case-sensitive pattern would.
     """
     iscased, tolower = _SRE.unicode_iscased, _SRE.unicode_tolower
-    relevant = {c for c in range(0x110000) if iscased(c)}
+    # Cased characters lie in planes 0 and 1 (the last, Adlam, ends at U+1E943 in Unicode 15):
+    # planes 2-3 hold ideographs, 14 tags and selectors, 15-16 private use, none with case
+    # mappings, and new scripts are encoded in plane 1. Scanning 2**17 code points instead of
+    # all 1,114,112 takes ~10 ms instead of ~100 (a first case-insensitive compile).
+    relevant = {c for c in range(_CASED_PLANES_END) if iscased(c)}
     relevant.update([tolower(c) for c in relevant])
     relevant.update(range(0x41, 0x5B))
     relevant.update(range(0x61, 0x7B))

@@ -341,3 +341,18 @@ def test_ir_survives_pickling() -> None:
     compiled = constrain.Compiler(byte_vocabulary()).compile(copy)
     text = b'{"a":"xyz"}'
     assert constrain.Matcher(compiled).accept_tokens(list(text)) == len(text)
+
+
+def test_case_tables_hold_every_cased_code_point() -> None:
+    """The IGNORECASE tables scan planes 0-1 only: no code point beyond them is cased in this
+    Python's Unicode data (a newer Unicode version that encodes one elsewhere fails here)."""
+    import _sre  # type: ignore[import-not-found]
+
+    from constrain.frontends import regex as regex_frontend
+
+    ordered, _, _ = regex_frontend._case_tables()
+    relevant = set(ordered)
+    assert regex_frontend._CASED_PLANES_END == 0x20000
+    cased = [c for c in range(0x110000) if _sre.unicode_iscased(c)]
+    assert cased and max(cased) < regex_frontend._CASED_PLANES_END
+    assert set(cased) <= relevant
