@@ -156,7 +156,8 @@ class Matcher:
         # the fill kernel's entry ids on its first try: all unknown (it only reads them)
         self._eids_unset = np.full(cap, -1, dtype=np.int32)
         self._tables = compiled.tables
-        # per tables snapshot, the fill kernel's arguments taken from it
+        # per tables snapshot, the fill kernel's arguments taken from it (the last snapshot
+        # filled from stays referenced until the next fill: one per live matcher)
         self._snap_seen: TableSnapshot | None = None
         self._snap_args: tuple[Any, ...] = ()
         # the two hot kernels' compiled entries, once resolved (constrain.kernels.entry)
