@@ -191,20 +191,11 @@ class _SetStore:
 
     def room(self, inputs: bytes) -> int:
         """Make room for one walk; return the id of the build ``inputs``."""
-        used = int(self.store[0])
-        capacity = self.arrays[0].shape[0]
-        if capacity - used < _WALK_SETS:
-            if 2 * capacity > self.max_sets:  # start over
-                self.arrays[8].fill(-1)
-                self.store[0] = 0
-                self._ids.clear()
-            else:
-                old = self.arrays
-                new = self._allocate(2 * capacity)
-                for a, b in zip(old[:8], new[:8], strict=True):
-                    b[:used] = a[:used]
-                rehash_sets_kernel(new[3], used, new[8])
-                self.arrays = new
+        self.arrays, restarted = _make_room(
+            self.arrays, self.store, _WALK_SETS, self.max_sets, self._allocate, 3
+        )
+        if restarted:
+            self._ids.clear()
         found = self._ids.get(inputs)
         if found is None:
             found = self._ids[inputs] = len(self._ids)
@@ -242,20 +233,38 @@ class _SymStore:
 
     def room(self) -> None:
         """Make room for one walk's new sets."""
-        used = int(self.store[0])
-        capacity = self.arrays[0].shape[0]
-        if capacity - used >= _SYM_ROOM:
-            return
-        if 2 * capacity > self.max_sets:  # start over
-            self.arrays[6].fill(-1)
-            self.store[0] = 0
-            return
-        old = self.arrays
-        new = self._allocate(2 * capacity)
-        for a, b in zip(old[:6], new[:6], strict=True):
-            b[:used] = a[:used]
-        rehash_sets_kernel(new[2], used, new[6])
-        self.arrays = new
+        self.arrays, _ = _make_room(
+            self.arrays, self.store, _SYM_ROOM, self.max_sets, self._allocate, 2
+        )
+
+
+def _make_room(
+    arrays: tuple[np.ndarray, ...],
+    store: np.ndarray,
+    room: int,
+    max_sets: int,
+    allocate: Any,
+    hash_at: int,
+) -> tuple[tuple[np.ndarray, ...], bool]:
+    """Leave ``room`` free sets in a set store; return its arrays and whether it started over.
+
+    ``arrays`` are per-set rows, ``arrays[hash_at]`` the sets' hashes and the last one the
+    open-addressed table; ``store[0]`` the sets used. The store doubles (rows copied, table
+    rebuilt by ``rehash_sets_kernel``) while that stays within ``max_sets``, else starts over.
+    """
+    used = int(store[0])
+    capacity = arrays[0].shape[0]
+    if capacity - used >= room:
+        return arrays, False
+    if 2 * capacity > max_sets:
+        arrays[-1].fill(-1)
+        store[0] = 0
+        return arrays, True
+    new = allocate(2 * capacity)
+    for a, b in zip(arrays[:-1], new[:-1], strict=True):
+        b[:used] = a[:used]
+    rehash_sets_kernel(new[hash_at], used, new[-1])
+    return new, False
 
 
 class _Classes(NamedTuple):
