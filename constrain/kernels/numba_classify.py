@@ -72,31 +72,33 @@ def _push(
     t_s: np.ndarray,
     t_tag: np.ndarray,
     n: int,
+    over: bool,
     seen_s: np.ndarray,
     seen_tag: np.ndarray,
     seen_stamp: np.ndarray,
     stamp: int,
-) -> int:
-    """Add ``(x, tag)`` to the set being built; return the new count, -1 on overflow.
+) -> tuple[int, bool]:
+    """Add ``(x, tag)`` to the set being built; return the new count and overflow flag.
 
     Duplicates are found in a small open-addressing table whose slots are valid where
     ``seen_stamp`` equals ``stamp`` (one stamp per set built, so the table is never cleared);
     it has room for every configuration a set can hold (a power of two above twice as many).
+    A configuration past the set's width is dropped and the set marked overflowed.
     """
     mask = seen_stamp.shape[0] - 1
     slot = ((int(x) * 1000003) ^ int(tag) ^ (int(tag) >> 23)) & mask
     while seen_stamp[slot] == stamp:
         if seen_s[slot] == x and seen_tag[slot] == tag:
-            return n
+            return n, over
         slot = (slot + 1) & mask
     if n >= t_s.shape[0]:
-        return -1
+        return n, True
     seen_stamp[slot] = stamp
     seen_s[slot] = x
     seen_tag[slot] = tag
     t_s[n] = x
     t_tag[n] = tag
-    return n + 1
+    return n + 1, over
 
 
 @njit(cache=True, nogil=True)
@@ -275,11 +277,9 @@ def classify_walk_kernel(
                     else:
                         ok = _alive(x, follow_ign[last], alive_bits)
                     if ok:
-                        r = _push(x, tag, t_s, t_tag, n, seen_s, seen_tag, seen_stamp, stamp)
-                        if r < 0:
-                            over = True
-                        else:
-                            n = r
+                        n, over = _push(
+                            x, tag, t_s, t_tag, n, over, seen_s, seen_tag, seen_stamp, stamp
+                        )
                 if st == 0 or sc < 0 or first:
                     continue
                 # an ignored lexeme ends: the parser has not moved
@@ -289,11 +289,9 @@ def classify_walk_kernel(
                     else:
                         ok = _alive(sc, follow_ign[last], alive_bits)
                     if ok:
-                        r = _push(sc, tag, t_s, t_tag, n, seen_s, seen_tag, seen_stamp, stamp)
-                        if r < 0:
-                            over = True
-                        else:
-                            n = r
+                        n, over = _push(
+                            sc, tag, t_s, t_tag, n, over, seen_s, seen_tag, seen_stamp, stamp
+                        )
                 # a lexeme the parser scans ends
                 for j in range(accept_ptr[st], accept_ptr[st + 1]):
                     t = accept_terms[j]
@@ -308,11 +306,9 @@ def classify_walk_kernel(
                     else:
                         new = _tag(DEEP, t1, t2, t)
                     if _alive(sc, follow_ign[t], alive_bits):
-                        r = _push(sc, new, t_s, t_tag, n, seen_s, seen_tag, seen_stamp, stamp)
-                        if r < 0:
-                            over = True
-                        else:
-                            n = r
+                        n, over = _push(
+                            sc, new, t_s, t_tag, n, over, seen_s, seen_tag, seen_stamp, stamp
+                        )
             if n == 0 and not over:
                 nid = -1
             else:
