@@ -185,7 +185,7 @@ class Matcher:
     def _rebuild_args(self) -> None:
         """Rebuild the kernels' argument tuples (after arrays were replaced: grown, forked)."""
         self._chart = (self._items, self._sets, self._set_bits, self._counts, self._scratch)
-        # accept_token grows the chart past three quarters of its capacity
+        # _grow_ahead grows the chart past three quarters of its capacity
         self._grow_items = 3 * self._items.shape[1] // 4
         self._grow_sets = 3 * self._sets.shape[1] // 4
         self._args = (
@@ -360,6 +360,28 @@ class Matcher:
         self._push_history()
         self._hyp[:, :n] = self._cur[:, :n]
         self._n = n
+        self._grow_ahead()
+
+    def _grow_ahead(self) -> None:
+        """Grow the chart once an advance leaves it three quarters full.
+
+        A kernel that runs out of room returns and is called again from the start (a whole
+        mask fill, checks included): growing between steps avoids that.
+        """
+        counts = self._counts
+        if counts[1] > self._grow_items or counts[0] > self._grow_sets:
+            self._grow()
+
+    def _entry(self, site: str, dispatcher: Any, args: tuple[Any, ...]) -> Any:
+        """Return what to call at a hot kernel ``site`` ("fill", "accept"); keep it once resolved.
+
+        The call site is shared by the grammar's matchers (``cached_entry``); once it has
+        resolved a compiled entry, the matcher keeps it in ``_fill_kernel``/``_accept_kernel``.
+        """
+        kernel = cached_entry(self._entries_by_kernel, site, dispatcher, args)
+        if kernel is not dispatcher:
+            setattr(self, f"_{site}_kernel", kernel)
+        return kernel
 
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token if the grammar allows it.
@@ -405,11 +427,7 @@ class Matcher:
             args = (tok, self._n, *self._accept_tail)
             # every matcher of a grammar passes arrays of the same types: one compiled entry
             # (constrain.kernels.entry) serves them all
-            kernel = self._accept_kernel
-            if kernel is None:
-                kernel = cached_entry(self._entries_by_kernel, "accept", accept_token_kernel, args)
-                if kernel is not accept_token_kernel:
-                    self._accept_kernel = kernel
+            kernel = self._accept_kernel or self._entry("accept", accept_token_kernel, args)
             res = kernel(*args)
             if res >= 0:
                 break
@@ -421,11 +439,7 @@ class Matcher:
         if res <= 0:
             return False
         self._n = res
-        counts = self._counts
-        if counts[1] > self._grow_items or counts[0] > self._grow_sets:
-            # grow before the chart is full: a kernel that runs out of room returns, and the
-            # call is made again from the start (a whole mask fill, checks included)
-            self._grow()
+        self._grow_ahead()
         return True
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:
@@ -567,14 +581,10 @@ class Matcher:
             if direct is None:
                 direct = bool(row.flags.c_contiguous and row.flags.writeable)
             kernel: Any
-            if not direct:
-                kernel = fill_row_kernel  # a row of another layout: let numba type it
-            elif self._fill_kernel is not None:
-                kernel = self._fill_kernel
+            if direct:
+                kernel = self._fill_kernel or self._entry("fill", fill_row_kernel, args)
             else:
-                kernel = cached_entry(self._entries_by_kernel, "fill", fill_row_kernel, args)
-                if kernel is not fill_row_kernel:
-                    self._fill_kernel = kernel
+                kernel = fill_row_kernel  # a row of another layout: let numba type it
             res = kernel(*args)
             if res >= 0:
                 break
