@@ -261,32 +261,42 @@ def test_whole_sentences_in_one_step(name: str) -> None:
         assert (viable and m.is_accepting()) == reference.naive_cfg_accepts(g, raw), (name, text)
 
 
-def test_intern_hash_is_the_same_without_jit() -> None:
-    """STYLE.md section 5: no reliance on integer wrap-around (it differs without the JIT)."""
-    from constrain.kernels import numba_tables
+def assert_interns_alike_without_jit(intern: object, make_args: object) -> None:
+    """STYLE.md section 5: no reliance on integer wrap-around (it differs without the JIT).
 
-    intern = numba_tables._intern
+    ``make_args(table)`` returns the arguments of a call of the set-interning kernel
+    ``intern`` that adds set 0 to ``table``; the compiled and the Python function must place
+    it in the same slot, and the Python one without an overflow warning.
+    """
     py_intern = getattr(intern, "py_func", intern)
 
     def run(fn: object) -> tuple[np.ndarray, list[str]]:
         table = np.full(64, -1, dtype=np.int32)
-        args = (
-            1, 0, 3,
-            np.array([[5]], dtype=np.int32), np.array([[1]], dtype=np.int8),
-            np.array([[[123]]], dtype=np.uint64),
-            np.zeros(4, np.int32), np.zeros(4, np.int8), np.zeros(4, np.int32),
-            np.zeros(4, np.int64), np.zeros((4, 1), np.int32), np.zeros((4, 1), np.int8),
-            np.zeros((4, 1, 1), np.uint64), table, 0,
-        )  # fmt: skip
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            assert fn(*args) == 0  # type: ignore[operator]
+            assert fn(*make_args(table)) == 0  # type: ignore[operator]
         return table, [str(w.message) for w in caught if "overflow" in str(w.message)]
 
     jit_table, _ = run(intern)
     py_table, overflows = run(py_intern)
     assert not overflows, overflows
     assert (jit_table == py_table).all()
+
+
+def test_intern_hash_is_the_same_without_jit() -> None:
+    from constrain.kernels import numba_tables
+
+    assert_interns_alike_without_jit(
+        numba_tables._intern,
+        lambda table: (
+            1, 0, 3,
+            np.array([[5]], dtype=np.int32), np.array([[1]], dtype=np.int8),
+            np.array([[[123]]], dtype=np.uint64),
+            np.zeros(4, np.int32), np.zeros(4, np.int8), np.zeros(4, np.int32),
+            np.zeros(4, np.int64), np.zeros((4, 1), np.int32), np.zeros((4, 1), np.int8),
+            np.zeros((4, 1, 1), np.uint64), table, 0,
+        ),
+    )  # fmt: skip
 
 
 def test_tables_reused_from_equivalent_states_equal_the_definition() -> None:
@@ -503,29 +513,17 @@ def test_token_classes_are_read_only_where_walks_were_dear() -> None:
 
 
 def test_classify_intern_hash_is_the_same_without_jit() -> None:
-    """STYLE.md section 5: no reliance on integer wrap-around (it differs without the JIT)."""
     from constrain.kernels import numba_classify
 
-    intern = numba_classify._intern
-    py_intern = getattr(intern, "py_func", intern)
     tag = numba_classify._tag
     py_tag = getattr(tag, "py_func", tag)
     big = py_tag(numba_classify.DEEP, (1 << 20) - 1, 77, (1 << 20) - 2)
     assert tag(numba_classify.DEEP, (1 << 20) - 1, 77, (1 << 20) - 2) == big
-
-    def run(fn: object) -> tuple[np.ndarray, list[str]]:
-        table = np.full(64, -1, dtype=np.int32)
-        args = (
+    assert_interns_alike_without_jit(
+        numba_classify._intern,
+        lambda table: (
             2, 1, np.array([5, 9], dtype=np.int32), np.array([big, 3], dtype=np.int64),
             np.zeros(4, np.int32), np.zeros(4, np.int8), np.zeros(4, np.int64),
             np.zeros((4, 2), np.int32), np.zeros((4, 2), np.int64), table, 0,
-        )  # fmt: skip
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            assert fn(*args) == 0  # type: ignore[operator]
-        return table, [str(w.message) for w in caught if "overflow" in str(w.message)]
-
-    jit_table, _ = run(intern)
-    py_table, overflows = run(py_intern)
-    assert not overflows, overflows
-    assert (jit_table == py_table).all()
+        ),
+    )  # fmt: skip
