@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from constrain.generation import GenerationResult, generate, stream
     from constrain.integrations.transformers import Model, load_model
     from constrain.matcher import Matcher, fill_next_token_bitmasks
-    from constrain.vocab import Vocabulary
+    from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = [
     "CompileLimitError",
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Vocabulary": "constrain.vocab",
+    "Vocabulary": "constrain.vocab.vocabulary",
     "Compiler": "constrain.compiler",
     "CompiledGrammar": "constrain.compiler",
     "CompileLimits": "constrain.compiler",

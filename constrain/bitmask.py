@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 Backend = Literal["auto", "torch", "numba", "triton"]
-_BACKENDS = ("auto", "torch", "numba", "triton")
+BITMASK_BACKENDS = ("auto", "torch", "numba", "triton")
 
 bitmask_dtype = torch.int32
 """The dtype of a bitmask: int32 (torch had no usable uint32 when the ABI was fixed)."""
@@ -214,8 +214,8 @@ def apply_token_bitmask_inplace(
             f"logits has {logits2d.shape[0]} rows but bitmask has {bitmask2d.shape[0]}; "
             "pass indices=... to mask a subset of rows"
         )
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if backend not in BITMASK_BACKENDS:
+        raise ValueError(f"backend must be one of {BITMASK_BACKENDS}, got {backend!r}")
     if backend == "auto":
         backend = _auto_backend(logits2d)
     if rows is not None and rows.numel() == 0:
@@ -377,7 +377,7 @@ def _apply_numba(
     apply_bitmask_kernel(logits_bits, words, row_ids, vocab_size, neg_inf_bits)
 
 
-class _BitmaskApplier:
+class BitmaskApplier:
     """Apply rows of one CPU bitmask buffer to logits, step after step (a decoding hot path).
 
     :func:`apply_token_bitmask_inplace` checks its arguments and resolves the backend on every
@@ -417,8 +417,8 @@ class _BitmaskApplier:
                 f"vocab_size must be in [1, {32 * bitmask.shape[1]}] for this bitmask, got "
                 f"{vocab_size}"
             )
-        if backend not in _BACKENDS:
-            raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+        if backend not in BITMASK_BACKENDS:
+            raise ValueError(f"backend must be one of {BITMASK_BACKENDS}, got {backend!r}")
         self.bitmask = bitmask
         self.vocab_size = int(vocab_size)
         self.backend: Backend = backend  # type: ignore[assignment]

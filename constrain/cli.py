@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from constrain.generation import GenerationResult
     from constrain.integrations.transformers import Model
     from constrain.output import OutputType
-    from constrain.vocab import Vocabulary
+    from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["main", "resolve_object"]
 
@@ -213,7 +213,7 @@ def _output(args: argparse.Namespace, *, lenient: bool | None = None) -> OutputT
 
 def _vocabulary(name: str) -> Vocabulary:
     from constrain import testing
-    from constrain.vocab import Vocabulary
+    from constrain.vocab.vocabulary import Vocabulary
 
     if name == "llama3":
         return testing.llama3_vocabulary()

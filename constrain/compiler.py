@@ -30,7 +30,7 @@ from constrain.errors import ConstrainError
 from constrain.ir import Grammar
 from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["CompileLimits", "CompiledGrammar", "Compiler"]
 

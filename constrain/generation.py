@@ -25,8 +25,9 @@ from typing import Any
 
 import torch
 
+from constrain.decoding.asap import ASAp
 from constrain.decoding.autoregressive import DecodeResult, iter_decode
-from constrain.decoding.denoising import DiffusionModel
+from constrain.decoding.dccd import DCCD
 from constrain.decoding.drafters import (
     Drafter,
     EarlyExitDrafter,
@@ -34,19 +35,18 @@ from constrain.decoding.drafters import (
     PromptLookupDrafter,
     TokenText,
 )
+from constrain.decoding.smc import SMC
 from constrain.decoding.speculative import SpeculativeResult, iter_speculative_decode
+from constrain.diffusion.denoising import DiffusionModel
+from constrain.diffusion.route import generate_diffusion
 from constrain.errors import IncompleteOutputError
-from constrain.generation_diffusion import generate_diffusion
 from constrain.integrations.transformers import Model, load_model
 from constrain.ir import Grammar
 from constrain.matcher import Matcher
 from constrain.output import OutputType, output_type
-from constrain.sampling.asap import ASAp
 from constrain.sampling.awrs import AWRS
 from constrain.sampling.base import Sampler
-from constrain.sampling.dccd import DCCD
 from constrain.sampling.masked import MaskedSampler
-from constrain.sampling.smc import SMC
 
 __all__ = ["GenerationResult", "default_model", "generate", "stream"]
 
@@ -423,7 +423,7 @@ def generate(
         ``vocabulary`` and ``encode_prompt``, e.g.
         :func:`constrain.models.tiny_diffusion.load_tiny_diffusion` or
         :class:`~constrain.integrations.diffusion.HFMaskedLM`) is decoded by
-        :func:`~constrain.decoding.diffusion_decode` (:mod:`constrain.generation_diffusion`):
+        :func:`~constrain.decoding.diffusion_decode` (:mod:`constrain.diffusion.route`):
         the prompt is a prefix that is never masked, ``max_tokens`` output positions follow
         (capped by the model's ``max_length``), ``sampler=`` names the method (``None`` or
         ``"auto"``, ``"dingo"``, ``"infill"``, ``"lave"``) and the keyword options are

@@ -211,7 +211,7 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
     paths: list[str] = []
     start = "start"
     if isinstance(spec, Grammar):
-        from constrain.frontends.printer import lark_names
+        from constrain.ir.printer import lark_names
 
         grammar, label = spec, "grammar"
         start = lark_names(spec).get(spec.start, spec.start)  # the start rule's printed name
@@ -259,7 +259,7 @@ def _byte_level_parser(grammar: Grammar) -> Callable[[str], str]:
     def parse(out: str) -> str:
         from constrain.compiler import Compiler
         from constrain.matcher import Matcher
-        from constrain.vocab import Vocabulary
+        from constrain.vocab.vocabulary import Vocabulary
 
         if not built:
             byte_tokens: list[bytes | None] = [bytes([b]) for b in range(256)]

@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from constrain._types import Int32Array, Int64Array
-from constrain._vocab_trie import subset_trie
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.entry import cached_entry
@@ -58,7 +57,8 @@ from constrain.kernels.numba_tables import (
     store_entry_kernel,
     walk_single_kernel,
 )
-from constrain.vocab import SHORT_SLICE_CHARS, Vocabulary
+from constrain.vocab.trie import subset_trie
+from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
 
 __all__ = ["SLICE_CHARS", "MaskTables", "TableSnapshot"]
 

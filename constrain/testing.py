@@ -22,7 +22,7 @@ import numpy as np
 
 from constrain._types import BoolArray
 from constrain.errors import VocabularyError
-from constrain.vocab import Vocabulary, vocab_cache_dir
+from constrain.vocab.vocabulary import Vocabulary, vocab_cache_dir
 
 __all__ = [
     "LLAMA3_INSTALL",

@@ -61,7 +61,7 @@ def reference_bool_to_bitmask(mask_row: Sequence[bool]) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------
-# Token trie (constrain.vocab.Vocabulary.node_* / token_next_dup, built by constrain._vocab_trie)
+# Token trie (constrain.vocab.Vocabulary.node_* / token_next_dup, built by constrain.vocab.trie)
 
 
 def naive_token_trie(tokens: Sequence[bytes | None]) -> dict[str, list[int]]:

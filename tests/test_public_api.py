@@ -117,27 +117,22 @@ def test_front_ends_are_light(tmp_path: Path) -> None:
 # import modules of its own stage or an earlier one. Prefixes match whole dotted components.
 STAGES: list[tuple[str, ...]] = [
     ("constrain.errors", "constrain._types", "constrain._version", "constrain.grammars"),
-    ("constrain.ir",),
+    ("constrain.ir",),  # regex nodes, Grammar, case folding, printer
+    ("constrain.automata",),  # IR -> byte-level DFAs and parser tables
+    # front ends build IR; the JSON Schema one asks the automata language questions (is this key
+    # region empty?), importing them in the function that asks, so building a grammar stays light
     ("constrain.frontends",),
-    ("constrain.automata",),
-    ("constrain.vocab", "constrain._vocab_trie", "constrain._vocab_hf"),
+    ("constrain.vocab",),
     ("constrain.tables", "constrain.kernels"),
     ("constrain.compiler",),
     ("constrain.matcher",),
     ("constrain.bitmask",),
-    # later stages of the architecture, not all written yet
-    # one stage, as in STYLE.md 4.3 ("7 sample / decode"): sequence-level samplers (SMC, ASAp,
-    # DCCD) run the decoding loop, and the loop calls token-level samplers
-    ("constrain.sampling", "constrain.decoding"),
+    ("constrain.sampling",),  # token-level samplers: logits + matchers -> tokens
+    ("constrain.decoding",),  # every loop: autoregressive, speculative, SMC, ASAp, DCCD
     ("constrain.output",),
-    ("constrain.integrations", "constrain.models"),  # model adapters and the shipped model
-    # the facades (generation_diffusion: generate()'s route to diffusion models)
-    (
-        "constrain.generation",
-        "constrain.generation_diffusion",
-        "constrain.cli",
-        "constrain.__main__",
-    ),
+    ("constrain.diffusion",),  # the diffusion feature, its generate() route included
+    ("constrain.integrations",),  # model adapters: transformers, masked LMs, vLLM
+    ("constrain.generation", "constrain.cli", "constrain.__main__"),  # the facades
 ]
 KERNELS = "constrain.kernels"
 # Modules outside the ladder: the testing helpers may import anything (and only the facades of
@@ -145,16 +140,10 @@ KERNELS = "constrain.kernels"
 # separately (it must stay lazy).
 TESTING = "constrain.testing"
 UNRANKED = {TESTING, "constrain"}
-# Deliberate deferred (function-level) imports of a later stage: Grammar.from_regex /
-# from_lark / builtin are the documented constructors and import their front end when called.
-# The JSON Schema front end decides language questions (is this key region empty? are two
-# oneOf branches' strings disjoint?) by building a DFA: a deferred query of stage 3, not a
-# dependency of the IR it produces.
-ALLOWED_DEFERRED = {
-    ("constrain.ir", "constrain.frontends"),
-    ("constrain.frontends.json_logic", "constrain.automata.dfa"),
-    ("constrain.frontends.json_objects", "constrain.automata.dfa"),
-}
+# The one deliberate import up the ladder: Grammar.from_regex / from_lark / from_json_schema /
+# from_pydantic / builtin are the documented constructors, and each imports its front end when
+# called (a deferred import; the IR itself depends on no front end).
+ALLOWED_DEFERRED = {("constrain.ir.grammar", "constrain.frontends")}
 # Third-party packages that only some modules may import (STYLE.md sections 4.3 and 5).
 THIRD_PARTY_OWNERS = {
     "numba": (KERNELS,),
@@ -304,16 +293,110 @@ def test_package_facade_is_lazy() -> None:
 
 def test_layering_checker_catches_violations() -> None:
     """The checker itself: known-bad imports are reported, known-good ones are not."""
-    assert _violation("constrain.ir", 1, "constrain.matcher", "runtime")
-    assert _violation("constrain.ir", 1, "constrain.frontends.regex", "runtime")
-    assert _violation("constrain.ir", 1, "constrain.frontends.regex", "deferred") is None
-    assert _violation("constrain.automata.dfa", 3, "constrain.kernels.numba_dfa", "runtime") is None
-    assert _violation("constrain.ir", 1, "constrain.kernels.numba_dfa", "runtime")
+    assert _violation("constrain.ir.grammar", 1, "constrain.matcher", "runtime")
+    assert _violation("constrain.ir.grammar", 1, "constrain.frontends.regex", "runtime")
+    assert _violation("constrain.ir.grammar", 1, "constrain.frontends.regex", "deferred") is None
+    assert _violation("constrain.ir.printer", 1, "constrain.frontends.regex", "deferred")
+    assert _violation("constrain.automata.dfa", 2, "constrain.kernels.numba_dfa", "runtime") is None
+    assert _violation("constrain.ir.nodes", 1, "constrain.kernels.numba_dfa", "runtime")
+    assert _violation("constrain.sampling.masked", 9, "constrain.decoding.smc", "deferred")
     assert _violation("constrain.kernels.numba_match", 5, "constrain.matcher", "deferred")
     assert _violation("constrain.matcher", 7, "torch", "runtime")
     assert _violation("constrain.bitmask", 8, "torch", "runtime") is None
     assert _violation("constrain.compiler", 6, "numba", "runtime")
-    assert _violation("constrain.vocab", 4, "transformers", "deferred")
-    assert _violation("constrain.vocab", 4, "constrain", "runtime")
+    assert _violation("constrain.vocab.vocabulary", 4, "transformers", "deferred")
+    assert _violation("constrain.vocab.vocabulary", 4, "constrain", "runtime")
     assert _violation("constrain.matcher", 7, "constrain.testing", "runtime")
     assert _violation("constrain.cli", len(STAGES) - 1, "constrain.testing", "deferred") is None
+
+
+# -- import cycles and private names --------------------------------------------------------
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Return ``{module: {constrain modules it imports when it runs}}`` (typing imports excluded).
+
+    Deferred (function-level) imports count: a cycle closed inside a function is still a
+    cycle. The one documented exception (``Grammar.from_*`` importing its front end) is left out.
+    Importing ``pkg.mod`` also runs ``pkg/__init__.py``, so it counts as an import of ``pkg``.
+    """
+    graph: dict[str, set[str]] = {}
+    for path in _all_modules():
+        module = _module_name(path)
+        targets: set[str] = set()
+        for target, _line, kind in imports_of(path):
+            if kind == "typing" or not _within(target, "constrain") or target == module:
+                continue
+            if any(module == m and _within(target, d) for m, d in ALLOWED_DEFERRED):
+                continue
+            targets.add(target)
+            parts = target.split(".")
+            for i in range(2, len(parts)):  # the packages on the way
+                package = ".".join(parts[:i])
+                if not _within(module, package):
+                    targets.add(package)
+        graph[module] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    """No module of ``constrain/`` reaches itself through imports (deferred ones included)."""
+    cycles = _cycles(_module_graph())
+    assert not cycles, "import cycles inside constrain/:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_private_names_across_modules() -> None:
+    """A name with a leading underscore is used only inside the module that defines it."""
+    errors = []
+    for path in _all_modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("constrain"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                private = [n for n in private if not (n.startswith("__") and n.endswith("__"))]
+                if private:
+                    rel = path.relative_to(ROOT)
+                    errors.append(f"{rel}:{node.lineno}: from {node.module} import {private}")
+    assert not errors, "private names imported across modules:\n" + "\n".join(errors)

@@ -1,27 +1,19 @@
-"""Decoding loops (stage 7).
+"""Decoding loops (stage 7b): every loop that turns a model and a grammar into a sequence.
 
-- autoregressive: :func:`decode` (``autoregressive.py``);
+- autoregressive: :func:`decode` (``autoregressive.py``), one token-level sampler per step;
 - speculative, exact in distribution: :func:`speculative_decode` with the drafters of
   ``drafters.py`` (``speculative.py``);
-- diffusion: DINGO, the CFG infilling check and LAVE (``diffusion.py``, ``infilling.py``,
-  ``token_dfa.py``), and the denoising loop :func:`diffusion_decode` over a
-  :class:`DiffusionModel` (``denoising.py``; the Hugging Face adapter is
-  :class:`constrain.integrations.diffusion.HFMaskedLM`).
+- sequence-level samplers: :class:`SMC` (sequential Monte Carlo over particles, ``smc.py``),
+  :class:`ASAp` (grammar-aligned sampling, ``asap.py``) and :class:`DCCD` (draft-conditioned
+  constrained decoding, ``dccd.py``).
+
+Diffusion decoding has its own package, :mod:`constrain.diffusion`.
 """
 
+from constrain.decoding.asap import ASAp, ASApSample
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession, decode
-from constrain.decoding.denoising import DiffusionModel, DiffusionResult, diffusion_decode
-from constrain.decoding.diffusion import (
-    DingoResult,
-    Gap,
-    InfillChecker,
-    InfillResult,
-    LaveResult,
-    NotRegularError,
-    TokenDfa,
-    dingo,
-    lave_step,
-)
+from constrain.decoding.dccd import DCCD, DCCDResult, DraftInfo
+from constrain.decoding.smc import SMC, SMCResult
 from constrain.decoding.speculative import (
     SpeculativeResult,
     SpeculativeStats,
@@ -30,23 +22,18 @@ from constrain.decoding.speculative import (
 )
 
 __all__ = [
+    "DCCD",
+    "SMC",
+    "ASAp",
+    "ASApSample",
+    "DCCDResult",
     "DecodeResult",
     "DecodingSession",
-    "DiffusionModel",
-    "DiffusionResult",
-    "DingoResult",
-    "Gap",
-    "InfillChecker",
-    "InfillResult",
-    "LaveResult",
-    "NotRegularError",
+    "DraftInfo",
+    "SMCResult",
     "SpeculativeResult",
     "SpeculativeStats",
-    "TokenDfa",
     "decode",
-    "diffusion_decode",
-    "dingo",
     "iter_speculative_decode",
-    "lave_step",
     "speculative_decode",
 ]

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from constrain.matcher import Matcher
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = [
     "DraftModelDrafter",

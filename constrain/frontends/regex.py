@@ -39,7 +39,18 @@ from typing import Literal as TypingLiteral
 import numpy as np
 
 from constrain.errors import RegexError
-from constrain.ir import ANY_CHAR, EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Regex, Repeat
+from constrain.ir.casefold import fold_class, fold_literal
+from constrain.ir.nodes import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    CharSet,
+    Concat,
+    Literal,
+    Regex,
+    Repeat,
+)
 
 __all__ = ["literal_regex", "parse_regex"]
 
@@ -116,75 +127,6 @@ def _category_set(name: str, ascii_only: bool) -> CharSet:
     pattern = "\\" + _CATEGORY_ESCAPES[name] + "+"
     flags = re.ASCII if ascii_only else 0
     return CharSet(tuple((m.start(), m.end() - 1) for m in re.finditer(pattern, text, flags)))
-
-
-_CASED_PLANES_END = 0x20000
-
-
-@functools.cache
-def _case_tables() -> tuple[tuple[int, ...], CharSet, dict[int, tuple[int, ...]]]:
-    """Return the case-relevant code points, them as a set, and ``{lower: (chars...)}``.
-
-    A code point outside the returned set is neither cased nor the lowercase of another one, so
-    ``re.IGNORECASE`` matches it exactly as a case-sensitive pattern would.
-    """
-    iscased, tolower = _SRE.unicode_iscased, _SRE.unicode_tolower
-    # Cased characters lie in planes 0 and 1 (the last, Adlam, ends at U+1E943 in Unicode 15):
-    # planes 2-3 hold ideographs, 14 tags and selectors, 15-16 private use, none with case
-    # mappings, and new scripts are encoded in plane 1. Scanning 2**17 code points instead of
-    # all 1,114,112 takes ~10 ms instead of ~100 (a first case-insensitive compile).
-    relevant = {c for c in range(_CASED_PLANES_END) if iscased(c)}
-    relevant.update([tolower(c) for c in relevant])
-    relevant.update(range(0x41, 0x5B))
-    relevant.update(range(0x61, 0x7B))
-    for key, others in _extra_cases().items():
-        relevant.add(key)
-        relevant.update(others)
-    inverse: dict[int, list[int]] = {}
-    for c in relevant:
-        inverse.setdefault(tolower(c), []).append(c)
-    ordered = tuple(sorted(relevant))
-    as_set = CharSet.of((c, c) for c in ordered)
-    return ordered, as_set, {k: tuple(sorted(v)) for k, v in inverse.items()}
-
-
-@functools.cache
-def _extra_cases() -> dict[int, tuple[int, ...]]:
-    """Return Python's extra IGNORECASE equivalences, ``{lowercase: (other lowercases...)}``."""
-    try:
-        mod: Any = importlib.import_module("re._casefix")
-    except ImportError:  # pragma: no cover - Python 3.10 keeps them in sre_compile
-        mod = importlib.import_module("sre_compile")
-        return dict(getattr(mod, "_ignorecase_fixes", {}))
-    return dict(mod._EXTRA_CASES)
-
-
-def _fold_literal(cp: int, ascii_only: bool) -> CharSet | None:
-    """Return the set matched by ``cp`` under IGNORECASE, or None when it is uncased."""
-    if ascii_only:
-        if not _SRE.ascii_iscased(cp):
-            return None
-        lo = _SRE.ascii_tolower(cp)
-        return CharSet.of([(lo, lo), (lo - 32, lo - 32)])
-    if not _SRE.unicode_iscased(cp):
-        return None
-    lo = _SRE.unicode_tolower(cp)
-    _, _, inverse = _case_tables()
-    keys = (lo, *_extra_cases().get(lo, ()))
-    return CharSet.of((c, c) for k in keys for c in inverse.get(k, (k,)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _fold_class(class_text: str, flags: int, base: CharSet) -> CharSet:
-    """Return the set matched by a class under IGNORECASE, by probing Python's engine.
-
-    ``base`` is the case-sensitive set of the class; only case-relevant code points can differ
-    from it, so only those (a few thousand) are tested.
-    """
-    ordered, relevant, _ = _case_tables()
-    probe = re.compile(class_text, flags).fullmatch
-    hits = [(c, c) for c in ordered if probe(chr(c))]
-    return base.intersect(relevant.negate()).union(CharSet.of(hits))
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +404,7 @@ class _Converter:
         """Return the folded set of a literal, or None when it matches only itself."""
         if not flags & _IGNORECASE:
             return None
-        return _fold_literal(cp, bool(flags & _ASCII))
+        return fold_literal(cp, bool(flags & _ASCII))
 
     def char_class(self, items: Sequence[tuple[Any, Any]], flags: int) -> CharSet:
         negate = False
@@ -491,7 +433,7 @@ class _Converter:
         base = CharSet.of(ranges)
         if flags & _IGNORECASE:
             probe_flags = _IGNORECASE | (_ASCII if flags & _ASCII else 0)
-            base = _fold_class("[" + "".join(parts) + "]", probe_flags, base)
+            base = fold_class("[" + "".join(parts) + "]", probe_flags, base)
         return base.negate() if negate else base
 
     def any_char(self, flags: int) -> CharSet:
@@ -723,7 +665,7 @@ def literal_regex(text: str, *, ignore_case: bool = False) -> Regex:
     out: list[Regex] = []
     chars: list[str] = []
     for ch in text:
-        folded = _fold_literal(ord(ch), False)
+        folded = fold_literal(ord(ch), False)
         if folded is None:
             chars.append(ch)
             continue

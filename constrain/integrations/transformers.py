@@ -28,12 +28,13 @@ from typing import Any
 
 import torch
 
-from constrain.bitmask import _BitmaskApplier, allocate_token_bitmask
+from constrain.bitmask import BitmaskApplier, allocate_token_bitmask
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.errors import ConstrainError, MatcherStateError
 from constrain.kernels.numba_head import skinny_linear_kernel
 from constrain.matcher import Matcher, fill_next_token_bitmasks
-from constrain.vocab import Vocabulary
+from constrain.vocab.huggingface import as_token_ids
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -218,9 +219,9 @@ class Model:
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "name_or_path", None) or type(model).__name__
         self.load_seconds = 0.0
-        eos = set(_as_ids(getattr(model.generation_config, "eos_token_id", None)))
-        eos |= set(_as_ids(getattr(tokenizer, "eos_token_id", None)))
-        width = _logits_width(model)
+        eos = set(as_token_ids(getattr(model.generation_config, "eos_token_id", None)))
+        eos |= set(as_token_ids(getattr(tokenizer, "eos_token_id", None)))
+        width = logits_width(model)
         self.vocabulary = Vocabulary.from_huggingface(
             tokenizer, vocab_size=width, eos_ids=sorted(eos)
         )
@@ -637,15 +638,8 @@ def _crop_cache(cache: Any, length: int) -> Any:
     return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)
 
 
-def _as_ids(value: Any) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, int):
-        return [value]
-    return [int(v) for v in value]
-
-
-def _logits_width(model: Any) -> int:
+def logits_width(model: Any) -> int:
+    """Return the width of the model's logits (its output embedding rows, else its config)."""
     out = model.get_output_embeddings()
     if out is not None and hasattr(out, "weight"):
         return int(out.weight.shape[0])
@@ -781,7 +775,7 @@ class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
     raises ``ValueError`` and leaves the processor as it was.
 
     The bitmask buffer, its numpy view and the backend are set up once, here; a step on the
-    CPU then costs the matchers' work plus one call of the numba kernel (see ``_BitmaskApplier``
+    CPU then costs the matchers' work plus one call of the numba kernel (see ``BitmaskApplier``
     in :mod:`constrain.bitmask`).
     """
 
@@ -797,7 +791,7 @@ class LogitsProcessor(_HFLogitsProcessor):  # type: ignore[misc]
         self.bitmask = allocate_token_bitmask(
             batch_size, compiled.vocab.size, pin_memory=torch.cuda.is_available()
         )
-        self._applier = _BitmaskApplier(self.bitmask, compiled.vocab.size, backend)
+        self._applier = BitmaskApplier(self.bitmask, compiled.vocab.size, backend)
         self._prompt_len: int | None = None
         self._last_len = 0
 

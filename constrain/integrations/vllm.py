@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from constrain.compiler import CompiledGrammar, Compiler
     from constrain.matcher import Matcher
-    from constrain.vocab import Vocabulary
+    from constrain.vocab.vocabulary import Vocabulary
 
     # created on first access by the module's __getattr__ (they subclass vLLM's bases)
     LogitsProcessor: type
@@ -257,7 +257,7 @@ _BYTE_COMPILER: list[Compiler] = []
 def _check_spec(spec: str) -> None:
     """Build and compile a spec's grammar against a 256-byte vocabulary (admission check)."""
     from constrain.compiler import Compiler
-    from constrain.vocab import Vocabulary
+    from constrain.vocab.vocabulary import Vocabulary
 
     if not _BYTE_COMPILER:
         tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
@@ -440,7 +440,7 @@ class _Core:
     def _allocate(self, rows: int) -> None:
         import torch
 
-        from constrain.bitmask import _BitmaskApplier, allocate_token_bitmask
+        from constrain.bitmask import BitmaskApplier, allocate_token_bitmask
 
         self.max_rows = rows
         # pinned when CUDA is there: the copy to the logits' device is then asynchronous
@@ -448,7 +448,7 @@ class _Core:
             rows, self.vocab.size, pin_memory=torch.cuda.is_available()
         )
         self.words = self.bitmask.numpy().view(np.uint32)
-        self.applier = _BitmaskApplier(self.bitmask, self.vocab.size, "auto")
+        self.applier = BitmaskApplier(self.bitmask, self.vocab.size, "auto")
 
 
 _WARM_UP = [
@@ -473,7 +473,7 @@ _WARM_UP = [
 
 def _vocabulary(model_config: Any, width: int) -> tuple[Vocabulary, Any]:
     """Return the constrain vocabulary of the tokenizer vLLM loaded (``width`` logits wide)."""
-    from constrain.vocab import Vocabulary
+    from constrain.vocab.vocabulary import Vocabulary
 
     eos: set[int] = set()
     generation = model_config.try_get_generation_config() or {}

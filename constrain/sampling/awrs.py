@@ -20,7 +20,7 @@ import torch
 from constrain.errors import ConstrainError
 from constrain.matcher import Matcher
 from constrain.sampling.base import Sample
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["AWRS"]
 

@@ -6,7 +6,8 @@ import pytest
 
 import constrain
 from constrain import GenerationResult, Model
-from constrain.sampling import AWRS, SMC, ASApSample, DraftInfo, MaskedSampler, SMCResult
+from constrain.decoding import SMC, ASApSample, DraftInfo, SMCResult
+from constrain.sampling import AWRS, MaskedSampler
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,7 @@ from hypothesis.internal.conjecture import utils as conjecture_utils
 from hypothesis_jsonschema import _from_schema, from_schema
 
 from constrain import CompiledGrammar, Compiler, Grammar, Matcher
-from constrain.frontends.json_schema import JsonSchemaOptions
+from constrain.frontends.json_schema.normal_form import JsonSchemaOptions
 from constrain.testing import byte_vocabulary
 
 VOCAB = byte_vocabulary()
@@ -492,7 +492,7 @@ def test_instances_are_accepted_any_order(name: str, data: st.DataObject) -> Non
 @given(data=st.data())
 def test_instances_are_accepted_flexible(name: str, data: st.DataObject) -> None:
     # ", " and ": "; raw non-ASCII: \uXXXX spellings of printable characters are a documented
-    # false negative (constrain/frontends/json_strings.py), see test_ascii_escapes below
+    # false negative (constrain/frontends/json_schema/strings.py), see test_ascii_escapes below
     text = json.dumps(data.draw(instances(name)), ensure_ascii=False)
     assert accepts(compiled(name, any_order=True, whitespace="flexible"), text), text
 

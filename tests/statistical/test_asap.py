@@ -26,8 +26,8 @@ from statistical.toy import (
 
 from constrain import Matcher
 from constrain.decoding import decode
+from constrain.decoding.asap import ASAp, ASApSample
 from constrain.sampling import MaskedSampler
-from constrain.sampling.asap import ASAp, ASApSample
 from constrain.testing import empirical, kl_divergence, total_variation
 
 pytestmark = pytest.mark.statistical

@@ -18,7 +18,7 @@ import torch
 from statistical.toy import BIASED_REGEX, BOS_ROW, CHARS, EOS, BigramLM, toy_vocabulary
 
 from constrain import Compiler, Grammar, Matcher
-from constrain.sampling.dccd import DCCD, DCCDTemplate
+from constrain.decoding.dccd import DCCD, DCCDTemplate
 
 pytestmark = pytest.mark.statistical
 

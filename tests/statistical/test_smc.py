@@ -37,9 +37,9 @@ from statistical.toy import (
 )
 
 from constrain import Matcher
-from constrain.decoding import decode
-from constrain.sampling import AWRS, SMC, MaskedSampler, Sampler, SMCResult
-from constrain.sampling.smc import effective_sample_size, resample_indices
+from constrain.decoding import SMC, SMCResult, decode
+from constrain.decoding.smc import effective_sample_size, resample_indices
+from constrain.sampling import AWRS, MaskedSampler, Sampler
 from constrain.testing import empirical, kl_divergence, total_variation
 
 pytestmark = pytest.mark.statistical

@@ -273,7 +273,7 @@ def test_import_is_lazy() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# _BitmaskApplier: the checked-once fast path of MaskedSampler and LogitsProcessor
+# BitmaskApplier: the checked-once fast path of MaskedSampler and LogitsProcessor
 
 
 def _buffer(rng: np.random.Generator, rows: int, vocab: int) -> torch.Tensor:
@@ -303,7 +303,7 @@ def test_applier_matches_the_public_apply(
 ) -> None:
     vocab = 100
     bitmask = _buffer(rng, 4, vocab)  # 4 words: ids 100..127 and columns >= 128 are padding
-    applier = bm._BitmaskApplier(bitmask, vocab, backend)
+    applier = bm.BitmaskApplier(bitmask, vocab, backend)
     for _ in range(2):  # the cached views serve call after call
         bitmask.copy_(_buffer(rng, 4, vocab))  # refilled in place, as the matchers do
         logits = torch.from_numpy(rng.normal(size=(count, 140)).astype(np.float32)).to(dtype)
@@ -317,7 +317,7 @@ def test_applier_handles_strided_logits(rng: np.random.Generator) -> None:
     wide = torch.from_numpy(rng.normal(size=(3, 128)).astype(np.float32))
     logits = wide[:, ::2]  # stride 2 along the vocabulary
     want = _expected(logits, bitmask, 64, None)
-    bm._BitmaskApplier(bitmask, 64, "auto").apply(logits)
+    bm.BitmaskApplier(bitmask, 64, "auto").apply(logits)
     assert torch.equal(logits, want)
     assert torch.equal(wide[:, 1::2], wide[:, 1::2].clone())  # the other columns untouched
 
@@ -330,7 +330,7 @@ def test_applier_handles_strided_logits(rng: np.random.Generator) -> None:
 def test_applier_rejects_rows_out_of_range(
     rng: np.random.Generator, count: int, rows: list[int] | None, match: str
 ) -> None:
-    applier = bm._BitmaskApplier(_buffer(rng, 4, 64), 64, "auto")
+    applier = bm.BitmaskApplier(_buffer(rng, 4, 64), 64, "auto")
     logits = torch.zeros(count, 64)
     with pytest.raises(ValueError, match=match):
         applier.apply(logits, rows)
@@ -350,14 +350,14 @@ def test_applier_checks_its_buffer_once(
     bitmask: torch.Tensor, vocab: int, backend: str, exc: type[Exception], match: str
 ) -> None:
     with pytest.raises(exc, match=match):
-        bm._BitmaskApplier(bitmask, vocab, backend)
+        bm.BitmaskApplier(bitmask, vocab, backend)
 
 
 @pytest.mark.parametrize("rows", [None, [2, 0]])
 def test_zero_disallowed(rng: np.random.Generator, rows: list[int] | None) -> None:
     vocab = 100
     bitmask = _buffer(rng, 3, vocab)
-    applier = bm._BitmaskApplier(bitmask, vocab, "auto")
+    applier = bm.BitmaskApplier(bitmask, vocab, "auto")
     count = 3 if rows is None else len(rows)
     values = torch.from_numpy(rng.random((count, 140)).astype(np.float32) + 0.5)
     raw = values.clone()
@@ -372,8 +372,8 @@ def test_zero_disallowed(rng: np.random.Generator, rows: list[int] | None) -> No
 def test_zero_disallowed_declines_what_it_cannot_do(rng: np.random.Generator) -> None:
     bitmask = _buffer(rng, 2, 64)
     values = torch.ones(2, 64)
-    assert not bm._BitmaskApplier(bitmask, 64, "torch").zero_disallowed(values)
-    applier = bm._BitmaskApplier(bitmask, 64, "auto")
+    assert not bm.BitmaskApplier(bitmask, 64, "torch").zero_disallowed(values)
+    applier = bm.BitmaskApplier(bitmask, 64, "auto")
     assert not applier.zero_disallowed(torch.ones(2, 64, dtype=torch.float16))
     assert not applier.zero_disallowed(values, [0])  # one row given for two rows of values
     assert not applier.zero_disallowed(values, [0, 2])  # out of range

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from constrain import Compiler, ConstrainError, Grammar, Matcher, Vocabulary
-from constrain.decoding.diffusion import (
+from constrain.diffusion.dingo_lave import (
     MASK,
     Gap,
     InfillChecker,

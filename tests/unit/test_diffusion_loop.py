@@ -25,11 +25,11 @@ import pytest
 import torch
 
 from constrain import CompiledGrammar, Compiler, Grammar, Vocabulary
-from constrain.decoding import DiffusionResult, diffusion_decode
-from constrain.decoding.denoising import _fill_from_witness, _split, tokens_to_accept
-from constrain.decoding.diffusion import MASK, NotRegularError, TokenDfa, dingo
+from constrain.diffusion import DiffusionResult, diffusion_decode
+from constrain.diffusion.denoising import _fill_from_witness, _split, tokens_to_accept
+from constrain.diffusion.dingo_lave import MASK, NotRegularError, TokenDfa, dingo
 from constrain.errors import IncompleteOutputError
-from constrain.integrations.diffusion import HFMaskedLM
+from constrain.integrations.masked_lm import HFMaskedLM
 from constrain.integrations.transformers import ModelNotFoundError
 from constrain.testing import tiny_vocabulary
 
@@ -341,8 +341,8 @@ def test_hf_masked_lm_decodes(method: str) -> None:
 def test_left_context_prefilter_only_rejects_uncompletable_proposals() -> None:
     """The matcher pre-filter of the checked methods is exact: a proposal it rejects is one the
     infilling check rejects too (the text left of it is no prefix of any sentence)."""
-    from constrain.decoding.denoising import _checker, _Loop
-    from constrain.decoding.diffusion import block_completable
+    from constrain.diffusion.denoising import _checker, _Loop
+    from constrain.diffusion.dingo_lave import block_completable
 
     comp = compiled("lark")
     vocab = byte_vocab()

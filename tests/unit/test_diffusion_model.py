@@ -21,9 +21,9 @@ import torch
 
 import constrain
 from constrain import Compiler, Matcher
-from constrain.decoding import DiffusionModel, DiffusionResult
-from constrain.models.corpus import ARITH_REGEX, TASKS, is_valid, make_corpus
-from constrain.models.tiny_diffusion import (
+from constrain.diffusion import DiffusionModel, DiffusionResult
+from constrain.diffusion.tiny_corpus import ARITH_REGEX, TASKS, is_valid, make_corpus
+from constrain.diffusion.tiny_model import (
     EOS_ID,
     MASK_ID,
     TinyDiffusionConfig,

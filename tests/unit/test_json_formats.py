@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constrain.automata.dfa import Dfa, compile_regex
-from constrain.frontends.json_formats import IDN_LETTERS, SUPPORTED_FORMATS, format_regex
+from constrain.frontends.json_schema.formats import IDN_LETTERS, SUPPORTED_FORMATS, format_regex
 from constrain.ir import regex_to_pattern
 
 SUITE = Path("json-schema-test-suite/tests/draft2020-12/optional/format")

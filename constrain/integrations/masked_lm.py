@@ -31,11 +31,11 @@ import torch
 
 from constrain.integrations.transformers import (
     ModelNotFoundError,
-    _as_ids,
-    _logits_width,
     encode_prompt_ids,
+    logits_width,
 )
-from constrain.vocab import Vocabulary
+from constrain.vocab.huggingface import as_token_ids
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["HFMaskedLM"]
 
@@ -100,7 +100,7 @@ class HFMaskedLM:
                 "mask_token_id="
             )
         self.mask_token_id = int(found)
-        self.vocab_size = _logits_width(model)
+        self.vocab_size = logits_width(model)
         if shift_logits is None:
             kind = str(getattr(getattr(model, "config", None), "model_type", ""))
             shift_logits = kind.lower() == "dream"
@@ -132,9 +132,9 @@ class HFMaskedLM:
                     "no tokenizer: build the Vocabulary yourself (Vocabulary.from_bytes / "
                     "from_huggingface) or pass tokenizer="
                 )
-            eos = set(_as_ids(getattr(self.tokenizer, "eos_token_id", None)))
+            eos = set(as_token_ids(getattr(self.tokenizer, "eos_token_id", None)))
             gen = getattr(self.model, "generation_config", None)
-            eos |= set(_as_ids(getattr(gen, "eos_token_id", None)))
+            eos |= set(as_token_ids(getattr(gen, "eos_token_id", None)))
             self._vocabulary = Vocabulary.from_huggingface(
                 self.tokenizer, vocab_size=self.vocab_size, eos_ids=sorted(eos)
             )

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from constrain.errors import CompileLimitError, JsonSchemaError, RegexError
-from constrain.frontends.json_schema import (
+from constrain.frontends.json_schema.normal_form import (
     ARR_KEYWORDS,
     OBJ_KEYWORDS,
     TYPES,
@@ -27,7 +27,7 @@ from constrain.frontends.json_schema import (
 from constrain.ir import ANY_CHAR, Complement, Concat, Literal, Regex, Repeat
 
 if TYPE_CHECKING:
-    from constrain.frontends.json_schema import SchemaContext
+    from constrain.frontends.json_schema.normal_form import SchemaContext
 
 __all__ = ["local_shape", "non_negative_int", "pattern_regex"]
 
@@ -129,7 +129,7 @@ def _strings(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> tuple[
         out.append(pattern_regex(schema["pattern"], path + "/pattern"))
     name = schema.get("format")
     if name is not None and ctx.options.formats == "enforce":
-        from constrain.frontends.json_formats import format_regex
+        from constrain.frontends.json_schema.formats import format_regex
 
         regex = format_regex(name) if isinstance(name, str) else None
         if regex is not None:

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from constrain.errors import CompileLimitError, JsonSchemaError
-from constrain.frontends.json_local import non_negative_int, pattern_regex
-from constrain.frontends.json_logic import number_language, value_number_text
-from constrain.frontends.json_schema import Piece, SchemaContext, Shape
-from constrain.frontends.json_strings import quoted, whitespace_regex
+from constrain.frontends.json_schema.local import non_negative_int, pattern_regex
+from constrain.frontends.json_schema.logic import number_language, value_number_text
+from constrain.frontends.json_schema.normal_form import Piece, SchemaContext, Shape
+from constrain.frontends.json_schema.strings import quoted, whitespace_regex
 from constrain.ir import (
     ANY_CHAR,
     EMPTY,
@@ -429,7 +429,7 @@ class Emitter:
         self, item_pieces: Callable[[int], tuple[Piece, ...] | None], fixed: int
     ) -> list[tuple[Any, set[int]]] | None:
         """Return the finite item domain for uniqueItems (value, positions), or None."""
-        from constrain.frontends.json_schema import json_equal_key
+        from constrain.frontends.json_schema.normal_form import json_equal_key
 
         found: dict[Any, tuple[Any, set[int]]] = {}
         for position in range(fixed + 1):
@@ -469,7 +469,7 @@ class Emitter:
 
     def object(self, pieces: tuple[Piece, ...]) -> str:
         """Return the rule of the objects satisfying every piece's object keywords."""
-        from constrain.frontends.json_objects import object_alternatives
+        from constrain.frontends.json_schema.objects import object_alternatives
 
         return self.rule(
             ("o", tuple(p.key() for p in pieces)), lambda _: object_alternatives(self, pieces)

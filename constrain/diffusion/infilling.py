@@ -46,7 +46,7 @@ from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError
 from constrain.ir import Grammar
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["Gap", "InfillChecker", "InfillResult", "Part"]
 

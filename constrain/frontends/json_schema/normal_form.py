@@ -452,7 +452,7 @@ class SchemaContext:
 
     def _has_members(self, value: Any, piece: Piece) -> bool:
         """Check the synthetic "some member" requirements of a complement piece."""
-        from constrain.frontends.json_objects import pattern_dfa
+        from constrain.frontends.json_schema.objects import pattern_dfa
 
         if not isinstance(value, dict):
             return True  # the keyword only constrains objects
@@ -539,7 +539,7 @@ class SchemaContext:
         return list(result)
 
     def _expand_dict(self, piece: Piece, schema: dict[str, Any]) -> list[Shape]:
-        from constrain.frontends.json_local import local_shape
+        from constrain.frontends.json_schema.local import local_shape
 
         if "$ref" in schema and self.legacy:  # draft 7 and older: $ref ignores its siblings
             return self._expand(self.resolve(piece, schema["$ref"]))
@@ -623,7 +623,7 @@ class SchemaContext:
         return shape
 
     def _one_of(self, piece: Piece, schema: dict[str, Any]) -> list[Shape]:
-        from constrain.frontends.json_logic import disjoint
+        from constrain.frontends.json_schema.logic import disjoint
 
         branches = [
             self._expand(self.child(piece, sub, "oneOf", i))
@@ -668,7 +668,7 @@ class SchemaContext:
 
     def negate(self, shapes: list[Shape], pointer: str) -> list[Shape]:
         """Return the normal form of the complement of a disjunction of shapes."""
-        from constrain.frontends.json_logic import negate_shape
+        from constrain.frontends.json_schema.logic import negate_shape
 
         result = [ANY_SHAPE]
         for shape in shapes:

@@ -13,7 +13,7 @@ untouched. What such a model must also have, for ``generate``:
 - optionally ``max_length``: the positions it holds, prompt included.
 
 The prompt is a prefix that is never masked; the output is ``length`` positions after it,
-denoised in blocks (see :mod:`constrain.decoding.denoising`).
+denoised in blocks (see :mod:`constrain.diffusion.denoising`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from constrain.compiler import CompiledGrammar, Compiler
-from constrain.decoding.denoising import (
+from constrain.diffusion.denoising import (
     DiffusionModel,
     DiffusionResult,
     Method,

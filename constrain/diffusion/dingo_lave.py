@@ -18,7 +18,7 @@ building blocks of the literature, over the grammars of the rest of the library:
 
 Token ids use ``MASK = -1`` for a position that is (or stays) masked. The denoising loop over a
 model is :func:`~constrain.decoding.denoising.diffusion_decode`; ``generate()`` reaches it
-through :mod:`constrain.generation_diffusion` (see ``docs/diffusion.md``).
+through :mod:`constrain.diffusion.route` (see ``docs/diffusion.md``).
 
 References
 ----------
@@ -40,11 +40,11 @@ from typing import Any, Literal
 import numpy as np
 
 from constrain._types import BoolArray, Int32Array
-from constrain.decoding.infilling import Gap, InfillChecker, InfillResult, Part
-from constrain.decoding.token_dfa import NotRegularError, TokenDfa, grammar_regex
+from constrain.diffusion.infilling import Gap, InfillChecker, InfillResult, Part
+from constrain.diffusion.token_dfa import NotRegularError, TokenDfa, grammar_regex
 from constrain.kernels.numba_diffusion import MASK_TOKEN, viterbi_step_kernel
 from constrain.matcher import Matcher
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = [
     "MASK",

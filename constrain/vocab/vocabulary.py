@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,9 @@ from constrain._types import (
     Int32Array,
     Int64Array,
 )
-from constrain._vocab_trie import Trie, build_trie, check_trie, frozen
 from constrain.errors import VocabularyError
+from constrain.vocab import huggingface
+from constrain.vocab.trie import Trie, build_trie, check_trie, frozen
 
 __all__ = ["VOCAB_FORMAT_VERSION", "Vocabulary", "vocab_cache_dir"]
 
@@ -271,7 +273,7 @@ class Vocabulary:
         """
         cached = self._slice.get(max_chars)
         if cached is None:
-            from constrain._vocab_trie import string_body_tokens, subset_trie
+            from constrain.vocab.trie import string_body_tokens, subset_trie
 
             mask = string_body_tokens(self._indptr, self._bytes, self._special)
             if max_chars > 0:
@@ -548,21 +550,19 @@ class Vocabulary:
         kind, every token string and the added tokens; a corrupt or other-version cache file is
         rebuilt.
         """
-        from constrain import _vocab_hf
-
-        backend = _vocab_hf.backend_of(tokenizer)
-        scheme = _vocab_hf.scheme_of(backend)
-        strings, added = _vocab_hf.token_strings(backend)
-        key = _vocab_hf.cache_key(scheme, strings, added)
-        base = _vocab_hf.cache_read(key) if cache else None
+        backend = huggingface.backend_of(tokenizer)
+        scheme = huggingface.scheme_of(backend)
+        strings, added = huggingface.token_strings(backend)
+        key = huggingface.cache_key(scheme, strings, added)
+        base = _cache_read(key) if cache else None
         if base is None:
-            indptr, data = _vocab_hf.token_csr(scheme, strings, added)
+            indptr, data = huggingface.token_csr(scheme, strings, added)
             base = cls(indptr, data)
             if cache:
-                _vocab_hf.cache_write(base, key)  # with the trie, so a cache hit skips it too
-        hf_special = _vocab_hf.hf_special_ids(tokenizer)
+                _cache_write(base, key)  # with the trie, so a cache hit skips it too
+        hf_special = huggingface.hf_special_ids(tokenizer)
         eos = set() if eos_ids is None else {int(i) for i in eos_ids}
-        eos |= _vocab_hf.hf_eos_ids(tokenizer)
+        eos |= huggingface.hf_eos_ids(tokenizer)
         if not eos:
             raise VocabularyError(
                 "cannot find the tokenizer's end-of-sequence token (it has no eos_token_id); "
@@ -739,3 +739,30 @@ def _read_npz(path: Path) -> tuple[Vocabulary, str]:
     if vocab.fingerprint != str(arrays["fingerprint"]):
         raise VocabularyError(f"corrupt vocabulary file {path}: fingerprint mismatch")
     return vocab, str(arrays.get("cache_key", ""))
+
+
+def _cache_read(key: str) -> Vocabulary | None:
+    """Return the cached base vocabulary for ``key``, or None (missing, corrupt, other version)."""
+    path = vocab_cache_dir() / f"{key}.npz"
+    if not path.is_file():
+        return None
+    try:
+        vocab, stored = _read_npz(path)
+    except VocabularyError:
+        return None  # corrupt or other version: rebuilt and overwritten by the caller
+    return vocab if stored == key else None
+
+
+def _cache_write(vocab: Vocabulary, key: str) -> None:
+    """Store ``vocab`` under ``key``; warn (do not fail) when the folder is not writable."""
+    arrays = vocab._arrays()
+    arrays["cache_key"] = np.array(key)
+    try:
+        _write_npz(vocab_cache_dir() / f"{key}.npz", arrays)
+    except OSError as err:
+        warnings.warn(
+            f"cannot write the vocabulary cache in {vocab_cache_dir()} ({err}); set "
+            "CONSTRAIN_CACHE_DIR to a writable folder",
+            RuntimeWarning,
+            stacklevel=3,
+        )

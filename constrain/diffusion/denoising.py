@@ -5,7 +5,7 @@ in one forward pass. :func:`diffusion_decode` fills ``length`` positions after a
 LLaDA does: blocks of ``block_size`` positions left to right (semi-autoregressive), each over
 ``steps`` denoising steps; a step runs the model once and commits some masked positions of the
 current block, chosen by the unmasking policy. The grammar keeps the output valid with one of
-the exact building blocks of :mod:`constrain.decoding.diffusion`::
+the exact building blocks of :mod:`constrain.diffusion.dingo_lave`::
 
     for block in blocks:
         for k in schedule(len(block), steps):            # positions committed per step
@@ -41,7 +41,7 @@ import torch
 
 from constrain._types import BoolArray, Int64Array
 from constrain.compiler import CompiledGrammar
-from constrain.decoding.diffusion import (
+from constrain.diffusion.dingo_lave import (
     MASK,
     GapMode,
     block_completable,
@@ -49,11 +49,11 @@ from constrain.decoding.diffusion import (
     lave_step,
     lookahead,
 )
-from constrain.decoding.infilling import InfillChecker
-from constrain.decoding.token_dfa import NotRegularError, TokenDfa
+from constrain.diffusion.infilling import InfillChecker
+from constrain.diffusion.token_dfa import NotRegularError, TokenDfa
 from constrain.errors import ConstrainError, IncompleteOutputError
 from constrain.matcher import Matcher
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["DiffusionModel", "DiffusionResult", "diffusion_decode"]
 

@@ -67,7 +67,7 @@ import torch
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession
 from constrain.errors import ConstrainError
 from constrain.matcher import Matcher
-from constrain.sampling.masked import _gumbel_argmax
+from constrain.sampling.masked import gumbel_argmax
 
 __all__ = ["ASAp", "ASApSample"]
 
@@ -464,7 +464,7 @@ class ASAp:
         if node.children:
             explored = torch.tensor(list(node.children), dtype=torch.long, device=scores.device)
             mask[explored] = False
-        tok = int(_gumbel_argmax(scores.masked_fill(~mask, _NEG_INF), generator))
+        tok = int(gumbel_argmax(scores.masked_fill(~mask, _NEG_INF), generator))
         if not bool(mask[tok]):
             raise ConstrainError("ASAp found no unexplored allowed token (a bug in constrain)")
         # log P(t | w), and the exact mass left unexplored

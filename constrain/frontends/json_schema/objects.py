@@ -21,13 +21,13 @@ import functools
 from typing import TYPE_CHECKING, Any, cast
 
 from constrain.errors import CompileLimitError, JsonSchemaError
-from constrain.frontends.json_emit import check_pattern, key_language
-from constrain.frontends.json_local import non_negative_int
-from constrain.frontends.json_schema import Piece
+from constrain.frontends.json_schema.emit import check_pattern, key_language
+from constrain.frontends.json_schema.local import non_negative_int
+from constrain.frontends.json_schema.normal_form import Piece
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
 
 if TYPE_CHECKING:
-    from constrain.frontends.json_emit import Alternative, Emitter
+    from constrain.frontends.json_schema.emit import Alternative, Emitter
 
 __all__ = ["SOME_KEY", "object_alternatives", "pattern_dfa", "pattern_matches"]
 
@@ -42,7 +42,7 @@ SOME_KEY = "x-constrain-some"
 def pattern_dfa(pattern: str) -> Any:
     """Return the DFA of an ECMAScript pattern with search semantics (cached)."""
     from constrain.automata.dfa import compile_regex
-    from constrain.frontends.json_local import pattern_regex
+    from constrain.frontends.json_schema.local import pattern_regex
 
     return compile_regex(pattern_regex(pattern, "#"))
 

@@ -1,7 +1,7 @@
 """Stage 1 (inverse): print regex IR as Python ``re`` patterns and Lark terminals.
 
 The regex front end (:mod:`constrain.frontends.regex`) reads Python ``re`` syntax into the IR;
-this module writes it back, for ``Grammar.to_lark`` and :func:`constrain.ir.regex_to_pattern`.
+this module writes it back, for ``Grammar.to_lark`` and :func:`regex_to_pattern`.
 Python ``re`` has no intersection or complement, so :class:`~constrain.ir.Intersect` and
 :class:`~constrain.ir.Complement` raise :class:`~constrain.GrammarError`; a small
 :class:`~constrain.ir.Automaton` is printed exactly, through state elimination
@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from constrain.errors import GrammarError
-from constrain.ir import (
+from constrain.ir.casefold import ignorecase_charset
+from constrain.ir.nodes import (
     ANY_CHAR,
     EMPTY,
     NOTHING,
@@ -24,14 +26,15 @@ from constrain.ir import (
     CharSet,
     Complement,
     Concat,
-    Grammar,
     Intersect,
     Literal,
     Regex,
     Repeat,
-    ignorecase_charset,
     matches_empty,
 )
+
+if TYPE_CHECKING:
+    from constrain.ir.grammar import Grammar
 
 __all__ = [
     "automaton_to_regex",

@@ -18,7 +18,7 @@ import functools
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from constrain.frontends.json_schema import NumC, Piece, Shape, json_equal_key
+from constrain.frontends.json_schema.normal_form import NumC, Piece, Shape, json_equal_key
 from constrain.ir import (
     NOTHING,
     Alt,
@@ -32,7 +32,7 @@ from constrain.ir import (
 )
 
 if TYPE_CHECKING:
-    from constrain.frontends.json_schema import SchemaContext
+    from constrain.frontends.json_schema.normal_form import SchemaContext
 
 NEGATION_MARK = "x-constrain-complement"
 
@@ -77,7 +77,7 @@ def number_language(num: NumC) -> Regex:
 def _number_language(num: NumC) -> Regex:
     if num.is_unconstrained():
         return JSON_NUMBER
-    from constrain.frontends.json_numbers import number_regex
+    from constrain.frontends.json_schema.numbers import number_regex
 
     base: dict[str, Any] = {
         "integer": num.integer,
@@ -99,7 +99,7 @@ def _number_language(num: NumC) -> Regex:
 
 def value_number_text(value: Any) -> Regex:
     """Return the IR of every JSON spelling of the number ``value`` (plain ones exact)."""
-    from constrain.frontends.json_numbers import number_regex
+    from constrain.frontends.json_schema.numbers import number_regex
 
     exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     return number_regex(integer=False, minimum=exact, maximum=exact)
@@ -219,7 +219,7 @@ def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[
             out.append({"maxProperties": schema["minProperties"] - 1})
         if "maxProperties" in schema:
             out.append({"minProperties": schema["maxProperties"] + 1})
-        from constrain.frontends.json_objects import SOME_KEY
+        from constrain.frontends.json_schema.objects import SOME_KEY
 
         if schema.get("propertyNames", True) is not True or SOME_KEY in schema:
             return None
@@ -349,7 +349,7 @@ def _required(pieces: tuple[Piece, ...]) -> set[str]:
 
 def _forbids(pieces: tuple[Piece, ...], name: str) -> bool:
     """Return whether some piece rules out property ``name`` (``false`` or no room for it)."""
-    from constrain.frontends.json_objects import pattern_dfa
+    from constrain.frontends.json_schema.objects import pattern_dfa
 
     for piece in pieces:
         schema = piece.schema if isinstance(piece.schema, dict) else {}

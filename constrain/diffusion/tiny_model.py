@@ -4,7 +4,7 @@
 masked position at once: a :class:`~constrain.decoding.denoising.DiffusionModel`, so
 ``diffusion_decode`` and ``generate(..., model=load_tiny_diffusion())`` run it. The shipped
 weights (``tiny_diffusion.safetensors``, next to this module) were trained by
-``benchmarks/train_diffusion.py`` on the synthetic corpus of :mod:`constrain.models.corpus`,
+``benchmarks/train_diffusion.py`` on the synthetic corpus of :mod:`constrain.diffusion.tiny_corpus`,
 undertrained on purpose so that its unconstrained samples are often, but not always, valid
 (``docs/diffusion.md`` has the numbers).
 
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from constrain.models.corpus import Record
-from constrain.vocab import Vocabulary
+from constrain.diffusion.tiny_corpus import Record
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = [
     "EOS_ID",
@@ -51,7 +51,7 @@ EOS_ID = 256
 MASK_ID = 257
 """The mask token (a special id: never a text token)."""
 WEIGHTS = "tiny_diffusion.safetensors"
-"""The shipped weights, package data of :mod:`constrain.models`."""
+"""The shipped weights, package data of :mod:`constrain.diffusion.tiny_model`."""
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,7 @@ def load_tiny_diffusion(path: str | os.PathLike[str] | None = None) -> TinyDiffu
     from safetensors import safe_open
 
     if path is None:
-        ref = importlib.resources.files("constrain.models").joinpath(WEIGHTS)
+        ref = importlib.resources.files("constrain.diffusion").joinpath(WEIGHTS)
         with importlib.resources.as_file(ref) as file:
             return load_tiny_diffusion(file)
     with safe_open(os.fspath(path), framework="pt") as f:

@@ -48,7 +48,7 @@ from constrain.decoding.autoregressive import DecodeResult, DecodingSession, dec
 from constrain.matcher import Matcher
 from constrain.sampling.base import Sample, Sampler
 from constrain.sampling.masked import MaskedSampler
-from constrain.vocab import Vocabulary
+from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["DCCD", "DCCDResult", "DCCDTemplate", "Draft", "DraftInfo"]
 

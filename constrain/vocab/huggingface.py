@@ -21,13 +21,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from constrain.errors import VocabularyError
-from constrain.vocab import Vocabulary, _read_npz, _write_npz, vocab_cache_dir
 
 _KEY_TAG = b"constrain.vocab.hf/1\x00"
 _RAW_DECODERS = {"ByteFallback", "Fuse", "Strip", "Replace", "Sequence"}
@@ -252,7 +250,8 @@ def token_csr(
     return np.cumsum(lengths), data
 
 
-def _as_ids(value: Any) -> set[int]:
+def as_token_ids(value: Any) -> set[int]:
+    """Return a tokenizer attribute holding token ids (None, an int or a list) as a set."""
     if value is None:
         return set()
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -262,7 +261,7 @@ def _as_ids(value: Any) -> set[int]:
 
 def hf_special_ids(tokenizer: Any) -> set[int]:
     """Return the special ids a transformers tokenizer declares on top of its backend."""
-    out = _as_ids(getattr(tokenizer, "all_special_ids", None))
+    out = as_token_ids(getattr(tokenizer, "all_special_ids", None))
     decoder = getattr(tokenizer, "added_tokens_decoder", None)
     if isinstance(decoder, dict):
         out |= {int(i) for i, t in decoder.items() if getattr(t, "special", False)}
@@ -271,31 +270,4 @@ def hf_special_ids(tokenizer: Any) -> set[int]:
 
 def hf_eos_ids(tokenizer: Any) -> set[int]:
     """Return the tokenizer's ``eos_token_id`` (an int or a list) as a set."""
-    return _as_ids(getattr(tokenizer, "eos_token_id", None))
-
-
-def cache_read(key: str) -> Vocabulary | None:
-    """Return the cached base vocabulary for ``key``, or None (missing, corrupt, other version)."""
-    path = vocab_cache_dir() / f"{key}.npz"
-    if not path.is_file():
-        return None
-    try:
-        vocab, stored = _read_npz(path)
-    except VocabularyError:
-        return None  # corrupt or other version: rebuilt and overwritten by the caller
-    return vocab if stored == key else None
-
-
-def cache_write(vocab: Vocabulary, key: str) -> None:
-    """Store ``vocab`` under ``key``; warn (do not fail) when the folder is not writable."""
-    arrays = vocab._arrays()
-    arrays["cache_key"] = np.array(key)
-    try:
-        _write_npz(vocab_cache_dir() / f"{key}.npz", arrays)
-    except OSError as err:
-        warnings.warn(
-            f"cannot write the vocabulary cache in {vocab_cache_dir()} ({err}); set "
-            "CONSTRAIN_CACHE_DIR to a writable folder",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    return as_token_ids(getattr(tokenizer, "eos_token_id", None))
