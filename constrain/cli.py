@@ -46,7 +46,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from constrain.errors import ConstrainError, JsonSchemaError, caret_context
+from constrain.errors import CliError, ConstrainError, JsonSchemaError, caret_context
 from constrain.ir import Grammar
 
 if TYPE_CHECKING:
@@ -71,10 +71,6 @@ SPINNER_DELAY_S = 0.5
 def _eprint(*parts: Any) -> None:
     """Print to standard error."""
     print(*parts, file=sys.stderr)
-
-
-class CliError(Exception):
-    """A user error the command line reports on one line (exit status 1)."""
 
 
 # -- progress ----------------------------------------------------------------------------------

@@ -8,11 +8,18 @@ user-input errors::
     |   +-- RegexError                                  offset + caret context
     |   +-- JsonSchemaError                             .pointer, e.g. "#/properties/age/pattern"
     |   +-- LarkGrammarError                            line/column
+    |   +-- EmptyTerminalError                          .names (terminals with no string)
     +-- VocabularyError(ConstrainError, ValueError)
+    +-- SavedFileError(ConstrainError, ValueError)      .path: a damaged or foreign saved file
     +-- CompileLimitError(ConstrainError)               .limit, .value
+    +-- NotRegularError(ConstrainError, TypeError)      .rule (diffusion's token-level DFA)
     +-- MatcherStateError(ConstrainError, RuntimeError) API misuse
+    +-- SamplerError(ConstrainError, ValueError)        a sampler's inputs or options
+    +-- ModelNotFoundError(ConstrainError, FileNotFoundError)
     +-- IncompleteOutputError(ConstrainError)           .partial_text
     +-- OutputValidationError(ConstrainError)           .text (a bug: never expected)
+    +-- InternalError(ConstrainError, RuntimeError)     an invariant broke (a bug: never expected)
+    CliError(ConstrainError)                            a command-line user error (exit status 1)
 
 A rejected token is data (``Matcher.accept_token`` returns ``False``), never an exception.
 """
@@ -20,15 +27,22 @@ A rejected token is data (``Matcher.accept_token`` returns ``False``), never an 
 from __future__ import annotations
 
 __all__ = [
+    "CliError",
     "CompileLimitError",
     "ConstrainError",
+    "EmptyTerminalError",
     "GrammarError",
     "IncompleteOutputError",
+    "InternalError",
     "JsonSchemaError",
     "LarkGrammarError",
     "MatcherStateError",
+    "ModelNotFoundError",
+    "NotRegularError",
     "OutputValidationError",
     "RegexError",
+    "SamplerError",
+    "SavedFileError",
     "VocabularyError",
     "caret_context",
 ]
@@ -156,8 +170,37 @@ class LarkGrammarError(GrammarError):
         super().__init__(f"{message}\n{context}" if context else message, location=location)
 
 
+class EmptyTerminalError(GrammarError):
+    """Some terminals match no string at all; ``names`` lists them.
+
+    The compiler drops them (a rule alternative that needs one derives nothing) and compiles
+    again; a grammar left with no sentence is then the usual "accepts no string" error.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        listed = ", ".join(repr(n) for n in names)
+        super().__init__(f"terminal {listed} matches no string at all (empty language)")
+
+
 class VocabularyError(ConstrainError, ValueError):
     """A tokenizer or vocabulary cannot be turned into token bytes."""
+
+
+class SavedFileError(ConstrainError, ValueError):
+    """A saved file (a compiled grammar) is damaged, of another format version, or not one.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    problem : str
+        What is wrong with it, and how to proceed.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: {problem}")
 
 
 class CompileLimitError(ConstrainError):
@@ -185,8 +228,34 @@ class CompileLimitError(ConstrainError):
         super().__init__(msg)
 
 
+class NotRegularError(ConstrainError, TypeError):
+    """The grammar is context-free but not regular, so it has no token-level DFA.
+
+    Raised by :func:`grammar_regex` and :meth:`TokenDfa.from_compiled`; ``rule`` names the rule
+    whose recursion is self-embedding (such as balanced brackets).
+    """
+
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+        super().__init__(
+            f"the grammar is not regular: rule {rule!r} is recursive with material on both "
+            "sides of the recursion (self-embedding, e.g. nested brackets), so DINGO's "
+            "token-level DFA does not exist; for a context-free grammar use "
+            "constrain.decoding.diffusion.lave_step (LAVE) or InfillChecker (infilling), or "
+            "bound the nesting and write the constraint as a regex"
+        )
+
+
 class MatcherStateError(ConstrainError, RuntimeError):
     """The matcher API was misused (e.g. rolling back more tokens than were accepted)."""
+
+
+class SamplerError(ConstrainError, ValueError):
+    """A sampler got inputs or options it cannot work with (a potential's score, a key)."""
+
+
+class ModelNotFoundError(ConstrainError, FileNotFoundError):
+    """The requested model (or the default model's package) is not installed."""
 
 
 class IncompleteOutputError(ConstrainError):
@@ -223,3 +292,15 @@ class OutputValidationError(ConstrainError):
     def __init__(self, message: str, text: str) -> None:
         super().__init__(f"{message} (this is a bug in constrain; please report it)")
         self.text = text
+
+
+class InternalError(ConstrainError, RuntimeError):
+    """An invariant of constrain broke (a bug in constrain; please report it with the grammar).
+
+    Raised where the engine checks itself: a sampler finding no allowed token where the grammar
+    promised a continuation or an end, or a grammar rejecting a block it built.
+    """
+
+
+class CliError(ConstrainError):
+    """A user error the command line reports on one line (exit status 1)."""

@@ -18,7 +18,7 @@ import numpy as np
 from constrain._types import ByteArray, Int32Array, UInt64Array
 from constrain.automata.dfa import NfaBuilder, nullable, walk_bytes
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
-from constrain.errors import GrammarError
+from constrain.errors import EmptyTerminalError, GrammarError
 from constrain.ir import Regex
 from constrain.kernels.numba_dfa import (
     bounded_classes_kernel,
@@ -28,19 +28,6 @@ from constrain.kernels.numba_dfa import (
 )
 
 __all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
-
-
-class EmptyTerminalError(GrammarError):
-    """Some terminals match no string at all; ``names`` lists them.
-
-    The compiler drops them (a rule alternative that needs one derives nothing) and compiles
-    again; a grammar left with no sentence is then the usual "accepts no string" error.
-    """
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        listed = ", ".join(repr(n) for n in names)
-        super().__init__(f"terminal {listed} matches no string at all (empty language)")
 
 
 _NFA_STATES_PER_DFA_STATE = 4

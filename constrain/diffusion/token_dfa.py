@@ -26,30 +26,12 @@ import numpy as np
 from constrain._types import BoolArray, Int32Array
 from constrain.automata.dfa import Dfa, build_dfa
 from constrain.compiler import CompiledGrammar
-from constrain.errors import CompileLimitError, ConstrainError
+from constrain.errors import CompileLimitError, NotRegularError
 from constrain.ir import EMPTY, Alt, Concat, Grammar, Regex, Repeat
 from constrain.kernels.numba_diffusion import token_row_kernel
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["NotRegularError", "TokenDfa", "grammar_regex"]
-
-
-class NotRegularError(ConstrainError, TypeError):
-    """The grammar is context-free but not regular, so it has no token-level DFA.
-
-    Raised by :func:`grammar_regex` and :meth:`TokenDfa.from_compiled`; ``rule`` names the rule
-    whose recursion is self-embedding (such as balanced brackets).
-    """
-
-    def __init__(self, rule: str) -> None:
-        self.rule = rule
-        super().__init__(
-            f"the grammar is not regular: rule {rule!r} is recursive with material on both "
-            "sides of the recursion (self-embedding, e.g. nested brackets), so DINGO's "
-            "token-level DFA does not exist; for a context-free grammar use "
-            "constrain.decoding.diffusion.lave_step (LAVE) or InfillChecker (infilling), or "
-            "bound the nesting and write the constraint as a regex"
-        )
 
 
 # --------------------------------------------------------------------------------------------

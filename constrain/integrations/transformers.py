@@ -30,7 +30,7 @@ import torch
 
 from constrain.bitmask import BitmaskApplier, allocate_token_bitmask
 from constrain.compiler import CompiledGrammar, Compiler
-from constrain.errors import ConstrainError, MatcherStateError
+from constrain.errors import ConstrainError, MatcherStateError, ModelNotFoundError
 from constrain.kernels.numba_head import skinny_linear_kernel
 from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.vocab.huggingface import as_token_ids
@@ -90,10 +90,6 @@ def encode_prompt_ids(
             raise ValueError("system= needs the chat template (chat=True)")
         ids = tokenizer(prompt)["input_ids"]
     return [int(i) for i in ids]
-
-
-class ModelNotFoundError(ConstrainError, FileNotFoundError):
-    """The requested model (or the default model's package) is not installed."""
 
 
 # -- locating and converting the default model --------------------------------------------------
