@@ -33,7 +33,7 @@ from constrain.ir import (
     Repeat,
     Rule,
     Terminal,
-    _non_empty,
+    non_empty,
     matches_empty,
     regex_to_pattern,
 )
@@ -309,7 +309,7 @@ NULLABLE = [
 @pytest.mark.parametrize("node", NULLABLE + [NUM7, WORD, Complement(EMPTY)])
 def test_matches_empty_and_non_empty_are_exact(node: Regex) -> None:
     assert matches_empty(node) == lang(node, "") == dfa_of(node).matches_empty()
-    rest = _non_empty(node)
+    rest = non_empty(node)
     samples = strings("ab0x7", 3)
     if rest is None:
         assert all(not lang(node, s) for s in samples if s)
@@ -320,7 +320,7 @@ def test_matches_empty_and_non_empty_are_exact(node: Regex) -> None:
 
 
 def test_non_empty_of_automaton_that_only_matches_empty() -> None:
-    assert _non_empty(Automaton(2, ((1, CharSet.chars("a"), 0),), 0, frozenset({0}))) is None
+    assert non_empty(Automaton(2, ((1, CharSet.chars("a"), 0),), 0, frozenset({0}))) is None
 
 
 def test_invalid_automaton_is_a_grammar_error() -> None:
@@ -415,7 +415,7 @@ def test_lexer_with_boolean_terminals() -> None:
     terms = [("NUM", NUM7), ("WORD", WORD), ("OTHER", Complement(Alt((ANYTHING,))))]
     with pytest.raises(GrammarError, match="OTHER"):
         build_lexer(terms)
-    even_binary = _non_empty(mod_automaton(2, 2))
+    even_binary = non_empty(mod_automaton(2, 2))
     assert even_binary is not None
     lexer = build_lexer(terms[:2] + [("SEVEN", Literal("7")), ("BIN", even_binary)])
     for text, accepted in [
