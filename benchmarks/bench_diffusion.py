@@ -24,7 +24,8 @@ DINGO needs a regular constraint: on the arithmetic grammar (nested parentheses)
     python benchmarks/bench_diffusion.py                     # 20 samples per task and method
     python benchmarks/bench_diffusion.py --samples 5 --methods none,lave [--threads 1]
 
-Writes ``benchmarks/results/diffusion-<UTC>.json`` and prints a markdown table.
+Writes ``benchmarks/results/diffusion.json`` (``diffusion-block<B>.json`` with ``--block-size B``),
+overwritten, and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -37,14 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from common import machine, result_path, shown, write_result
 
 from constrain import Compiler
 from constrain.decoding import NotRegularError, diffusion_decode
 from constrain.models.corpus import TASKS, is_valid
 from constrain.models.tiny_diffusion import TinyDiffusionLM, load_tiny_diffusion
 from constrain.output import output_type
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class ReferenceForward:
@@ -161,12 +161,11 @@ def main(argv: list[str] | None = None) -> int:
             row["constraint_vs_forward"] = row["constraint_ms"] / row["forward_ms"]
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "examples"}), flush=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = args.out or RESULTS / f"diffusion-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    name = "diffusion" if args.block_size is None else f"diffusion-block{args.block_size}"
+    out = args.out or result_path(name)
     settings = {k: v for k, v in vars(args).items() if k not in ("out", "weights")}
-    record = {"settings": settings, "model": model.info, "reference_forward_ms": ref_all}
-    out.write_text(json.dumps({**record, "rows": rows}, indent=1))
+    record = {"machine": machine(), "settings": settings, "model": model.info}
+    write_result(out, {**record, "reference_forward_ms": ref_all, "rows": rows})
     refs = ", ".join(f"{r:.1f}" for r in ref_all)
     print(f"\nreference forward (SmolLM2-135M, one decoding step, per task): {refs} ms")
     print(
@@ -182,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['constraint_ms']:.2f} | {r['constraint_vs_reference']:.1%} | "
             f"{r['constraint_vs_forward']:.1f}x |"
         )
-    print(f"\nwritten to {out}")
+    print(f"\nwritten to {shown(out)}")
     return 0
 
 

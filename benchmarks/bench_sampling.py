@@ -28,7 +28,8 @@ token (mean, p50, p99, max) against the vocabulary size (49152 for the default m
 its time per token against ``masked-sample``'s.
 
 Sampled methods use the seed ``--seed`` + the example index. Results go to
-``benchmarks/results/sampling-<UTC>.json``.
+``benchmarks/results/sampling.json`` (``sampling-<whitespace>.json`` with a ``--whitespace``
+other than ``compact``), overwritten.
 
     python benchmarks/bench_sampling.py                   # all methods, all 54 examples
     python benchmarks/bench_sampling.py --quick           # 3 examples, smoke run
@@ -42,21 +43,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from common import ROOT, args_record, machine, result_path, shown, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data" / "extraction.jsonl"
 SCHEMA = ROOT / "benchmarks" / "data" / "extraction.schema.json"
-RESULTS = ROOT / "benchmarks" / "results"
 ALL_METHODS = ("masked", "dccd", "smc", "awrs", "masked-sample")
 ROLES = "engineer, teacher, doctor, nurse, student, chef, driver, artist, farmer, manager"
 INSTRUCTION = (
@@ -459,25 +457,21 @@ def main(argv: list[str] | None = None) -> int:
             f"fallbacks {c['fallbacks']}"
             + (f"; time per token {ratio:.2f}x masked-sample's" if ratio else "")
         )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or RESULTS / f"sampling-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    name = "sampling" if args.whitespace == "compact" else f"sampling-{args.whitespace}"
+    out = args.out or result_path(name)
     meta = {
-        "created": stamp,
+        **machine(),
         "model": bench.model.name,
         "device": str(bench.model.device),
         "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
         "examples": len(examples),
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": args_record(args),
         "model_load_seconds": bench.load_seconds,
         "schema_compile_seconds": bench.compile_seconds,
         "instruction": INSTRUCTION,
     }
-    out.write_text(json.dumps({"meta": meta, "methods": per_method}, indent=1, default=str))
-    print(f"results: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    write_result(out, {"meta": meta, "methods": per_method})
+    print(f"results: {shown(out)}")
     return 0
 
 

@@ -27,7 +27,7 @@ exact, so they must; a mismatch is reported, not hidden). The forced-token share
 where the grammar allows exactly one token (the public MaskBench data puts it at 13-15% of JSON
 tokens), next to the share jump-forward supplied (accepted grammar drafts / output tokens).
 
-Results go to ``benchmarks/results/speculative-<UTC>.json``.
+Results go to ``benchmarks/results/speculative.json`` (overwritten; ``--out`` elsewhere).
 
     python benchmarks/bench_speculative.py                 # 30 examples, all configurations
     python benchmarks/bench_speculative.py --limit 54 --threads 1 --max-draft 8
@@ -38,11 +38,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_sampling import DATA, INSTRUCTION, ROLES, SCHEMA  # noqa: E402
+from common import machine, result_path, shown, write_result  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results"
 CONFIGS: dict[str, Any] = {
     "plain": None,
     "jump_forward": "grammar",
@@ -206,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         summary[c] = entry
     plain_tps = summary["plain"]["tokens_per_second"]
     for c in configs:
-        summary[c]["speedup_total"] = summary[c]["tokens_per_second"] / plain_tps
+        # 0 when no plain output completed (e.g. a --max-tokens too small for the schema)
+        summary[c]["speedup_total"] = (
+            summary[c]["tokens_per_second"] / plain_tps if plain_tps else 0.0
+        )
     forced, total = forced_share(
         model, compiled, [r["plain"]["ids"] for r in rows if r["plain"]["ids"] is not None]
     )
@@ -233,12 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     if "all" in summary and summary["all"].get("jump_forward_share") is not None:
         print(f"jump-forward share (all): {summary['all']['jump_forward_share']:.1%}")
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_path = args.out or RESULTS / f"speculative-{stamp}.json"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path = args.out or result_path("speculative")
     record = {
-        "date": stamp,
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "threads": args.threads,
         "model": model.name,
         "load_seconds": load_seconds,
@@ -254,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows
         ],
     }
-    out_path.write_text(json.dumps(record, indent=1))
-    print(f"results: {out_path.relative_to(ROOT) if out_path.is_relative_to(ROOT) else out_path}")
+    write_result(out_path, record)
+    print(f"results: {shown(out_path)}")
     return 0
 
 

@@ -17,7 +17,7 @@ Printed per configuration: requests/s and output tokens/s over the ``generate`` 
 excluded), the share of outputs that parse as JSON and validate against their schema
 (``jsonschema``, formats not checked), and finish reasons; for constrain also the compile latency
 of each new schema (grammar + compile for the model's vocabulary, then + first mask), p50/p99.
-Raw results go to ``benchmarks/results/vllm-<UTC timestamp>.json``.
+Results go to ``benchmarks/results/vllm.json`` (overwritten; ``--out`` elsewhere).
 
 Sampling is seeded per engine (``LLM(seed=0)``), not per request: on vLLM 0.32's CPU build a
 per-request ``seed`` kills the engine once a prompt is prefilled in chunks (``RuntimeError: CPU
@@ -40,12 +40,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = ROOT / "benchmarks" / "results"
+from common import data_file, machine, result_path, shown, write_result
+
 CONFIGS = ("unconstrained", "constrain", "xgrammar", "guidance")
 PROMPT = "Here is a JSON Schema:\n{schema}\nA JSON value valid under this schema:\n"
 SCHEMA_CHARS = 1200  # the schema text in the prompt is cut here (the constraint is not)
@@ -56,15 +55,6 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 # a numba cache of its own (the main .venv has another numba version: a shared cache would be
 # invalidated at every switch and every vLLM worker would recompile constrain's kernels)
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(sys.prefix) / "numba-cache"))
-
-
-def _data_file() -> Path:
-    base = os.environ.get("CONSTRAIN_DATA")
-    for folder in ([Path(base)] if base else []) + [ROOT.parent / "shared" / "data"]:
-        path = folder / "maskbench-dev.jsonl.gz"
-        if path.is_file():
-            return path
-    raise SystemExit("maskbench-dev.jsonl.gz not found (set CONSTRAIN_DATA)")
 
 
 def _engine_args(max_tokens: int, num: int) -> dict[str, Any]:
@@ -89,7 +79,8 @@ def select_schemas(num: int, seed: int) -> tuple[list[dict[str, Any]], dict[str,
 
     from constrain.integrations.vllm import _check_spec, parse_request, request_args
 
-    rows = [json.loads(line) for line in gzip.open(_data_file(), "rt", encoding="utf-8")]
+    path = data_file("maskbench-dev.jsonl.gz")
+    rows = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
     random.Random(seed).shuffle(rows)
     chosen: list[dict[str, Any]] = []
     skipped = {"any": 0, "constrain": 0, "xgrammar": 0, "guidance": 0, "jsonschema": 0}
@@ -400,27 +391,24 @@ def main() -> None:
             f"at first): mean {sum(steps) / len(steps) * 1e3:.2f} ms, p50 "
             f"{_pct(steps, 50) * 1e3:.2f} ms, max {max(steps) * 1e3:.1f} ms"
         )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or RESULTS_DIR / f"vllm-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "bench_vllm",
-                "vllm": _vllm_version(),
-                "num_requests": len(requests),
-                "max_tokens": args.max_tokens,
-                "seed": args.seed,
-                "skipped": skipped,
-                "schema_ids": [r["id"] for r in requests],
-                "results": results,
-                "constrain_compile": latency,
-                "constrain_mask_replay": replay,
-            },
-            indent=1,
-        )
+    out = args.out or result_path("vllm")
+    write_result(
+        out,
+        {
+            "benchmark": "bench_vllm",
+            "machine": machine(("constrain-llm", "torch", "transformers")),
+            "vllm": _vllm_version(),
+            "num_requests": len(requests),
+            "max_tokens": args.max_tokens,
+            "seed": args.seed,
+            "skipped": skipped,
+            "schema_ids": [r["id"] for r in requests],
+            "results": results,
+            "constrain_compile": latency,
+            "constrain_mask_replay": replay,
+        },
     )
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    print(f"wrote {shown(out)}")
 
 
 def _vllm_version() -> str:

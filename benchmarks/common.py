@@ -120,6 +120,20 @@ def git_commit() -> str | None:
     return proc.stdout.strip()
 
 
+def git_dirty() -> bool | None:
+    """Whether tracked files differ from ``HEAD`` (the commit alone does not name the code)."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return bool(proc.stdout.strip())
+
+
 def dist_version(name: str) -> str | None:
     """The installed version of a distribution, or ``None``."""
     try:
@@ -142,6 +156,7 @@ def machine(versions: Iterable[str] = VERSIONS) -> dict[str, Any]:
         "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "git_commit": git_commit(),
+        "git_dirty": git_dirty(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": cpu_model(),

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from common import MissingPeerError, import_peer
+
+__all__ = ["ENGINES", "Engine", "GrammarSpec", "MatcherHandle", "MissingPeerError"]
 
 GrammarKind = Literal["regex", "json", "lark", "json_schema"]
-
-INSTALL_HINT = "install the benchmark peers with `make bench` or `pip install -e '.[bench]'`"
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,6 @@ class MatcherHandle:
     fill: Callable[[], object]
     accept: Callable[[int], bool]
     is_accepting: Callable[[], bool]
-
-
-class MissingPeerError(RuntimeError):
-    """A peer engine package is not installed (an error of the run, not a skip)."""
 
 
 class UnavailableError(RuntimeError):
@@ -106,14 +103,10 @@ class LLGuidanceEngine(Engine):
 
     def __init__(self) -> None:
         super().__init__()
-        try:
-            import llguidance
-            import llguidance.hf
-            import llguidance.torch
-        except ImportError as exc:
-            raise MissingPeerError(f"llguidance is not installed ({exc}); {INSTALL_HINT}") from exc
+        llguidance = import_peer("llguidance")
+        import_peer("llguidance.hf")
         self._llg = llguidance
-        self._fill = llguidance.torch.fill_next_token_bitmask
+        self._fill = import_peer("llguidance.torch").fill_next_token_bitmask
         self.version = importlib.metadata.version("llguidance")
         self._tokenizer: Any = None
 
@@ -166,11 +159,7 @@ class XGrammarEngine(Engine):
 
     def __init__(self) -> None:
         super().__init__()
-        try:
-            import xgrammar
-        except ImportError as exc:
-            raise MissingPeerError(f"xgrammar is not installed ({exc}); {INSTALL_HINT}") from exc
-        self._xgr = xgrammar
+        self._xgr = import_peer("xgrammar")
         self.version = importlib.metadata.version("xgrammar")
         self._info: Any = None
 

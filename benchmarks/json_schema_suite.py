@@ -22,15 +22,17 @@ every token is accepted and the matcher is then accepting. Each case gets one st
 ``tests/conformance/test_json_schema_suite.py`` is the ratchet over these statuses; the CLI
 prints the tables and rewrites the committed baseline::
 
-    .venv/bin/python benchmarks/json_schema_suite.py                   # tables only
+    .venv/bin/python benchmarks/json_schema_suite.py                   # tables, results file
     .venv/bin/python benchmarks/json_schema_suite.py --update-baseline # rewrite the baseline
+
+The status counts per set and per file go to ``benchmarks/results/json-schema-suite.json``
+(overwritten; ``--out`` elsewhere).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -40,7 +42,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
-ROOT = Path(__file__).resolve().parents[1]
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by path from tests/conformance
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, data_dir, machine, result_path, shown, write_result  # noqa: E402
+
 BASELINE = ROOT / "tests" / "conformance" / "json_schema_suite_baseline.json"
 SUITE_DIR = "json-schema-test-suite/tests"
 
@@ -79,13 +84,7 @@ def find_data_dir() -> Path | None:
     Path or None
         The first candidate that is a directory (the lookup of ``tests/conftest.py``).
     """
-    env = os.environ.get("CONSTRAIN_DATA")
-    candidates = [Path(env)] if env else []
-    candidates.append(ROOT.parent / "shared" / "data")
-    for cand in candidates:
-        if cand.is_dir():
-            return cand
-    return None
+    return data_dir()
 
 
 @dataclass(frozen=True)
@@ -463,6 +462,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--update-baseline", action="store_true", help=f"rewrite {BASELINE}")
     parser.add_argument("--no-files", action="store_true", help="omit the per-file table")
     parser.add_argument("--show", default="", help="comma list of statuses whose cases to list")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=result_path("json-schema-suite"),
+        help="status counts per set and file (default benchmarks/results/json-schema-suite.json)",
+    )
     args = parser.parse_args(argv)
     names = [s for s in args.sets.split(",") if s]
     unknown = sorted(set(names) - set(SETS))
@@ -495,6 +500,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\n{len(statuses)} cases, {len(runner.cache)} schemas compiled; {elapsed:.1f} s "
         f"(setup {t_setup:.1f} s, compile {runner.compile_s:.1f} s, match {runner.match_s:.1f} s)"
     )
+    counts = {"sets": count_by_set(statuses), "files": count_by_file(statuses)}
+    record = {"machine": machine(), "options": SCHEMA_OPTIONS, "n_cases": len(statuses)}
+    record |= {key: {k: dict(c) for k, c in table.items()} for key, table in counts.items()}
+    print(f"wrote {shown(write_result(args.out, record))}")
     if args.update_baseline:
         write_baseline(statuses, details)
         print(f"wrote {BASELINE.relative_to(ROOT)}")

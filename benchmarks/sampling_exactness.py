@@ -45,7 +45,7 @@ the target is the finite-particle bias, and the SMC rows are also compared with 
 proposal's heavier-tailed weights put its own expected output farther from the target at a
 given particle count).
 
-Results go to ``benchmarks/results/sampling-exactness-<UTC>.json`` (machine, versions, seeds,
+Results go to ``benchmarks/results/sampling-exactness.json``, overwritten (machine, versions, seeds,
 choices, exact target and masked distribution per string with their path counts, each method's
 empirical and weighted distributions).
 
@@ -65,25 +65,20 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
-import os
-import platform
 import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from common import args_record, machine, result_path, shown, write_result
 
 from constrain.testing import empirical, kl_divergence, total_variation
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 ALL_METHODS = ("masked", "awrs", "asap", "smc-awrs", "smc-masked")
 PROMPT = "Name an animal."
 # Common and rare animals; several long names that the tokenizer splits in many ways.
@@ -753,25 +748,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(exact, per_method, references)
     print(f"\nwall time {wall:.0f} s (tree {tree['seconds']:.0f} s)")
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or RESULTS / f"sampling-exactness-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    import transformers
-
+    out = args.out or result_path("sampling-exactness")
     meta = {
-        "created": stamp,
+        **machine(),
         "model": model.name,
         "device": str(model.device),
         "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "processor": platform.processor() or platform.machine(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "numpy": np.__version__,
-        "constrain": getattr(constrain, "__version__", None),
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": args_record(args),
         "seeds": seeds,
         "noise_draws": NOISE_DRAWS,
         "max_tokens": MAX_TOKENS,
@@ -799,8 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "methods": per_method,
         "smc_reference": {str(k): v for k, v in references.items()},
     }
-    out.write_text(json.dumps(payload, indent=1, default=str))
-    print(f"results: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    write_result(out, payload)
+    print(f"results: {shown(out)}")
     return 0
 
 

@@ -11,17 +11,15 @@ import gzip
 import importlib.util
 import json
 import multiprocessing
-import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import ROOT, data_file, log
 from engines import ENGINES, Engine, GrammarSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = ROOT / "benchmarks" / "data"
 REGEX_SUITE = DATA_DIR / "regex_suite.json"
 SCHEMA_SELECTION = DATA_DIR / "maskbench_schemas.json"
@@ -32,10 +30,6 @@ EOS_TOKEN = "<|eot_id|>"
 NUM_JSON_DOCS = 200
 NUM_SCHEMAS = 100
 SELECT_COMPILE_CAP_S = 5.0  # per peer, when choosing the schema selection
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -55,22 +49,8 @@ class Workload:
     error: str | None = None
 
 
-def data_dir() -> Path | None:
-    """The shared data folder: ``$CONSTRAIN_DATA``, else ``../shared/data`` from the root."""
-    env = os.environ.get("CONSTRAIN_DATA")
-    for cand in [Path(env)] if env else [ROOT.parent / "shared" / "data"]:
-        if cand.is_dir():
-            return cand
-    return None
-
-
 def maskbench_rows() -> list[dict[str, Any]]:
-    found = data_dir()
-    if found is None or not (found / MASKBENCH_FILE).is_file():
-        raise FileNotFoundError(
-            f"{MASKBENCH_FILE} not found: set CONSTRAIN_DATA or provide ../shared/data"
-        )
-    with gzip.open(found / MASKBENCH_FILE, "rt", encoding="utf-8") as fh:
+    with gzip.open(data_file(MASKBENCH_FILE), "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh]
 
 
