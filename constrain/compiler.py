@@ -26,7 +26,7 @@ import numpy as np
 from constrain._version import __version__
 from constrain.automata.lexer import EmptyTerminalError, LexerDfa, build_lexer
 from constrain.automata.pda import ParserTables, build_parser_tables
-from constrain.errors import ConstrainError
+from constrain.errors import SavedFileError
 from constrain.ir import Grammar
 from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
@@ -238,23 +238,25 @@ class CompiledGrammar:
 
         Raises
         ------
-        ConstrainError
-            If the file has another format version or was compiled for another vocabulary.
+        SavedFileError
+            If the file is not a compiled grammar, has another format version or was compiled
+            for another vocabulary.
         """
         with np.load(path, allow_pickle=False) as data:
             try:
                 header = json.loads(str(data["header"]))
             except KeyError as err:
-                raise ConstrainError(f"{path} is not a constrain compiled grammar") from err
+                raise SavedFileError(path, "not a constrain compiled grammar") from err
             version = header.get("format_version")
             if version != FORMAT_VERSION:
-                raise ConstrainError(
-                    f"{path} has compiled-grammar format {version}, this constrain "
-                    f"({__version__}) reads format {FORMAT_VERSION}; recompile the grammar"
+                raise SavedFileError(
+                    path,
+                    f"compiled-grammar format {version}, this constrain ({__version__}) reads "
+                    f"format {FORMAT_VERSION}; recompile the grammar",
                 )
             if header["vocab_fingerprint"] != vocab.fingerprint:
-                raise ConstrainError(
-                    f"{path} was compiled for another vocabulary; compile it for this tokenizer"
+                raise SavedFileError(
+                    path, "compiled for another vocabulary; compile it for this tokenizer"
                 )
             lexer = _dataclass_from(LexerDfa, data, "lexer", header["lexer"])
             parser = _dataclass_from(ParserTables, data, "parser", header["parser"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 import constrain
 from constrain import Compiler, Grammar, Matcher, MatcherStateError
+from constrain.errors import SavedFileError
 from constrain.testing import byte_vocabulary, tiny_vocabulary
 
 
@@ -270,8 +272,27 @@ def test_save_load_roundtrip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     for chunk in [b"[", b"1", b",", b'"x"', b"]"]:
         assert _mask(a) == _mask(b)
         assert a.accept_bytes(chunk) and b.accept_bytes(chunk)
-    with pytest.raises(constrain.ConstrainError):
+    with pytest.raises(SavedFileError, match="compiled for another vocabulary"):
         constrain.CompiledGrammar.load(path, byte_vocabulary())
+
+
+def test_load_rejects_foreign_and_other_format_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    vocab = tiny_vocabulary()
+    foreign = tmp_path / "foreign.npz"
+    np.savez(foreign, x=np.zeros(1))
+    with pytest.raises(SavedFileError, match="not a constrain compiled grammar") as info:
+        constrain.CompiledGrammar.load(foreign, vocab)
+    assert info.value.path == str(foreign)
+    path = tmp_path / "json.npz"
+    _compile(vocab, Grammar.builtin("json")).save(path)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = dict(data)
+    header = json.loads(str(arrays["header"]))
+    header["format_version"] = -1
+    arrays["header"] = np.array(json.dumps(header))
+    np.savez(path, **arrays)
+    with pytest.raises(SavedFileError, match="compiled-grammar format -1"):
+        constrain.CompiledGrammar.load(path, vocab)
 
 
 def test_compiler_cache_is_bounded() -> None:
