@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from constrain._types import ByteArray, Int32Array, UInt64Array
-from constrain.automata.dfa import NfaBuilder, nullable, walk_bytes
+from constrain.automata.byte_dfa import walk_bytes
+from constrain.automata.nfa import NfaBuilder, nullable
+from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
 from constrain.ir import Regex
@@ -197,7 +199,10 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
                 "into a rule)"
             )
     builder = NfaBuilder(
-        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK, "max_lexer_states", max_states
+        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK,
+        "max_lexer_states",
+        max_states,
+        boolean_fragment,
     )
     start = builder.new_state()
     bounds: list[int] = []

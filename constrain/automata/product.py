@@ -1,14 +1,15 @@
 """Stage 3: intersection and complement of regular languages, by products of byte DFAs.
 
 :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` have no Thompson
-construction, so the NFA builder (:class:`~constrain.automata.dfa.NfaBuilder`) asks this module
-for their DFA and splices it in as a :class:`DfaFragment` (a DFA is an NFA):
+construction, so the NFA builder (:class:`~constrain.automata.nfa.NfaBuilder`) is given
+:func:`boolean_fragment` for their DFA and splices it in as a
+:class:`~constrain.automata.byte_dfa.DfaFragment` (a DFA is an NFA):
 
 - ``Intersect((a, b, ...))`` is the product automaton of the operands' DFAs (each compiled with
-  :func:`~constrain.automata.dfa.build_dfa`, so operands nest freely), folded left to right and
-  minimised after each step but the last; an operand ``Complement(c)`` is folded in as the
-  difference ``... - L(c)`` (the other operands accept valid UTF-8 only, so that is the same
-  language, from one product instead of two);
+  :func:`~constrain.automata.nfa.regex_dfa` and this module's products, so operands nest
+  freely), folded left to right and minimised after each step but the last; an operand
+  ``Complement(c)`` is folded in as the difference ``... - L(c)`` (the other operands accept
+  valid UTF-8 only, so that is the same language, from one product instead of two);
 - ``Complement(a)`` is ``ANY_CHAR* - L(a)``: the product of the DFA of every valid UTF-8 string
   with the DFA of ``a`` completed by a non-accepting sink, accepting where the first accepts and
   the second does not. A complement therefore never accepts invalid UTF-8.
@@ -29,17 +30,24 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 
 from constrain._types import BoolArray, Int32Array, Int64Array
-from constrain.automata.dfa import Dfa, build_dfa, empty_dfa, minimal_dfa
+from constrain.automata.byte_dfa import (
+    Dfa,
+    DfaFragment,
+    dfa_fragment,
+    empty_dfa,
+    minimal_dfa,
+    read_only,
+)
+from constrain.automata.nfa import regex_dfa
 from constrain.errors import CompileLimitError
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
-from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel, range_edges_kernel
+from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel
 
-__all__ = ["DfaFragment", "boolean_dfa", "boolean_fragment", "dfa_fragment", "product_dfa"]
+__all__ = ["boolean_dfa", "boolean_fragment", "product_dfa", "trie_dfa"]
 
 # The cache of compiled intersections and complements: least recently used first, bounded by
 # entries and by the bytes of the arrays it holds.
@@ -55,48 +63,15 @@ def _nbytes(entry: tuple[Dfa, DfaFragment]) -> int:
     return int(dfa.trans.nbytes + frag.table.nbytes + 512)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DfaFragment:
-    """A minimal DFA as NFA material (internal to stage 3): state 0 is its entry.
-
-    Parameters
-    ----------
-    num_states : int
-        Number of states.
-    table : (4, E) int32
-        Byte edges ``src, lo, hi, dst`` over states ``0 .. num_states - 1``.
-    accept_states : (F,) int64
-        The accepting states.
-    """
-
-    num_states: int
-    table: Int32Array
-    accept_states: Int64Array
-
-
-def dfa_fragment(dfa: Dfa) -> DfaFragment:
-    """Return the byte edges of ``dfa``: one edge per state and run of bytes of one class.
-
-    Parameters
-    ----------
-    dfa : Dfa
-        The automaton.
-
-    Returns
-    -------
-    DfaFragment
-        Its states, edges and accepting states.
-    """
-    count = range_edges_kernel(dfa.trans, dfa.byte_class, np.empty((4, 0), np.int32))
-    table = np.empty((4, count), np.int32)
-    range_edges_kernel(dfa.trans, dfa.byte_class, table)
-    return DfaFragment(dfa.num_states, table, np.flatnonzero(dfa.accept))
+def _plain_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
+    """Return the minimal DFA of ``node``, whose intersections and complements come from here."""
+    return regex_dfa(node, max_states=max_states, limit_name=limit_name, boolean=boolean_fragment)
 
 
 @functools.cache
 def _universe() -> Dfa:
     """Return the DFA of every valid UTF-8 string (``ANY_CHAR*``)."""
-    return build_dfa(Repeat(ANY_CHAR, 0, None), max_states=1 << 20, limit_name="max_dfa_states")
+    return _plain_dfa(Repeat(ANY_CHAR, 0, None), 1 << 20, "max_dfa_states")
 
 
 def _trimmed_minimal(
@@ -118,8 +93,7 @@ def _trimmed_minimal(
         accept = accept[live]
     if not minimise:
         dfa = Dfa(byte_class.astype(np.uint8), trans, accept, np.ones(len(accept), np.bool_))
-        for arr in (dfa.byte_class, dfa.trans, dfa.accept, dfa.live):
-            arr.flags.writeable = False
+        read_only(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
         return dfa
     return minimal_dfa(trans, byte_class, accept)
 
@@ -230,8 +204,7 @@ def trie_dfa(words: list[bytes]) -> Dfa:
         np.array(accept, dtype=np.bool_),
         np.ones(len(children), dtype=np.bool_),
     )
-    for arr in (dfa.byte_class, dfa.trans, dfa.accept, dfa.live):
-        arr.flags.writeable = False
+    read_only(dfa.byte_class, dfa.trans, dfa.accept, dfa.live)
     return dfa
 
 
@@ -244,7 +217,7 @@ def _operand_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
     key = (node, max_states, limit_name)
     found = _operands.get(key)
     if found is None:
-        found = build_dfa(node, max_states=max_states, limit_name=limit_name)
+        found = _plain_dfa(node, max_states, limit_name)
         if found.trans.nbytes <= _OPERAND_MAX_BYTES:
             with _cache_lock:
                 while len(_operands) >= _OPERAND_ENTRIES:

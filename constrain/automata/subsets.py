@@ -1,8 +1,8 @@
 """Stage 3: subset construction and minimisation of byte automata (wrappers over the kernels).
 
-:func:`determinize` turns an NFA (:class:`~constrain.automata.dfa.Nfa`) into a partial DFA over
+:func:`determinize` turns an NFA (:class:`~constrain.automata.nfa.Nfa`) into a partial DFA over
 byte classes, :func:`minimize` merges its equivalent states and :func:`compress_classes` merges
-byte classes that no state tells apart. The regex compiler (:mod:`constrain.automata.dfa`) and
+byte classes that no state tells apart. The NFA compiler (:mod:`constrain.automata.nfa`) and
 the lexer (:mod:`constrain.automata.lexer`) share them; the kernels live in
 :mod:`constrain.kernels.numba_dfa`.
 """
@@ -28,7 +28,7 @@ from constrain.kernels.numba_dfa import (
 )
 
 if TYPE_CHECKING:
-    from constrain.automata.dfa import Nfa
+    from constrain.automata.nfa import Nfa
 
 __all__ = ["Subsets", "compress_classes", "determinize", "minimize", "minimize_classes", "nfa_live"]
 

@@ -1,6 +1,6 @@
 """Stage 3: the UTF-8 encoding of code-point ranges as byte-range sequences.
 
-The automaton builder (:mod:`constrain.automata.dfa`) turns every character set into the few
+The NFA builder (:mod:`constrain.automata.nfa`) turns every character set into the few
 byte-range sequences that encode it, as RE2 and Rust's ``utf8-ranges`` do; surrogates, which
 UTF-8 cannot encode, are dropped.
 """

@@ -1,4 +1,4 @@
-"""Unit tests of constrain.automata.dfa and its kernels (constrain.kernels.numba_dfa)."""
+"""Unit tests of constrain.automata.{dfa,nfa,subsets} and their kernels (numba_dfa)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ import numpy as np
 import pytest
 import reference
 
-from constrain.automata.dfa import (
-    NfaBuilder,
-    compile_regex,
-    determinize,
-    minimize,
-    nfa_live,
-    utf8_sequences,
-)
-from constrain.automata.subsets import compress_classes
+from constrain.automata.dfa import compile_regex
+from constrain.automata.nfa import NfaBuilder
+from constrain.automata.subsets import compress_classes, determinize, minimize, nfa_live
+from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import CompileLimitError
 from constrain.frontends.regex import parse_regex
 from constrain.ir import EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Regex, Repeat
@@ -397,26 +392,26 @@ def test_shared_fragments_build_the_same_automaton(
 ) -> None:
     """Repeats and alternations placed from the process-wide copies (cold and warm cache) give
     the same minimal DFA as building every piece in place."""
-    import constrain.automata.dfa as dfa_module
+    import constrain.automata.nfa as nfa_module
 
-    monkeypatch.setattr(dfa_module, "_SHARED_TEMPLATES", {})
+    monkeypatch.setattr(nfa_module, "_SHARED_TEMPLATES", {})
     cold = as_lists(dfa_of(pattern))
-    assert dfa_module._SHARED_TEMPLATES, "no piece was shared"
+    assert nfa_module._SHARED_TEMPLATES, "no piece was shared"
     warm = as_lists(dfa_of(pattern))
-    monkeypatch.setattr(dfa_module, "_SHARED_MAX_STATES", 0)
-    monkeypatch.setattr(dfa_module, "_SHARED_TEMPLATES", {})
+    monkeypatch.setattr(nfa_module, "_SHARED_MAX_STATES", 0)
+    monkeypatch.setattr(nfa_module, "_SHARED_TEMPLATES", {})
     in_place = as_lists(dfa_of(pattern))
-    assert not dfa_module._SHARED_TEMPLATES
+    assert not nfa_module._SHARED_TEMPLATES
     assert cold == warm == in_place
 
 
 def test_shared_fragments_keep_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """A piece cached under a generous limit is still counted against a smaller one, and the
     cache stays bounded."""
-    import constrain.automata.dfa as dfa_module
+    import constrain.automata.nfa as nfa_module
 
-    monkeypatch.setattr(dfa_module, "_SHARED_TEMPLATES", {})
-    monkeypatch.setattr(dfa_module, "_SHARED_CACHE_SIZE", 3)
+    monkeypatch.setattr(nfa_module, "_SHARED_TEMPLATES", {})
+    monkeypatch.setattr(nfa_module, "_SHARED_CACHE_SIZE", 3)
     regex = parse_regex(r"(?:[a-f]|\\u[0-9]{4}){0,20}z")
     assert compile_regex(regex).matches(b"ab\\u0123z")
     with pytest.raises(CompileLimitError):
@@ -425,7 +420,7 @@ def test_shared_fragments_keep_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert compile_regex(regex).matches(b"\\u9999fz")
     for k in range(10):
         compile_regex(parse_regex(f"(?:a|b{k + 1}c)*"))
-    assert len(dfa_module._SHARED_TEMPLATES) <= 3
+    assert len(nfa_module._SHARED_TEMPLATES) <= 3
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import constrain.automata.product as product_module
 from constrain import Compiler, Grammar, Matcher
+from constrain.automata.byte_dfa import dfa_fragment
 from constrain.automata.dfa import Dfa, compile_regex
 from constrain.automata.lexer import build_lexer
 from constrain.automata.product import boolean_dfa
@@ -33,8 +34,8 @@ from constrain.ir import (
     Repeat,
     Rule,
     Terminal,
-    non_empty,
     matches_empty,
+    non_empty,
     regex_to_pattern,
 )
 from constrain.kernels.numba_dfa import product_kernel
@@ -584,7 +585,7 @@ def test_fragment_edges_are_the_dfa_byte_by_byte(pattern: str) -> None:
     from constrain.frontends.regex import parse_regex
 
     dfa = compile_regex(parse_regex(pattern))
-    frag = product_module.dfa_fragment(dfa)
+    frag = dfa_fragment(dfa)
     assert frag.num_states == dfa.num_states
     assert frag.accept_states.tolist() == np.flatnonzero(dfa.accept).tolist()
     got: dict[tuple[int, int], int] = {}

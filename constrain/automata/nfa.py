@@ -1,0 +1,718 @@
+"""Stage 3: regex IR to byte-level NFAs, and NFAs to minimal DFAs.
+
+1. **NFA.** The IR becomes a Thompson-style NFA over bytes (:class:`NfaBuilder`). Each
+   :class:`~constrain.ir.CharSet` is compiled once (and cached) into the few UTF-8 byte-range
+   sequences that encode it, as RE2 and Rust's ``utf8-ranges`` do, with suffixes shared;
+   surrogates are dropped. Alternations of literals share a byte trie. Counted repetition is
+   unrolled (``x{2,4}`` = ``xx(x(x)?)?``) after an upfront size check. Small repetitions and
+   alternations (whitespace, numbers, string bodies: the pieces every JSON terminal repeats)
+   are built once per process and placed as offset copies, written out in one numpy pass. An
+   :class:`~constrain.ir.Automaton` becomes one NFA state per state and a character-set fragment
+   per edge. :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` have no
+   Thompson construction: the builder asks the function it was given (``boolean``, the products
+   of :mod:`constrain.automata.product`) for their trim DFA and splices it in whole.
+2. **Byte classes.** Bytes that no edge tells apart form one class, so the DFA has ``C <= 256``
+   columns.
+3. **Subset construction** over byte classes, skipping NFA states that cannot reach a final
+   state, so the DFA has no dead state (kernel ``determinize_kernel``).
+4. **Minimisation** by partition refinement (Hopcroft / Valmari, kernel ``minimize_kernel``),
+   then classes with identical columns are merged.
+
+Steps 2-4 are :func:`nfa_to_dfa`; :func:`regex_dfa` runs all four.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from constrain._types import Int32Array
+from constrain.automata.byte_dfa import Dfa, DfaFragment, empty_dfa, minimal_dfa, read_only
+from constrain.automata.subsets import determinize
+from constrain.automata.utf8 import utf8_sequences
+from constrain.errors import CompileLimitError, GrammarError
+from constrain.ir import (
+    Alt,
+    Automaton,
+    CharSet,
+    Complement,
+    Concat,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+    matches_empty,
+)
+from constrain.kernels.numba_dfa import state_bits_kernel
+
+__all__ = ["BooleanFragments", "Nfa", "NfaBuilder", "nfa_to_dfa", "nullable", "regex_dfa"]
+
+_NFA_STATES_PER_DFA_STATE = 4
+_NFA_SLACK = 4096
+
+
+# --------------------------------------------------------------------------------------------
+# Character sets as NFA fragments
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Template:
+    """A fragment with local state ids: entry 0 (no edge enters it), new states 1 .. k-1.
+
+    Placed at ``start`` with ``base``, local ``0`` becomes ``start`` and local ``j >= 1``
+    becomes ``base + j``. A character set's fragment exits at local 1.
+    """
+
+    num_states: int
+    exit: int
+    edges: tuple[tuple[int, int, int, int], ...]
+    table: Int32Array  # (4, E): src, lo, hi, dst
+    eps: Int32Array  # (2, F): src, dst
+
+
+_NO_EPS = np.zeros((2, 0), dtype=np.int32)
+_NO_EPS.flags.writeable = False
+
+
+def _trie_template(cs: CharSet) -> _Template:
+    """Return the UTF-8 sequences of ``cs`` as a fragment with shared suffixes."""
+    edges: list[tuple[int, int, int, int]] = []
+    suffix_state: dict[tuple[tuple[int, int], ...], int] = {(): 1}
+    num_states = 2
+
+    def state_for(suffix: tuple[tuple[int, int], ...]) -> int:
+        nonlocal num_states
+        found = suffix_state.get(suffix)
+        if found is None:
+            found = num_states
+            num_states += 1
+            suffix_state[suffix] = found
+            nxt = state_for(suffix[1:])
+            edges.append((found, suffix[0][0], suffix[0][1], nxt))
+        return found
+
+    for lo, hi in cs.ranges:
+        edges.extend(
+            (0, seq[0][0], seq[0][1], state_for(seq[1:])) for seq in utf8_sequences(lo, hi)
+        )
+    return _make_template(num_states, edges)
+
+
+def _make_template(num_states: int, edges: list[tuple[int, int, int, int]]) -> _Template:
+    table = np.array(edges, dtype=np.int32).reshape(-1, 4).T.copy()
+    table.flags.writeable = False
+    return _Template(num_states, 1, tuple(edges), table, _NO_EPS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _charset_template(cs: CharSet) -> _Template:
+    """Return the minimal fragment of ``cs`` (cached): its minimal DFA, as byte-range edges."""
+    trie = _trie_template(cs)
+    if trie.num_states <= 3:
+        return trie
+    builder = NfaBuilder(1 << 30, "max_dfa_states", 1 << 30)
+    builder.num_states = trie.num_states
+    builder._edges.extend(x for edge in trie.edges for x in edge)
+    dfa = nfa_to_dfa(builder.finish(0, [1]), max_states=1 << 30, limit_name="max_dfa_states")
+    # A class has no cycle, so DFA state 0 has no incoming edge and one state accepts: the exit.
+    exit_state = int(np.flatnonzero(dfa.accept)[0])
+    relabel = np.arange(dfa.num_states, dtype=np.int64)
+    relabel[[1, exit_state]] = relabel[[exit_state, 1]]
+    edges: list[tuple[int, int, int, int]] = []
+    per_byte = dfa.trans[:, dfa.byte_class]  # (S, 256)
+    for state in range(dfa.num_states):
+        row = per_byte[state]
+        cuts = np.flatnonzero(np.diff(row)) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, 256] - 1, strict=True):
+            if row[lo] >= 0:
+                edges.append((int(relabel[state]), int(lo), int(hi), int(relabel[row[lo]])))
+    return _make_template(dfa.num_states, edges)
+
+
+# --------------------------------------------------------------------------------------------
+# NFA construction
+# --------------------------------------------------------------------------------------------
+
+
+def nullable(node: Regex) -> bool:
+    """Return whether the language of ``node`` contains the empty string."""
+    return matches_empty(node)
+
+
+def _simplify_repeat(node: Repeat) -> Regex:
+    """Collapse repeats of stars and pluses, so ``(a*){1,100000}`` stays small."""
+    item, lo, hi = node.item, node.min, node.max
+    if hi is not None and lo > hi:
+        raise ValueError(f"Repeat with min={lo} > max={hi}")
+    if hi == 0:
+        return Concat(())
+    if hi == 1 and lo == 1:
+        return item
+    if isinstance(item, Repeat) and item.max is None and item.min <= 1:
+        if item.min == 0 or lo == 0:
+            return Repeat(item.item, 0, None)
+        return Repeat(item.item, lo, None)
+    if hi is None and lo > 0 and nullable(item):
+        return Repeat(item, 0, None)
+    return node
+
+
+def _check_automaton(node: Automaton) -> None:
+    """Raise :class:`GrammarError` unless every state id of ``node`` is in range."""
+    n = node.num_states
+    ids = [node.start, *node.accept, *(q for src, _, dst in node.edges for q in (src, dst))]
+    bad = next((q for q in ids if not 0 <= q < n), None)
+    if n < 1 or bad is not None:
+        raise GrammarError(
+            f"invalid Automaton: state {bad if n >= 1 else node.start} is out of range for "
+            f"num_states={n} (states are 0 .. num_states - 1)"
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Nfa:
+    """A byte-level NFA as flat arrays (internal to stage 3).
+
+    Parameters
+    ----------
+    num_states : int
+        Number of states ``N``.
+    src, lo, hi, dst : (E,) int32
+        Byte edges ``src --[lo..hi]--> dst``.
+    eps_src, eps_dst : (Ee,) int32
+        Epsilon edges.
+    start : int
+        Initial state.
+    tag : (N,) int32
+        Terminal accepted in each state, -1 for none.
+    comp : (N,) int32
+        Terminal whose automaton each state belongs to, -1 for none.
+    """
+
+    num_states: int
+    src: Int32Array
+    lo: Int32Array
+    hi: Int32Array
+    dst: Int32Array
+    eps_src: Int32Array
+    eps_dst: Int32Array
+    start: int
+    tag: Int32Array
+    comp: Int32Array
+
+
+# counted repetitions with at least this many copies are built by replicating one copy
+_CHAIN_MIN = 16
+# repetitions and alternations of at most this many NFA states are built once per process (and
+# per limit) and placed from that copy: the same whitespace, number and string-body pieces recur
+# in every terminal of a JSON Schema lexer and in every schema a server compiles
+_SHARED_MAX_STATES = 256
+_SHARED_CACHE_SIZE = 4096
+# (node, max NFA states, limit name, limit) -> fragment; a limit error is never cached
+_SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], _Template | None] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+class BooleanFragments(Protocol):
+    """Compiles an intersection or a complement into NFA material (a trim DFA's edges)."""
+
+    def __call__(
+        self, node: Intersect | Complement, *, max_states: int, limit_name: str
+    ) -> DfaFragment:
+        """Return the fragment of ``node``, built within ``max_states`` (``limit_name``)."""
+        ...
+
+
+class NfaBuilder:
+    """Build a Thompson-style byte NFA from regex IR nodes.
+
+    Invariant: a fragment built by ``build(node, start)`` never adds an edge *into* ``start``, so
+    alternatives and concatenations can share states without epsilon edges.
+
+    Parameters
+    ----------
+    max_nfa_states : int
+        Size at which construction stops with :class:`~constrain.errors.CompileLimitError`.
+    limit_name, limit : str, int
+        The user-facing limit reported in that error.
+    boolean : BooleanFragments, optional
+        Compiles :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` nodes
+        (by products); without it, building one raises :class:`TypeError`.
+    """
+
+    def __init__(
+        self,
+        max_nfa_states: int,
+        limit_name: str,
+        limit: int,
+        boolean: BooleanFragments | None = None,
+    ) -> None:
+        self.num_states = 0
+        self.max_nfa_states = max_nfa_states
+        self.limit_name = limit_name
+        self.limit = limit
+        self.boolean = boolean
+        self._edges = array("i")  # src, lo, hi, dst, ...
+        self._eps = array("i")  # src, dst, ...
+        self._chunks: list[Int32Array] = []
+        # copies placed so far, written out in one pass by _arrays: the byte-edge tables and
+        # their (base, entry, edge count); the epsilon tables of those that have some
+        self._placed: list[Int32Array] = []
+        self._placed_at = array("q")
+        self._placed_eps: list[Int32Array] = []
+        self._placed_eps_at = array("q")
+        self._sizes: dict[int, tuple[Regex, int]] = {}
+        self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
+        self._templates: dict[int, tuple[Regex, _Template | None]] = {}
+
+    def new_state(self) -> int:
+        """Add a state and return its id."""
+        self.num_states += 1
+        return self.num_states - 1
+
+    def add_eps(self, src: int, dst: int) -> None:
+        """Add an epsilon edge."""
+        self._eps.append(src)
+        self._eps.append(dst)
+
+    def _size(self, node: Regex) -> int:
+        """Return the number of states :meth:`build` adds for ``node`` (memoised by identity)."""
+        found = self._sizes.get(id(node))
+        if found is not None:
+            return found[1]
+        if isinstance(node, CharSet):
+            size = _charset_template(node).num_states - 1
+        elif isinstance(node, Literal):
+            size = len(node.text.encode("utf-8", "surrogatepass"))
+        elif isinstance(node, Concat):
+            size = sum(self._size(item) for item in node.items)
+        elif isinstance(node, Alt):
+            size = 1 + sum(self._size(item) for item in node.items)
+        elif isinstance(node, Repeat):
+            simple = _simplify_repeat(node)
+            if simple is not node:
+                size = self._size(simple)
+            else:
+                copies = node.min + (1 if node.max is None else node.max - node.min)
+                size = 2 + copies * self._size(node.item)
+        elif isinstance(node, Automaton):
+            _check_automaton(node)
+            inner = sum(_charset_template(cs).num_states - 2 for _, cs, _ in node.edges)
+            size = node.num_states + 1 + inner
+        elif isinstance(node, (Intersect, Complement)):
+            size = self._fragment(node).num_states + 1
+        else:
+            raise TypeError(f"not a regex IR node: {node!r}")
+        self._sizes[id(node)] = (node, size)  # holding `node` keeps its id from being reused
+        return size
+
+    def _check(self, extra: int) -> None:
+        if self.num_states + extra > self.max_nfa_states:
+            raise CompileLimitError(
+                self.limit_name,
+                self.limit,
+                self.num_states + extra,
+                hint=(
+                    f"the regex unrolls to {self.num_states + extra} automaton positions "
+                    f"(more than {self.max_nfa_states}); large counted repetitions such as "
+                    "x{1,100000} are the usual cause: lower the bound or raise the limit"
+                ),
+            )
+
+    def build(self, node: Regex, start: int) -> int:
+        """Add the fragment of ``node`` starting at ``start``; return its end state."""
+        if isinstance(node, Literal):
+            cur = start
+            data = _utf8(node.text)
+            if data is None:  # a surrogate: no UTF-8 string matches
+                return self.new_state()
+            edges = self._edges
+            for byte in data:
+                nxt = self.num_states
+                self.num_states += 1
+                edges.extend((cur, byte, byte, nxt))
+                cur = nxt
+            return cur
+        if isinstance(node, CharSet):
+            return self._charset(node, start)
+        if isinstance(node, Concat):
+            cur = start
+            for item in node.items:
+                cur = self.build(item, cur)
+            return cur
+        if isinstance(node, Alt):
+            return self._alt(node, start)
+        if isinstance(node, Repeat):
+            return self._repeat(node, start)
+        if isinstance(node, Automaton):
+            return self._automaton(node, start)
+        if isinstance(node, (Intersect, Complement)):
+            return self._splice(self._fragment(node), start)
+        raise TypeError(f"not a regex IR node: {node!r}")
+
+    def _place(self, tpl: _Template, start: int) -> int:
+        """Add a copy of ``tpl`` entered at ``start`` (edges written by :meth:`_arrays`)."""
+        base = self.num_states - 1  # local state j >= 1 becomes base + j
+        self.num_states += tpl.num_states - 1
+        self._placed.append(tpl.table)
+        self._placed_at.extend((base, start, tpl.table.shape[1]))
+        if tpl.eps.shape[1]:
+            self._placed_eps.append(tpl.eps)
+            self._placed_eps_at.extend((base, start, tpl.eps.shape[1]))
+        return base + tpl.exit
+
+    def _shared(self, node: Regex) -> _Template | None:
+        """Return the process-wide copy of a small ``node``'s fragment, None if not shareable.
+
+        A cached copy is found without sizing ``node``; on a miss, ``node`` is sized (so a
+        limit error fires before anything is built) and copied if small.
+        """
+        key = (node, self.max_nfa_states, self.limit_name, self.limit)
+        if key in _SHARED_TEMPLATES:
+            return _SHARED_TEMPLATES[key]
+        if self._size(node) > _SHARED_MAX_STATES:
+            return None
+        tpl = _local_template(node, self)
+        with _SHARED_LOCK:  # compilers may run in several threads
+            while len(_SHARED_TEMPLATES) >= _SHARED_CACHE_SIZE:  # first in, first out
+                _SHARED_TEMPLATES.pop(next(iter(_SHARED_TEMPLATES)))
+            _SHARED_TEMPLATES[key] = tpl
+        return tpl
+
+    def _build_root(self, node: Regex, start: int) -> int:
+        """Build ``node`` itself without placing it from a shared copy (its parts may be)."""
+        if isinstance(node, Repeat):
+            return self._unroll(node, start)
+        if isinstance(node, Alt):
+            return self._alt_direct(node, start)
+        return self.build(node, start)
+
+    def _arrays(self) -> tuple[Int32Array, Int32Array]:
+        """Return all byte edges ``(4, E)`` and epsilon edges ``(2, F)`` added so far."""
+        table = np.frombuffer(self._edges, dtype=np.int32).reshape(-1, 4).T
+        eps = np.frombuffer(self._eps, dtype=np.int32).reshape(-1, 2).T
+        parts = [table, *self._chunks]
+        eps_parts = [eps]
+        for local, where, out in (
+            (self._placed, self._placed_at, parts),
+            (self._placed_eps, self._placed_eps_at, eps_parts),
+        ):
+            if not local:
+                continue
+            at = np.frombuffer(where, dtype=np.int64).reshape(-1, 3)
+            cat = np.concatenate(local, axis=1)
+            base = np.repeat(at[:, 0], at[:, 2])
+            entry = np.repeat(at[:, 1], at[:, 2])
+            placed = cat.copy()
+            for row in (0, cat.shape[0] - 1):  # source and destination
+                placed[row] = np.where(cat[row] == 0, entry, base + cat[row])
+            out.append(placed)
+        table = np.concatenate(parts, axis=1) if len(parts) > 1 else table.copy()
+        eps = np.concatenate(eps_parts, axis=1) if len(eps_parts) > 1 else eps.copy()
+        return table, eps
+
+    def _charset(self, cs: CharSet, start: int, exit_state: int = -1) -> int:
+        """Add the fragment of ``cs`` from ``start`` to ``exit_state`` (a new state if -1)."""
+        tpl = _charset_template(cs)
+        if exit_state < 0:
+            return self._place(tpl, start)
+        base = self.num_states - 2  # template state r >= 2 becomes base + r
+        self.num_states += tpl.num_states - 2
+        if len(tpl.edges) <= 8:
+            edges = self._edges
+            for s, lo, hi, d in tpl.edges:
+                src = start if s == 0 else exit_state if s == 1 else base + s
+                edges.extend((src, lo, hi, exit_state if d == 1 else base + d))
+        else:
+            relabel = np.arange(base, base + tpl.num_states, dtype=np.int32)
+            relabel[:2] = start, exit_state
+            chunk = tpl.table.copy()
+            chunk[0] = relabel[tpl.table[0]]
+            chunk[3] = relabel[tpl.table[3]]
+            self._chunks.append(chunk)
+        return exit_state
+
+    def _copy_template(self, item: Regex) -> _Template | None:
+        """Return ``item``'s fragment with local state ids (memoised), or None.
+
+        None when the fragment ends at its entry (an empty match only), which cannot be
+        chained. Small items come from the process-wide cache, large ones are memoised by
+        identity for this build.
+        """
+        key = (item, self.max_nfa_states, self.limit_name, self.limit)
+        if key in _SHARED_TEMPLATES or self._size(item) <= _SHARED_MAX_STATES:
+            return self._shared(item)
+        found = self._templates.get(id(item))
+        if found is not None:
+            return found[1]
+        tpl = _local_template(item, self)
+        self._templates[id(item)] = (item, tpl)  # holding `item` keeps its id from being reused
+        return tpl
+
+    def _chain(self, item: Regex, start: int, copies: int) -> np.ndarray | None:
+        """Add ``copies`` fragments of ``item`` in sequence from ``start``; return their exits.
+
+        The same states and edges as ``copies`` calls of :meth:`build`, written in one numpy
+        operation from one copy built once: counted repetitions (``maxLength`` strings,
+        digits) are the bulk of JSON Schema lexers. None when ``item`` cannot be chained.
+        """
+        tpl = self._copy_template(item)
+        if tpl is None:
+            return None
+        exit_local, edges, eps = tpl.exit, tpl.table, tpl.eps
+        width = tpl.num_states - 1  # new states per copy: local ids 1 .. num - 1
+        first = self.num_states
+        self.num_states += copies * width
+        base = first - 1 + width * np.arange(copies, dtype=np.int64)  # local j >= 1 -> base + j
+        exits = base + exit_local
+        entries = np.empty(copies, dtype=np.int64)
+        entries[0] = start
+        entries[1:] = exits[:-1]
+
+        def place(local: Int32Array) -> np.ndarray:
+            ids = base[:, None] + local[None, :]
+            return np.where(local[None, :] == 0, entries[:, None], ids).reshape(-1)
+
+        if edges.shape[1]:
+            chunk = np.empty((4, copies * edges.shape[1]), dtype=np.int32)
+            chunk[0] = place(edges[0])
+            chunk[1] = np.tile(edges[1], copies)
+            chunk[2] = np.tile(edges[2], copies)
+            chunk[3] = place(edges[3])
+            self._chunks.append(chunk)
+        if eps.shape[1]:
+            pairs = np.empty((copies * eps.shape[1], 2), dtype=np.int32)
+            pairs[:, 0] = place(eps[0])
+            pairs[:, 1] = place(eps[1])
+            self._eps.frombytes(pairs.tobytes())
+        return exits
+
+    def _automaton(self, node: Automaton, start: int) -> int:
+        """Add an automaton: one NFA state per state, a CharSet fragment per edge."""
+        self._check(self._size(node))
+        base = self.num_states
+        self.num_states += node.num_states + 1
+        end = base + node.num_states
+        self.add_eps(start, base + node.start)  # the start state may have edges into it
+        for src, chars, dst in node.edges:
+            self._charset(chars, base + src, base + dst)
+        for state in sorted(node.accept):
+            self.add_eps(base + state, end)
+        return end
+
+    def _fragment(self, node: Intersect | Complement) -> DfaFragment:
+        """Return the minimal DFA of ``node`` as a fragment (memoised by identity and value)."""
+        found = self._fragments.get(id(node))
+        if found is None:
+            if self.boolean is None:
+                raise TypeError(
+                    f"{type(node).__name__} needs products: give NfaBuilder the boolean "
+                    "operations (constrain.automata.product.boolean_fragment)"
+                )
+            frag = self.boolean(node, max_states=self.limit, limit_name=self.limit_name)
+            found = self._fragments[id(node)] = (node, frag)  # `node` keeps its id alive
+        return found[1]
+
+    def _splice(self, frag: DfaFragment, start: int) -> int:
+        """Add a DFA (a DFA is an NFA): its state 0 follows ``start`` by an epsilon edge."""
+        self._check(frag.num_states + 1)
+        base = self.num_states
+        self.num_states += frag.num_states + 1
+        end = base + frag.num_states
+        self.add_eps(start, base)
+        if frag.table.shape[1]:
+            self._chunks.append(frag.table + np.array([[base], [0], [0], [base]], np.int32))
+        for state in frag.accept_states.tolist():
+            self.add_eps(base + state, end)
+        return end
+
+    def _alt(self, node: Alt, start: int) -> int:
+        if not all(isinstance(item, Literal) for item in node.items):
+            tpl = self._shared(node)
+            if tpl is not None:
+                return self._place(tpl, start)
+        return self._alt_direct(node, start)
+
+    def _alt_direct(self, node: Alt, start: int) -> int:
+        join = self.new_state()
+        trie: dict[tuple[int, int], int] = {}
+        ends: set[int] = set()
+        for item in node.items:
+            data = _utf8(item.text) if isinstance(item, Literal) else None
+            if data is not None:  # share prefixes of literal alternatives
+                cur = start
+                for byte in data:
+                    nxt = trie.get((cur, byte))
+                    if nxt is None:
+                        nxt = self.new_state()
+                        trie[(cur, byte)] = nxt
+                        self._edges.extend((cur, byte, byte, nxt))
+                    cur = nxt
+                if cur not in ends:
+                    ends.add(cur)
+                    self.add_eps(cur, join)
+            else:
+                self.add_eps(self.build(item, start), join)
+        return join
+
+    def _repeat(self, node: Repeat, start: int) -> int:
+        simple = _simplify_repeat(node)
+        if simple is not node:
+            return self.build(simple, start)
+        tpl = self._shared(node)
+        if tpl is not None:
+            self._check(tpl.num_states - 1)
+            return self._place(tpl, start)
+        self._check(self._size(node))
+        return self._unroll(node, start)
+
+    def _unroll(self, node: Repeat, start: int) -> int:
+        item, lo, hi = node.item, node.min, node.max
+        if hi is not None and hi >= _CHAIN_MIN:
+            exits = self._chain(item, start, hi)
+            if exits is not None:
+                if hi == lo:
+                    return int(exits[-1])
+                final = self.new_state()  # every prefix of at least `lo` copies may stop
+                optional = exits[lo - 1 :] if lo > 0 else np.concatenate([[start], exits])
+                pairs = np.empty((optional.shape[0], 2), dtype=np.int32)
+                pairs[:, 0] = optional
+                pairs[:, 1] = final
+                self._eps.frombytes(pairs.tobytes())
+                return final
+        cur = start
+        for _ in range(lo - 1 if hi is None and lo > 0 else lo):
+            cur = self.build(item, cur)
+        if hi is None:  # x* (lo == 0) or x+ for the last mandatory copy
+            head = self.new_state()
+            self.add_eps(cur, head)
+            end = self.build(item, head)
+            self.add_eps(end, head)
+            return head if lo == 0 else end
+        if hi == lo:
+            return cur
+        final = self.new_state()  # x{0,k} = (x(x(x)?)?)?, every prefix may stop at `final`
+        self.add_eps(cur, final)
+        for _ in range(hi - lo):
+            cur = self.build(item, cur)
+            self.add_eps(cur, final)
+        return final
+
+    def finish(self, start: int, finals: Sequence[int], comp_bounds: Sequence[int] = ()) -> Nfa:
+        """Return the NFA; ``finals[t]`` accepts terminal ``t``.
+
+        ``comp_bounds`` (length ``T + 1``), when given, says that states
+        ``comp_bounds[t] .. comp_bounds[t + 1] - 1`` belong to terminal ``t``.
+        """
+        self._check(0)
+        n = self.num_states
+        table, eps = self._arrays()
+        tag = np.full(n, -1, dtype=np.int32)
+        tag[np.asarray(finals, dtype=np.int64)] = np.arange(len(finals), dtype=np.int32)
+        comp = np.full(n, -1, dtype=np.int32)
+        if comp_bounds:
+            bounds = np.asarray(comp_bounds, dtype=np.int64)
+            sizes = np.diff(bounds)
+            comp[bounds[0] : bounds[-1]] = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+        else:
+            comp[:] = 0
+        src, lo, hi, dst, eps_src, eps_dst = (np.ascontiguousarray(r) for r in (*table, *eps))
+        return Nfa(n, src, lo, hi, dst, eps_src, eps_dst, start, tag, comp)
+
+
+def _local_template(node: Regex, parent: NfaBuilder) -> _Template | None:
+    """Return ``node``'s fragment with local ids, None when it ends at its entry.
+
+    Built under ``parent``'s limits and boolean operations, sharing its size memo (sizes depend
+    on the node only): nested shared pieces were otherwise sized again at every level, most of a
+    first SQL compile.
+    """
+    sub = NfaBuilder(parent.max_nfa_states, parent.limit_name, parent.limit, parent.boolean)
+    sub._sizes = parent._sizes
+    sub.num_states = 1
+    exit_state = sub._build_root(node, 0)
+    if exit_state == 0:
+        return None
+    table, eps = sub._arrays()
+    read_only(table, eps)
+    return _Template(sub.num_states, exit_state, (), table, eps)
+
+
+def regex_dfa(regex: Regex, *, max_states: int, limit_name: str, boolean: BooleanFragments) -> Dfa:
+    """Return the minimal DFA of ``regex``: its NFA (:class:`NfaBuilder`), then :func:`nfa_to_dfa`.
+
+    Parameters
+    ----------
+    regex : Regex
+        The language.
+    max_states : int
+        Largest DFA allowed; the NFA may grow to ``4 * max_states + 4096`` states.
+    limit_name : str
+        The limit reported in the error.
+    boolean : BooleanFragments
+        Compiles the intersections and complements inside ``regex``.
+
+    Returns
+    -------
+    Dfa
+        The minimal DFA, without dead states; its arrays are read-only.
+
+    Raises
+    ------
+    CompileLimitError
+        When the NFA or the DFA grows past its limit.
+    GrammarError
+        If an :class:`~constrain.ir.Automaton` names a state outside ``0 .. num_states - 1``.
+    """
+    builder = NfaBuilder(
+        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK, limit_name, max_states, boolean
+    )
+    start = builder.new_state()
+    end = builder.build(regex, start)
+    return nfa_to_dfa(builder.finish(start, [end]), max_states=max_states, limit_name=limit_name)
+
+
+def nfa_to_dfa(nfa: Nfa, *, max_states: int, limit_name: str) -> Dfa:
+    """Return the minimal DFA of ``nfa``'s terminal 0 (subset construction, then minimisation).
+
+    Parameters
+    ----------
+    nfa : Nfa
+        The automaton, as :meth:`NfaBuilder.finish` returns it.
+    max_states : int
+        Largest subset construction allowed.
+    limit_name : str
+        The limit reported in the error.
+
+    Returns
+    -------
+    Dfa
+        The minimal DFA; the empty language when no final state is reachable.
+
+    Raises
+    ------
+    CompileLimitError
+        As soon as the subset construction needs more than ``max_states`` states.
+    """
+    subsets = determinize(nfa, max_states=max_states, limit_name=limit_name)
+    if subsets.trans.shape[0] == 0:
+        return empty_dfa()
+    num = subsets.trans.shape[0]
+    accept_bits = np.zeros((num, 1), dtype=np.uint64)
+    alive_bits = np.zeros((num, 1), dtype=np.uint64)
+    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    return minimal_dfa(subsets.trans, subsets.byte_class, accept_bits[:, 0] != 0)
