@@ -1,7 +1,8 @@
 """Constrained decoding of the shipped diffusion model: validity, likelihood and cost per step.
 
-The model is the shipped :class:`constrain.models.tiny_diffusion.TinyDiffusionLM` (or
-``--weights``); the tasks those of its corpus (:data:`constrain.models.corpus.TASKS`: two JSON
+The model is the shipped :class:`constrain.diffusion.tiny_model.TinyDiffusionLM` (or
+``--weights``); the tasks those of its corpus
+(:data:`constrain.diffusion.tiny_corpus.TASKS`: two JSON
 schemas, arithmetic and SQL as Lark grammars). Per task and method (``none`` = unconstrained,
 ``dingo``, ``infill``, ``lave``), ``--samples`` samples with seeds 0..n-1 through
 ``diffusion_decode`` (temperature ``--temperature``, ``--block-size`` / ``--steps`` /
@@ -41,9 +42,9 @@ import torch
 from common import machine, result_path, shown, write_result
 
 from constrain import Compiler
-from constrain.decoding import NotRegularError, diffusion_decode
-from constrain.models.corpus import TASKS, is_valid
-from constrain.models.tiny_diffusion import TinyDiffusionLM, load_tiny_diffusion
+from constrain.diffusion import NotRegularError, diffusion_decode
+from constrain.diffusion.tiny_corpus import TASKS, is_valid
+from constrain.diffusion.tiny_model import TinyDiffusionLM, load_tiny_diffusion
 from constrain.output import output_type
 
 

@@ -9,9 +9,9 @@ default (SmolLM2-135M-Instruct, ``constrain.load_model()``); the prompt lists th
 Methods (``--methods``, comma separated):
 
 - ``masked``         ``constrain.generate(..., schema=...)``: masking, greedy (the default);
-- ``dccd``           :class:`constrain.sampling.dccd.DCCD`: an unconstrained greedy draft,
+- ``dccd``           :class:`constrain.decoding.dccd.DCCD`: an unconstrained greedy draft,
                      then a greedy constrained decode of a prompt that contains the draft;
-- ``smc``            :class:`constrain.sampling.smc.SMC` with ``--particles`` (4) particles and
+- ``smc``            :class:`constrain.decoding.smc.SMC` with ``--particles`` (4) particles and
                      its default proposal (AWRS); the output is the particle it draws;
 - ``awrs``           ``generate(..., sampler=AWRS())``: one sample at temperature 1 by
                      adaptive weighted rejection (no full mask);
@@ -180,9 +180,9 @@ class Bench:
             return self._awrs
         if method == "smc":
             try:
-                from constrain.sampling.smc import SMC  # noqa: F401
+                from constrain.decoding.smc import SMC  # noqa: F401
             except ImportError as err:
-                self.notes[method] = f"skipped: constrain.sampling.smc unavailable ({err})"
+                self.notes[method] = f"skipped: constrain.decoding.smc unavailable ({err})"
                 return None
             return self._smc
         raise ValueError(f"unknown method {method!r}; choose from {', '.join(ALL_METHODS)}")
@@ -239,7 +239,7 @@ class Bench:
 
     def _dccd(self, index: int, text: str) -> dict[str, Any]:
         from constrain import Matcher
-        from constrain.sampling.dccd import DCCD
+        from constrain.decoding.dccd import DCCD
 
         dccd = DCCD(max_draft_tokens=self.args.draft_tokens)
         t0 = time.perf_counter()
@@ -267,7 +267,7 @@ class Bench:
 
     def _smc(self, index: int, text: str) -> dict[str, Any]:
         from constrain import Matcher
-        from constrain.sampling.smc import SMC
+        from constrain.decoding.smc import SMC
 
         n = self.args.particles
         ids = self.model.encode_prompt(self.prompt(text))

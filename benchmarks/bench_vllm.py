@@ -218,7 +218,7 @@ def mask_replay(requests: list[dict[str, Any]], outputs: list[dict[str, Any]]) -
     from transformers import AutoTokenizer
 
     import constrain
-    from constrain.bitmask import _BitmaskApplier
+    from constrain.bitmask import BitmaskApplier
     from constrain.integrations import vllm as integration
     from constrain.integrations.transformers import convert_default_model
 
@@ -233,7 +233,7 @@ def mask_replay(requests: list[dict[str, Any]], outputs: list[dict[str, Any]]) -
         ids = out.get("token_ids") or tok.encode(out["text"], add_special_tokens=False)
         streams.append(list(ids))
     bitmask = constrain.allocate_token_bitmask(len(matchers), vocab.size)
-    applier = _BitmaskApplier(bitmask, vocab.size, "auto")
+    applier = BitmaskApplier(bitmask, vocab.size, "auto")
     logits = torch.zeros((len(matchers), 49152), dtype=torch.float32)
     step_s, rows_per_step = [], []
     for step in range(max(len(ids) for ids in streams)):

@@ -394,8 +394,8 @@ def run_token_sampler(
 
 
 def run_asap(ctx: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
+    from constrain.decoding import ASAp
     from constrain.matcher import Matcher
-    from constrain.sampling import ASAp
 
     model = ctx["model"]
     asap = ASAp(temperature=1.0)
@@ -438,8 +438,9 @@ def run_asap(ctx: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
 def run_smc(
     ctx: dict[str, Any], proposal: str, runs: int, particles: int, per_batch: int, seed: int
 ) -> dict[str, Any]:
+    from constrain.decoding import SMC
     from constrain.matcher import Matcher
-    from constrain.sampling import AWRS, SMC, MaskedSampler
+    from constrain.sampling import AWRS, MaskedSampler
 
     model = ctx["model"]
     prop = AWRS() if proposal == "awrs" else MaskedSampler(1.0)

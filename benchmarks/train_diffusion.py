@@ -1,8 +1,11 @@
-"""Train the shipped tiny masked-diffusion model (``constrain/models/tiny_diffusion.safetensors``).
+"""Train the shipped tiny masked-diffusion model.
 
-The corpus is synthetic and seeded (:func:`constrain.models.corpus.make_corpus`: JSON records
+The weights go to ``constrain/diffusion/tiny_diffusion.safetensors``.
+
+The corpus is synthetic and seeded
+(:func:`constrain.diffusion.tiny_corpus.make_corpus`: JSON records
 of two schemas, arithmetic with its result, tiny SQL), the model a byte-level bidirectional
-transformer (:class:`constrain.models.tiny_diffusion.TinyDiffusionLM`), the objective LLaDA's
+transformer (:class:`constrain.diffusion.tiny_model.TinyDiffusionLM`), the objective LLaDA's
 (random masking ratio ``t ~ U(0, 1)``, cross-entropy on masked positions weighted ``1 / t``).
 It runs on the CPU with one torch thread by default; the run is reproducible for a seed and a
 thread count.
@@ -12,7 +15,7 @@ often but well below 90% of the time, so that constrained decoding has something
 training the script reloads the saved file and measures it: per task, ``--samples`` unconstrained
 samples (``diffusion_decode(method="none")``, temperature ``--temperature``, confidence
 unmasking, one position per step, seeds 0..samples-1), judged by ``jsonschema``, ``lark`` or
-``re`` (:func:`constrain.models.corpus.is_valid`). ``--eval-every N`` also measures every N
+``re`` (:func:`constrain.diffusion.tiny_corpus.is_valid`). ``--eval-every N`` also measures every N
 steps (on fewer samples) to see the curve; it does not change the training.
 
     python benchmarks/train_diffusion.py                      # the shipped model
@@ -32,9 +35,9 @@ from typing import Any
 
 import torch
 
-from constrain.decoding import diffusion_decode
-from constrain.models.corpus import TASKS, is_valid, make_corpus
-from constrain.models.tiny_diffusion import (
+from constrain.diffusion import diffusion_decode
+from constrain.diffusion.tiny_corpus import TASKS, is_valid, make_corpus
+from constrain.diffusion.tiny_model import (
     TinyDiffusionConfig,
     TinyDiffusionLM,
     load_tiny_diffusion,
