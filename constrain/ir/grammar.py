@@ -210,7 +210,7 @@ class Grammar:
             ``max_any_order_properties``) is hit.
         """
         from constrain.frontends.json_schema.emit import compile_json_schema
-        from constrain.frontends.json_schema.normal_form import JsonSchemaOptions
+        from constrain.frontends.json_schema.shapes import JsonSchemaOptions
 
         try:
             opts = JsonSchemaOptions(**options)

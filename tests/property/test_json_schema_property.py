@@ -38,7 +38,7 @@ from hypothesis.internal.conjecture import utils as conjecture_utils
 from hypothesis_jsonschema import _from_schema, from_schema
 
 from constrain import CompiledGrammar, Compiler, Grammar, Matcher
-from constrain.frontends.json_schema.normal_form import JsonSchemaOptions
+from constrain.frontends.json_schema.shapes import JsonSchemaOptions
 from constrain.testing import byte_vocabulary
 
 VOCAB = byte_vocabulary()

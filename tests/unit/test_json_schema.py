@@ -622,7 +622,7 @@ def test_long_max_length_is_capped_soundly() -> None:
 def test_hashed_enum_agrees_with_jsonschema() -> None:
     import jsonschema
 
-    from constrain.frontends.json_schema.normal_form import _hashed_enum_validator
+    from constrain.frontends.json_schema.context import _hashed_enum_validator
 
     members: list[Any] = [1, 2.5, "a", True, None, [1, "x"], {"k": [False]}, 0, -0.0]
     members += [f"s{i}" for i in range(30)]  # long enough for the hashed lookup
@@ -645,7 +645,7 @@ def test_long_enums_compile_exactly() -> None:
 
 
 def test_scan_finds_references_at_any_depth_and_tuple_items_within_64_levels() -> None:
-    from constrain.frontends.json_schema.normal_form import _scan
+    from constrain.frontends.json_schema.context import _scan
 
     assert _scan(True) == (False, False)
     assert _scan({"items": [{"type": "string"}]}) == (True, False)

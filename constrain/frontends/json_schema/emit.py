@@ -22,17 +22,22 @@ from collections.abc import Callable
 from typing import Any
 
 from constrain.errors import CompileLimitError, JsonSchemaError
-from constrain.frontends.json_schema.local import non_negative_int, pattern_regex
 from constrain.frontends.json_schema.logic import number_language, value_number_text
-from constrain.frontends.json_schema.normal_form import Piece, SchemaContext, Shape
+from constrain.frontends.json_schema.normal_form import NormalForm
+from constrain.frontends.json_schema.objects import object_alternatives
+from constrain.frontends.json_schema.shapes import (
+    JsonSchemaOptions,
+    Piece,
+    Shape,
+    json_equal_key,
+    non_negative_int,
+)
 from constrain.frontends.json_schema.strings import quoted, whitespace_regex
 from constrain.ir import (
     ANY_CHAR,
-    EMPTY,
     NOTHING,
     Alt,
     CharSet,
-    Complement,
     Concat,
     Grammar,
     Intersect,
@@ -43,7 +48,7 @@ from constrain.ir import (
     Terminal,
 )
 
-__all__ = ["Emitter"]
+__all__ = ["Emitter", "compile_json_schema"]
 
 Alternative = tuple[str, ...]
 
@@ -110,7 +115,7 @@ FLOAT64: Regex = Alt(
 class Emitter:
     """Build the rules and terminals of one schema's grammar."""
 
-    def __init__(self, ctx: SchemaContext) -> None:
+    def __init__(self, ctx: NormalForm) -> None:
         self.ctx = ctx
         self.options = ctx.options
         mode = ctx.options.whitespace
@@ -392,7 +397,7 @@ class Emitter:
             yes = self.value((*base, cpiece))
             no = self.shapes_rule(
                 ("notc", tuple(p.key() for p in base), cpiece.key()),
-                lambda: ctx._conjoin(
+                lambda: ctx.conjoin(
                     ctx.shapes(base), ctx.negate(ctx.shapes((cpiece,)), cpiece.path), cpiece.path
                 ),
             )
@@ -429,8 +434,6 @@ class Emitter:
         self, item_pieces: Callable[[int], tuple[Piece, ...] | None], fixed: int
     ) -> list[tuple[Any, set[int]]] | None:
         """Return the finite item domain for uniqueItems (value, positions), or None."""
-        from constrain.frontends.json_schema.normal_form import json_equal_key
-
         found: dict[Any, tuple[Any, set[int]]] = {}
         for position in range(fixed + 1):
             base = item_pieces(position)
@@ -469,8 +472,6 @@ class Emitter:
 
     def object(self, pieces: tuple[Piece, ...]) -> str:
         """Return the rule of the objects satisfying every piece's object keywords."""
-        from constrain.frontends.json_schema.objects import object_alternatives
-
         return self.rule(
             ("o", tuple(p.key() for p in pieces)), lambda _: object_alternatives(self, pieces)
         )
@@ -547,30 +548,7 @@ def _const_schema(value: Any, legacy: bool) -> dict[str, Any]:
     return {"type": "array", "prefixItems": items, "items": False, "minItems": len(value)}
 
 
-def key_language(
-    names: list[str], patterns: list[Regex], negated: list[Regex], extra: list[Regex]
-) -> Regex:
-    """Return the key strings that are none of ``names``, match ``patterns`` and not ``negated``."""
-    parts: list[Regex] = list(patterns) + list(extra)
-    if names:
-        parts.append(Complement(Alt(tuple(Literal(n) for n in names))))
-    parts.extend(Complement(p) for p in negated)
-    if not parts:
-        return Repeat(ANY_CHAR, 0, None)
-    return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
-
-
-def check_pattern(pattern: Any, pointer: str) -> Regex:
-    """Return the search-semantics IR of a patternProperties key (validated)."""
-    if not isinstance(pattern, str):
-        raise JsonSchemaError("patternProperties keys must be strings", pointer)
-    return pattern_regex(pattern, pointer)
-
-
-_ = EMPTY  # re-exported for json_objects
-
-
-def compile_json_schema(schema: Any, options: Any) -> Grammar:
+def compile_json_schema(schema: Any, options: JsonSchemaOptions) -> Grammar:
     """Return the grammar of the compact/flexible JSON texts of the instances of ``schema``.
 
     Parameters
@@ -601,7 +579,7 @@ def compile_json_schema(schema: Any, options: Any) -> Grammar:
         raise JsonSchemaError(
             f"a schema must be an object or a boolean, got {type(schema).__name__}", "#"
         )
-    ctx = SchemaContext(schema, options)
+    ctx = NormalForm(schema, options)
     em = Emitter(ctx)
     root = em.value((ctx.root,))
     em.drain()

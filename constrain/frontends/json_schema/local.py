@@ -2,34 +2,35 @@
 
 :func:`local_shape` reads the keywords that constrain a value directly — ``type``, ``enum``,
 ``const``, ``nullable`` and the number and string keywords — into a
-:class:`~constrain.frontends.json_schema.Shape`. Array and object keywords are not read here:
+:class:`~constrain.frontends.json_schema.shapes.Shape`. Array and object keywords are not read here:
 the piece is recorded on the shape and read when the container's grammar is emitted
-(``json_emit``), so that a recursive ``$ref`` inside ``items`` or ``properties`` is a grammar
-rule, not an infinite expansion. Combinators are ``json_schema``'s business.
+(:mod:`~constrain.frontends.json_schema.emit`), so that a recursive ``$ref`` inside ``items`` or
+``properties`` is a grammar rule, not an infinite expansion. Combinators are the normal form's
+business (:mod:`~constrain.frontends.json_schema.normal_form`).
 """
 
 from __future__ import annotations
 
 import json
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from constrain.errors import CompileLimitError, JsonSchemaError, RegexError
-from constrain.frontends.json_schema.normal_form import (
+from constrain.errors import CompileLimitError, JsonSchemaError
+from constrain.frontends.json_schema.context import SchemaContext
+from constrain.frontends.json_schema.formats import format_regex
+from constrain.frontends.json_schema.patterns import pattern_regex
+from constrain.frontends.json_schema.shapes import (
     ARR_KEYWORDS,
     OBJ_KEYWORDS,
     TYPES,
     NumC,
     Piece,
     Shape,
+    non_negative_int,
     to_decimal,
 )
 from constrain.ir import ANY_CHAR, Complement, Concat, Literal, Regex, Repeat
 
-if TYPE_CHECKING:
-    from constrain.frontends.json_schema.normal_form import SchemaContext
-
-__all__ = ["local_shape", "non_negative_int", "pattern_regex"]
+__all__ = ["local_shape"]
 
 # Formats the JSON Schema specification defines; an unknown name (OpenAPI's "int64",
 # "password", ...) has no meaning to enforce and is only reported as a warning.
@@ -40,27 +41,6 @@ STANDARD_FORMATS = frozenset(
         "regex"
     ).split()
 )
-
-
-def non_negative_int(value: Any, pointer: str) -> int:
-    """Return ``value`` as an int when it is a non-negative integer (``2.0`` counts)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise JsonSchemaError(f"expected a non-negative integer, got {json.dumps(value)}", pointer)
-    if value < 0 or int(value) != value:
-        raise JsonSchemaError(f"expected a non-negative integer, got {json.dumps(value)}", pointer)
-    return int(value)
-
-
-def pattern_regex(pattern: Any, pointer: str) -> Regex:
-    """Return the IR of the strings that contain a match of an ECMAScript ``pattern``."""
-    from constrain.frontends.regex import parse_regex
-
-    if not isinstance(pattern, str):
-        raise JsonSchemaError(f"pattern must be a string, got {json.dumps(pattern)}", pointer)
-    try:
-        return parse_regex(pattern, flavor="ecmascript", search=True)
-    except RegexError as err:
-        raise JsonSchemaError(f"unsupported pattern {pattern!r}: {err}", pointer) from err
 
 
 def _types(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> set[str]:
@@ -129,8 +109,6 @@ def _strings(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> tuple[
         out.append(pattern_regex(schema["pattern"], path + "/pattern"))
     name = schema.get("format")
     if name is not None and ctx.options.formats == "enforce":
-        from constrain.frontends.json_schema.formats import format_regex
-
         regex = format_regex(name) if isinstance(name, str) else None
         if regex is not None:
             out.append(regex)
@@ -202,14 +180,3 @@ def local_shape(ctx: SchemaContext, piece: Piece) -> Shape:
         values=values,
         pieces=(piece,),
     )
-
-
-def number_constraints(num: NumC) -> dict[str, Decimal | bool | None]:
-    """Return ``num`` as keyword arguments of ``json_numbers.number_regex`` (one multiple)."""
-    return {
-        "integer": num.integer,
-        "minimum": num.lo,
-        "maximum": num.hi,
-        "exclusive_minimum": num.lo_excl,
-        "exclusive_maximum": num.hi_excl,
-    }

@@ -1,6 +1,6 @@
 """Stage 1 (JSON Schema): complements and disjointness of shapes (``not``, ``oneOf``, ``if``).
 
-The complement of a :class:`~constrain.frontends.json_schema.Shape` is computed type by type.
+The complement of a :class:`~constrain.frontends.json_schema.shapes.Shape` is computed type by type.
 It is exact where the shape's languages are exact: ``null``, booleans, numbers (the number
 language is exact on plain spellings ``-?int(.frac)?``, so its complement is taken among plain
 spellings), strings without ``format`` (a content regex's complement), finite value sets of
@@ -15,10 +15,22 @@ of its branches (the common case: a discriminator property, different types, dis
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from constrain.frontends.json_schema.normal_form import NumC, Piece, Shape, json_equal_key
+from constrain.errors import CompileLimitError
+from constrain.frontends.json_schema.context import SchemaContext
+from constrain.frontends.json_schema.numbers import number_regex
+from constrain.frontends.json_schema.patterns import pattern_dfa
+from constrain.frontends.json_schema.shapes import (
+    NEGATION_MARK,
+    SOME_KEY,
+    NumC,
+    Piece,
+    Shape,
+    json_equal_key,
+)
 from constrain.ir import (
     NOTHING,
     Alt,
@@ -31,12 +43,7 @@ from constrain.ir import (
     Repeat,
 )
 
-if TYPE_CHECKING:
-    from constrain.frontends.json_schema.normal_form import SchemaContext
-
-NEGATION_MARK = "x-constrain-complement"
-
-__all__ = ["NEGATION_MARK", "PLAIN_NUMBER", "disjoint", "negate_shape", "number_language"]
+__all__ = ["PLAIN_NUMBER", "disjoint", "negate_shape", "number_language", "value_number_text"]
 
 _DIGIT = CharSet(((48, 57),))
 _DIGITS = Repeat(_DIGIT, 1, None)
@@ -65,8 +72,6 @@ JSON_NUMBER: Regex = Concat(
     )
 )
 
-_NONE = Shape(False, frozenset(), None, None, True, None, None)
-
 
 def number_language(num: NumC) -> Regex:
     """Return the IR of the JSON number texts satisfying ``num`` (exact on plain spellings)."""
@@ -77,8 +82,6 @@ def number_language(num: NumC) -> Regex:
 def _number_language(num: NumC) -> Regex:
     if num.is_unconstrained():
         return JSON_NUMBER
-    from constrain.frontends.json_schema.numbers import number_regex
-
     base: dict[str, Any] = {
         "integer": num.integer,
         "minimum": num.lo,
@@ -99,8 +102,6 @@ def _number_language(num: NumC) -> Regex:
 
 def value_number_text(value: Any) -> Regex:
     """Return the IR of every JSON spelling of the number ``value`` (plain ones exact)."""
-    from constrain.frontends.json_schema.numbers import number_regex
-
     exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     return number_regex(integer=False, minimum=exact, maximum=exact)
 
@@ -143,8 +144,13 @@ def _negate_values(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape
     ]
 
 
-def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
-    """Return the complement of one shape as a disjunction of single-type shapes.
+def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> Iterator[Shape | Piece]:
+    """Yield the complement of one shape as a disjunction, one disjunct at a time.
+
+    Scalar parts come as single-type shapes; the complement of a container's keywords comes as
+    pieces (synthetic schemas, marked :data:`~.shapes.NEGATION_MARK`) whose normal forms are
+    further disjuncts: the caller (the normal form) expands each piece as it is yielded, so
+    diagnostics keep the order of the parts.
 
     Parameters
     ----------
@@ -155,25 +161,31 @@ def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
     pointer : str
         JSON pointer reported when a part cannot be complemented exactly.
 
-    Returns
-    -------
-    list of Shape
-        Shapes whose union is every JSON value outside ``shape``.
+    Yields
+    ------
+    Shape or Piece
+        Disjuncts whose union is every JSON value outside ``shape``; a yielded shape may be
+        empty (:meth:`Shape.is_empty`).
+
+    Raises
+    ------
+    JsonSchemaError
+        When a part has no exact complement and ``lenient`` is off.
     """
     if shape.values is not None:
-        return _negate_values(ctx, shape, pointer)
-    out: list[Shape] = []
+        yield from _negate_values(ctx, shape, pointer)
+        return
     if not shape.null:
-        out.append(_only(null=True))
+        yield _only(null=True)
     if len(shape.bools) < 2:
-        out.append(_only(bools=frozenset((False, True)) - shape.bools))
+        yield _only(bools=frozenset((False, True)) - shape.bools)
     if shape.num is None:
-        out.append(_only(num=NumC()))
+        yield _only(num=NumC())
     elif not shape.num.is_unconstrained():
         lang = number_language(shape.num)
-        out.append(_only(num=NumC(extra=(Intersect((Complement(lang), PLAIN_NUMBER)),))))
+        yield _only(num=NumC(extra=(Intersect((Complement(lang), PLAIN_NUMBER)),)))
     if shape.strs is None:
-        out.append(_only(strs=()))
+        yield _only(strs=())
     elif shape.strs:
         if not shape.str_exact:
             ctx.unsupported(
@@ -181,13 +193,13 @@ def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
                 "(not/oneOf/if)",
                 pointer,
             )
-            out.append(_only(strs=()))
+            yield _only(strs=())
         else:
             inner = shape.strs[0] if len(shape.strs) == 1 else Intersect(shape.strs)
-            out.append(_only(strs=(Complement(inner),)))
+            yield _only(strs=(Complement(inner),))
     for kind, pieces in (("array", shape.arr), ("object", shape.obj)):
         if pieces is None:
-            out.append(_only(**{kind[:3]: ()}))
+            yield _only(**{kind[:3]: ()})
             continue
         for piece in pieces:
             negated = _negate_container(ctx, piece, kind)
@@ -196,9 +208,7 @@ def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> list[Shape]:
                 continue
             for i, schema in enumerate(negated):
                 # Marked: a failed subschema evaluates nothing (for unevaluated*).
-                sub = ctx.child(piece, {"type": kind, NEGATION_MARK: True, **schema}, "not", i)
-                out.extend(ctx.shapes((sub,)))
-    return [s for s in out if not s.is_empty()]
+                yield ctx.child(piece, {"type": kind, NEGATION_MARK: True, **schema}, "not", i)
 
 
 def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[str, Any]] | None:
@@ -219,8 +229,6 @@ def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[
             out.append({"maxProperties": schema["minProperties"] - 1})
         if "maxProperties" in schema:
             out.append({"minProperties": schema["maxProperties"] + 1})
-        from constrain.frontends.json_schema.objects import SOME_KEY
-
         if schema.get("propertyNames", True) is not True or SOME_KEY in schema:
             return None
         props = schema.get("properties") or {}
@@ -252,7 +260,7 @@ def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[
     if "contains" in schema:
         low = schema.get("minContains", 1)
         if low == 1:
-            out.append({"items": {"not": schema["contains"]}} if not ctx.legacy or True else {})
+            out.append({"items": {"not": schema["contains"]}})
         elif low > 1:
             out.append({"contains": schema["contains"], "minContains": 0, "maxContains": low - 1})
         if "maxContains" in schema:
@@ -279,8 +287,8 @@ def _intervals_disjoint(a: NumC, b: NumC) -> bool:
 def _strings_disjoint(a: tuple[Regex, ...], b: tuple[Regex, ...]) -> bool:
     if not a and not b:
         return False
+    # Deferred: building a grammar must not import numba (test_front_ends_are_light).
     from constrain.automata.dfa import compile_regex
-    from constrain.errors import CompileLimitError
 
     try:
         return compile_regex(Intersect(a + b), max_states=20_000).is_empty_language()
@@ -349,8 +357,6 @@ def _required(pieces: tuple[Piece, ...]) -> set[str]:
 
 def _forbids(pieces: tuple[Piece, ...], name: str) -> bool:
     """Return whether some piece rules out property ``name`` (``false`` or no room for it)."""
-    from constrain.frontends.json_schema.objects import pattern_dfa
-
     for piece in pieces:
         schema = piece.schema if isinstance(piece.schema, dict) else {}
         props = schema.get("properties") or {}

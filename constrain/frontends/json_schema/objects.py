@@ -8,53 +8,81 @@ Any other key falls into a *region*: the set of patterns it matches. Each region
 lexeme (the key strings that match exactly that set of patterns, are not declared and satisfy
 ``propertyNames``: an intersection of regular languages) with its own value rule.
 
-Layout (see ``json_emit``): declaration order by default, optional properties skippable and
-additional ones after the declared ones; ``any_order=True`` tracks the set of declared
-properties already written, so any order is accepted, required ones are enforced and none
-repeats (exact up to ``max_any_order_properties`` declared properties, else
-:class:`~constrain.CompileLimitError`). ``minProperties``/``maxProperties`` count members.
+Layout (see :mod:`~constrain.frontends.json_schema.emit`): declaration order by default,
+optional properties skippable and additional ones after the declared ones; ``any_order=True``
+tracks the set of declared properties already written, so any order is accepted, required ones
+are enforced and none repeats (exact up to ``max_any_order_properties`` declared properties,
+else :class:`~constrain.CompileLimitError`). ``minProperties``/``maxProperties`` count members.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, cast
 
 from constrain.errors import CompileLimitError, JsonSchemaError
-from constrain.frontends.json_schema.emit import check_pattern, key_language
-from constrain.frontends.json_schema.local import non_negative_int
-from constrain.frontends.json_schema.normal_form import Piece
+from constrain.frontends.json_schema.patterns import check_pattern, pattern_dfa
+from constrain.frontends.json_schema.shapes import SOME_KEY, Piece, non_negative_int
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
 
 if TYPE_CHECKING:
     from constrain.frontends.json_schema.emit import Alternative, Emitter
 
-__all__ = ["SOME_KEY", "object_alternatives", "pattern_dfa", "pattern_matches"]
-
-# A synthetic keyword (never in user schemas): "the object has a member whose key is in this
-# language and whose value satisfies this schema", the complement of additionalProperties /
-# patternProperties. A list of {"except": [names], "except_patterns": [...], "pattern": p,
-# "value": schema}.
-SOME_KEY = "x-constrain-some"
+__all__ = ["key_language", "object_alternatives", "pattern_matches"]
 
 
-@functools.lru_cache(maxsize=4096)
-def pattern_dfa(pattern: str) -> Any:
-    """Return the DFA of an ECMAScript pattern with search semantics (cached)."""
-    from constrain.automata.dfa import compile_regex
-    from constrain.frontends.json_schema.local import pattern_regex
+def key_language(
+    names: list[str], patterns: list[Regex], negated: list[Regex], extra: list[Regex]
+) -> Regex:
+    """Return the key strings that are none of ``names``, match ``patterns`` and not ``negated``.
 
-    return compile_regex(pattern_regex(pattern, "#"))
+    Parameters
+    ----------
+    names : list of str
+        Declared property names, excluded.
+    patterns : list of Regex
+        Key languages every key must be in (``patternProperties`` it matches).
+    negated : list of Regex
+        Key languages no key may be in (``patternProperties`` it does not match).
+    extra : list of Regex
+        Further languages every key must be in (``propertyNames``).
+
+    Returns
+    -------
+    Regex
+        The intersection (every string when nothing constrains the keys).
+    """
+    parts: list[Regex] = list(patterns) + list(extra)
+    if names:
+        parts.append(Complement(Alt(tuple(Literal(n) for n in names))))
+    parts.extend(Complement(p) for p in negated)
+    if not parts:
+        return Repeat(ANY_CHAR, 0, None)
+    return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
 
 
 def pattern_matches(keys: Regex, name: str) -> bool:
-    """Return whether the key ``name`` is in the key language ``keys``."""
+    """Return whether the key ``name`` is in the key language ``keys``.
+
+    Parameters
+    ----------
+    keys : Regex
+        A key language.
+    name : str
+        A property name.
+
+    Returns
+    -------
+    bool
+        Whether the UTF-8 bytes of ``name`` are in the language.
+    """
+    # Deferred: building a grammar must not import numba (test_front_ends_are_light).
     from constrain.automata.dfa import compile_regex
 
     return bool(compile_regex(keys).matches(name.encode()))
 
 
 def _is_empty(regex: Regex) -> bool:
+    # Deferred: building a grammar must not import numba (test_front_ends_are_light).
     from constrain.automata.dfa import compile_regex
 
     return compile_regex(regex).is_empty_language()
