@@ -177,6 +177,16 @@ def trie_dfa(words: list[bytes]) -> Dfa:
 
     Every trie node lies on the way to a word, so the automaton is trim; what a product with it
     is spliced into is minimised.
+
+    Parameters
+    ----------
+    words : list of bytes
+        The strings (at least one).
+
+    Returns
+    -------
+    Dfa
+        The trie; its arrays are read-only.
     """
     used = sorted({b for word in words for b in word})  # UTF-8 never uses 13 of the 256 bytes
     byte_class = np.zeros(256, dtype=np.int64)  # class 0: bytes in no word
