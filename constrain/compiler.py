@@ -118,6 +118,9 @@ class CompiledGrammar:
         The Earley tables.
     limits : CompileLimits
         The limits it was compiled under (run-time limits apply to its matchers).
+    match_arrays : tuple
+        The matcher kernels' ``grammar`` structure, ``(lex, par, vocab, num_terminals,
+        max_set_items)`` (``constrain.kernels.numba_match``).
     """
 
     def __init__(
@@ -136,6 +139,18 @@ class CompiledGrammar:
         self.tables = MaskTables(vocab, lexer, parser, max_bytes=limits.mask_cache_bytes)
         self.terminal_names = tuple(lexer.names)
         self.cont_bits = continuation_bits(lexer)
+        # the matcher kernels' ``grammar`` structure (constrain.kernels.numba_match): a plain
+        # tuple, since numba types a named tuple argument outside its C fast path (+1 µs a call)
+        self.match_arrays: tuple[Any, ...] = (
+            (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits,
+             parser.ignore_bits, self.cont_bits),
+            (parser.item_rule, parser.item_next_nt, parser.item_next_t, parser.rule_lhs,
+             parser.rule_first_item, parser.nt_rules_indptr, parser.nt_rules, parser.nullable,
+             parser.final_item),
+            (vocab.token_indptr, vocab.token_bytes, np.asarray(vocab.eos_ids, dtype=np.int64)),
+            parser.num_terminals,
+            limits.max_set_items,
+        )  # fmt: skip
         # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
         # every matcher of this grammar passes arrays of the same types
         self.kernel_entries: dict[str, Any] = {}

@@ -105,26 +105,8 @@ class Matcher:
         self.vocab = compiled.vocab
         self._vocab_size = compiled.vocab.size
         self._entries_by_kernel = compiled.kernel_entries
-        lexer, parser = compiled.lexer, compiled.parser
-        self._lex = (
-            lexer.byte_class,
-            lexer.trans,
-            lexer.accept_bits,
-            lexer.alive_bits,
-            parser.ignore_bits,
-            compiled.cont_bits,
-        )
-        self._par = (
-            parser.item_rule,
-            parser.item_next_nt,
-            parser.item_next_t,
-            parser.rule_lhs,
-            parser.rule_first_item,
-            parser.nt_rules_indptr,
-            parser.nt_rules,
-            parser.nullable,
-            parser.final_item,
-        )
+        self._grammar = compiled.match_arrays
+        parser = compiled.parser
         cap = compiled.limits.max_hypotheses
         self._hyp = np.zeros((2, cap), dtype=np.int32)
         self._cur = np.zeros((2, cap), dtype=np.int32)
@@ -135,7 +117,7 @@ class Matcher:
         self._fstack = np.zeros((max_len + 2, 2, _SHARED_HYPS), dtype=np.int32)
         self._fstack_n = np.zeros(max_len + 2, dtype=np.int32)
         self._no_lcp = np.zeros(1, dtype=np.int64)
-        self._eos = np.asarray(self.vocab.eos_ids, dtype=np.int64)
+        self._eos = self._grammar[2][2]
         self._eos_set = frozenset(int(e) for e in self._eos)
         self._items = np.zeros((3, 4096), dtype=np.int32)
         self._sets = np.zeros((6, 256), dtype=np.int64)
@@ -156,10 +138,6 @@ class Matcher:
         # the fill kernel's entry ids on its first try: all unknown (it only reads them)
         self._eids_unset = np.full(cap, -1, dtype=np.int32)
         self._tables = compiled.tables
-        # per tables snapshot, the fill kernel's arguments taken from it (the last snapshot
-        # filled from stays referenced until the next fill: one per live matcher)
-        self._snap_seen: TableSnapshot | None = None
-        self._snap_args: tuple[Any, ...] = ()
         # the two hot kernels' compiled entries, once resolved (constrain.kernels.entry)
         self._fill_kernel: Any = None
         self._accept_kernel: Any = None
@@ -177,36 +155,30 @@ class Matcher:
         self._hist = np.zeros((64, 5), dtype=np.int64)
         self._hist_hyp = np.zeros((2, 256), dtype=np.int32)
         self._hist_len = np.zeros(2, dtype=np.int64)
-        self._rebuild_args()
+        self._rebuild_structures()
         self.reset()
 
     # -- chart storage ----------------------------------------------------------------------
 
-    def _rebuild_args(self) -> None:
-        """Rebuild the kernels' argument tuples (after arrays were replaced: grown, forked)."""
-        self._chart = (self._items, self._sets, self._set_bits, self._counts, self._scratch)
+    def _rebuild_structures(self) -> None:
+        """Rebuild the kernels' per-matcher structures (after arrays were replaced: grown, forked).
+
+        The only place they are made (``constrain.kernels.numba_match``): the Earley ``chart``,
+        the fill's ``fill_work`` and the accept's ``step_work``.
+        """
+        self._chart = (
+            self._items, self._sets, self._set_bits, self._counts, self._scratch, self._memo
+        )  # fmt: skip
         # _grow_ahead grows the chart past three quarters of its capacity
         self._grow_items = 3 * self._items.shape[1] // 4
         self._grow_sets = 3 * self._sets.shape[1] // 4
-        self._args = (
-            self._lex,
-            self.compiled.parser.num_terminals,
-            self._memo,
-            self._par,
-            *self._chart,
-            self.compiled.limits.max_set_items,
-        )
-        vocab = self.vocab
-        # the fill and accept kernels' arguments that change only with those arrays
-        self._fill_mid = (self._kbuf, vocab.token_indptr, vocab.token_bytes)
-        self._fill_tail = (
-            self._fstack, self._fstack_n, self._stack, self._eos, self._rm_n, self._rm_key,
-            self._rm_rows, self._rm_next, *self._args,
+        self._fill_work = (
+            self._kbuf, self._fstack, self._fstack_n, self._stack, self._rm_n, self._rm_key,
+            self._rm_rows, self._rm_next,
         )  # fmt: skip
-        self._accept_tail = (
-            vocab.token_indptr, vocab.token_bytes, self._hyp, self._job, self._no_lcp,
-            self._result, self._stack, self._stack_n, self._cur, self._hist, self._hist_hyp,
-            self._hist_len, *self._args,
+        self._step_work = (
+            self._job, self._no_lcp, self._result, self._stack, self._stack_n, self._cur,
+            self._hist, self._hist_hyp, self._hist_len,
         )  # fmt: skip
 
     def _grow(self) -> None:
@@ -219,7 +191,7 @@ class Matcher:
         set_bits = np.zeros((2 * self._set_bits.shape[0], self._set_bits.shape[1]), np.uint64)
         set_bits[:n_sets] = self._set_bits[:n_sets]
         self._items, self._sets, self._set_bits = items, sets, set_bits
-        self._rebuild_args()
+        self._rebuild_structures()
 
     def _check(self, status: int) -> bool:
         """Handle a kernel status; return True when the call must be retried after growing."""
@@ -249,7 +221,7 @@ class Matcher:
     def reset(self) -> None:
         """Return to the initial state (nothing accepted)."""
         while True:
-            status = earley_init_kernel(self._par, *self._chart, self.compiled.limits.max_set_items)
+            status = earley_init_kernel(self._grammar, self._chart)
             if not self._check(status):
                 break
         self._n = 1
@@ -280,7 +252,7 @@ class Matcher:
         hist_hyp = np.zeros((2, max(2 * self._hist_hyp.shape[1], 2 * need)), dtype=np.int32)
         hist_hyp[:, :used] = self._hist_hyp[:, :used]
         self._hist, self._hist_hyp = hist, hist_hyp
-        self._rebuild_args()
+        self._rebuild_structures()
 
     def _push_history(self) -> None:
         """Record the current state as one step (what ``rollback(1)`` returns to)."""
@@ -310,7 +282,7 @@ class Matcher:
         # same counter, so memos keyed by uid must not be shared.
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
-        other._rebuild_args()
+        other._rebuild_structures()
         return other
 
     def is_terminated(self) -> bool:
@@ -322,7 +294,7 @@ class Matcher:
         if self._terminated:
             return True
         while True:
-            res = end_accepting_kernel(self._hyp, self._n, *self._args)
+            res = end_accepting_kernel(self._hyp, self._n, self._grammar, self._chart)
             if not self._check(res):
                 break
         return bool(res == 1)
@@ -333,10 +305,11 @@ class Matcher:
         """Run simulation jobs over ``data[lo[j]:hi[j]]``, all from the current hypotheses."""
         zeros = np.zeros(lo.shape[0], dtype=np.int64)
         ends = np.full(lo.shape[0], self._n, dtype=np.int64)
+        jobs = (zeros, ends, lo, hi, zeros)
         while True:
             res = simulate_kernel(
-                zeros, ends, self._hyp, lo, hi, zeros, data, result, self._stack, self._stack_n,
-                self._cur, True, False, *self._args,
+                jobs, self._hyp, data, result, self._stack, self._stack_n, self._cur, True, False,
+                self._grammar, self._chart,
             )  # fmt: skip
             if not self._check(res):
                 break
@@ -349,8 +322,8 @@ class Matcher:
         job[3, 0] = end
         while True:
             res = simulate_kernel(
-                job[0], job[1], self._hyp, job[2], job[3], self._no_lcp, data, self._result,
-                self._stack, self._stack_n, self._cur, True, True, *self._args,
+                (job[0], job[1], job[2], job[3], self._no_lcp), self._hyp, data, self._result,
+                self._stack, self._stack_n, self._cur, True, True, self._grammar, self._chart,
             )  # fmt: skip
             if not self._check(res):
                 break
@@ -424,7 +397,7 @@ class Matcher:
             self._terminated = True
             return True
         while True:
-            args = (tok, self._n, *self._accept_tail)
+            args = (tok, self._hyp, self._n, self._grammar, self._chart, self._step_work)
             # every matcher of a grammar passes arrays of the same types: one compiled entry
             # (constrain.kernels.entry) serves them all
             kernel = self._accept_kernel or self._entry("accept", accept_token_kernel, args)
@@ -567,16 +540,9 @@ class Matcher:
         entry_ids = self._eids_unset
         snap = self._tables.snapshot()
         while True:
-            if snap is not self._snap_seen:
-                self._snap_seen = snap
-                self._snap_args = (
-                    snap.w_pool, snap.w_row, snap.w_indptr, snap.w_extra, snap.c_indptr,
-                    snap.c_tokens, snap.c_lcp, snap.h_keys, snap.h_entry, snap.h_state,
-                    snap.h_koff, snap.h_klen, snap.k_pool, snap.num_entries,
-                )  # fmt: skip
             args = (
-                self._hyp, n, entry_ids, *self._snap_args, *self._fill_mid, row,
-                *self._fill_tail,
+                self._hyp, n, entry_ids, row, self._grammar, snap.arrays, self._chart,
+                self._fill_work,
             )  # fmt: skip
             if direct is None:
                 direct = bool(row.flags.c_contiguous and row.flags.writeable)
@@ -632,7 +598,7 @@ class Matcher:
             n = scan_kernel_items(p, self._items, self._sets, self._item_next_t, out)
             if n < 0:
                 self._kbuf = out = np.empty(2 * -n, dtype=np.int32)
-                self._rebuild_args()  # the fill kernel takes it too
+                self._rebuild_structures()  # the fill kernel takes it too
                 n = scan_kernel_items(p, self._items, self._sets, self._item_next_t, out)
             kernel = out[:n].copy()
             if len(self._kernels) > 4096:

@@ -310,6 +310,10 @@ class TableSnapshot(NamedTuple):
     h_koff: Int64Array
     h_klen: Int32Array
     k_pool: Int32Array
+    # the fill kernels' ``tables`` structure (numba_match): (w_pool, w_row, w_indptr, w_extra,
+    # c_indptr, c_tokens, c_lcp, index), index = (h_keys, h_entry, h_state, h_koff, h_klen,
+    # k_pool, num_entries); a plain tuple, built once per snapshot (_publish)
+    arrays: tuple[Any, ...]
 
     def within(self, e: int) -> np.ndarray:
         """Return entry ``e``'s context-independent tokens as a ``(ceil(V/32),)`` uint32 bitset."""
@@ -320,6 +324,26 @@ class TableSnapshot(NamedTuple):
             out, extra >> 5, np.left_shift(np.uint32(1), (extra & 31).astype(np.uint32))
         )
         return out
+
+
+def _publish(
+    key_index: dict[tuple[int, bytes], int],
+    pools: tuple[np.ndarray, ...],
+    num_entries: int,
+    slots: tuple[np.ndarray, ...],
+    k_pool: Int32Array,
+) -> TableSnapshot:
+    """Return the snapshot of ``pools`` (``w_pool`` ... ``c_lcp``) and an index's arrays.
+
+    The one place a snapshot, and with it the kernels' ``arrays`` structure, is made.
+    """
+    w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp = pools
+    h_keys, h_entry, h_state, h_koff, h_klen = slots
+    index = (*slots, k_pool, num_entries)
+    return TableSnapshot(
+        key_index, w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp, num_entries,
+        h_keys, h_entry, h_state, h_koff, h_klen, k_pool, (*pools, index),
+    )  # fmt: skip
 
 
 class MaskTables:
@@ -401,24 +425,19 @@ class MaskTables:
         # written, so an unused row costs address space, not memory, and most grammars never
         # grow the pools (growing copies every row written so far).
         rows = _FIRST_ROWS
-        self._snap = TableSnapshot(
-            key_index={},
-            w_pool=np.zeros((rows // 4, self.num_words), dtype=np.uint32),
-            w_row=np.full(rows, -1, dtype=np.int32),
-            w_indptr=np.zeros(rows + 1, dtype=np.int64),
-            w_extra=np.zeros(64 * rows, dtype=np.int32),
-            c_indptr=np.zeros(rows + 1, dtype=np.int64),
-            c_tokens=np.zeros(16 * rows, dtype=np.int32),
-            c_lcp=np.zeros(16 * rows, dtype=np.int32),
-            num_entries=0,
-            h_keys=np.full(4 * rows, -1, dtype=np.int64),
-            h_entry=np.full(4 * rows, -1, dtype=np.int32),
-            h_state=np.zeros(4 * rows, dtype=np.int32),
-            h_koff=np.zeros(4 * rows, dtype=np.int64),
-            h_klen=np.zeros(4 * rows, dtype=np.int32),
-            k_pool=np.zeros(32 * rows, dtype=np.int32),
+        pools: tuple[np.ndarray, ...] = (
+            np.zeros((rows // 4, self.num_words), dtype=np.uint32),  # w_pool
+            np.full(rows, -1, dtype=np.int32),  # w_row
+            np.zeros(rows + 1, dtype=np.int64),  # w_indptr
+            np.zeros(64 * rows, dtype=np.int32),  # w_extra
+            np.zeros(rows + 1, dtype=np.int64),  # c_indptr
+            np.zeros(16 * rows, dtype=np.int32),  # c_tokens
+            np.zeros(16 * rows, dtype=np.int32),  # c_lcp
         )
-        self._nbytes = sum(a.nbytes for a in self._snap[1:] if isinstance(a, np.ndarray))
+        slots = _new_slots(4 * rows)
+        k_pool = np.zeros(32 * rows, dtype=np.int32)
+        self._snap = _publish({}, pools, 0, slots, k_pool)
+        self._nbytes = sum(a.nbytes for a in (*pools, *slots, k_pool))
         self._num_keys = 0
         self._k_used = 0
         self._rows_used = 0
@@ -893,11 +912,9 @@ class MaskTables:
             store_entry_kernel, e, within, base, self._rows_used, limit, w_pool, w_row,
             w_indptr, w_extra, sc.cands, sc.lcp, nc, c_indptr, c_tokens, c_lcp,
         )  # fmt: skip
-        index = self._index_arrays(key, kernel, e, snap)
-        self._snap = TableSnapshot(
-            snap.key_index, w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp, e + 1,
-            *index,
-        )  # fmt: skip
+        slots, k_pool = self._index_arrays(key, kernel, e, snap)
+        pools = (w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp)
+        self._snap = _publish(snap.key_index, pools, e + 1, slots, k_pool)
         return e
 
     def _grow(self, a: np.ndarray, used: int, size: int) -> np.ndarray:
@@ -909,20 +926,21 @@ class MaskTables:
     def _index_key(self, key: tuple[int, bytes], kernel: Int32Array, e: int) -> None:
         """Add key -> existing entry ``e`` to both indexes and publish (under the lock)."""
         snap = self._snap
-        self._snap = TableSnapshot(
-            *snap[:9], *self._index_arrays(key, kernel, e, snap)
-        )  # fmt: skip
+        slots, k_pool = self._index_arrays(key, kernel, e, snap)
+        pools = (snap.w_pool, snap.w_row, snap.w_indptr, snap.w_extra, snap.c_indptr,
+                 snap.c_tokens, snap.c_lcp)  # fmt: skip
+        self._snap = _publish(snap.key_index, pools, snap.num_entries, slots, k_pool)
 
     def _index_arrays(
         self, key: tuple[int, bytes], kernel: Int32Array, e: int, snap: TableSnapshot
-    ) -> tuple[Int64Array, Int32Array, Int32Array, Int64Array, Int32Array, Int32Array]:
-        """Add key -> entry ``e`` to both indexes (under the lock); return the index arrays.
+    ) -> tuple[tuple[np.ndarray, ...], Int32Array]:
+        """Add key -> entry ``e`` to both indexes (under the lock); return the slots and k_pool.
 
         They are ``snap``'s, or grown copies to publish; ``kernel`` is ``key[1]`` as an array.
         """
         kernel = np.array(kernel, dtype=np.int32)  # C-contiguous and writable: one entry type
         k_pool = snap.k_pool
-        h_keys, h_entry, h_state, h_koff, h_klen = (
+        slots: tuple[np.ndarray, ...] = (
             snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen
         )  # fmt: skip
         k_start = self._k_used
@@ -930,23 +948,24 @@ class MaskTables:
         if k_end > k_pool.shape[0]:
             k_pool = self._grow(k_pool, k_start, max(2 * k_pool.shape[0], k_end))
         self._k_used = k_end
-        if 2 * (self._num_keys + 1) > h_keys.shape[0]:
-            size = 2 * h_keys.shape[0]
-            table = (
-                np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int32),
-                np.zeros(size, dtype=np.int32), np.zeros(size, dtype=np.int64),
-                np.zeros(size, dtype=np.int32),
-            )  # fmt: skip
-            index_rehash(h_keys, h_entry, h_state, h_koff, h_klen, *table)
-            self._nbytes += sum(a.nbytes for a in table) // 2
-            h_keys, h_entry, h_state, h_koff, h_klen = table
-        self._call(
-            index_add, key[0], kernel, e, k_pool, k_start, h_keys, h_entry, h_state, h_koff,
-            h_klen,
-        )  # fmt: skip
+        if 2 * (self._num_keys + 1) > slots[0].shape[0]:
+            grown = _new_slots(2 * slots[0].shape[0])
+            index_rehash(slots, grown)
+            self._nbytes += sum(a.nbytes for a in grown) // 2
+            slots = grown
+        self._call(index_add, key[0], kernel, e, k_pool, k_start, slots)
         self._num_keys += 1
         snap.key_index[key] = e
-        return h_keys, h_entry, h_state, h_koff, h_klen, k_pool
+        return slots, k_pool
+
+
+def _new_slots(size: int) -> tuple[np.ndarray, ...]:
+    """Return empty index slots ``(h_keys, h_entry, h_state, h_koff, h_klen)`` of ``size``."""
+    return (
+        np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int32),
+        np.zeros(size, dtype=np.int32), np.zeros(size, dtype=np.int64),
+        np.zeros(size, dtype=np.int32),
+    )  # fmt: skip
 
 
 def _grown(a: np.ndarray, used: int, size: int) -> np.ndarray:

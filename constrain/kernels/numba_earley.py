@@ -6,18 +6,24 @@ earlier sets). A set is created by scanning one terminal from a parent set, so s
 rooted at set 0: several lexing hypotheses share their common history, rolling back is a
 truncation, and a scan result is memoised by ``(parent, terminal)``.
 
-Array bundles (all created by ``constrain.matcher``):
+The public kernels take two structures, plain tuples (see ``kernels/README.md``):
 
-- ``par``: tuple ``(item_rule, item_next_nt, item_next_t, rule_lhs, rule_first_item,
-  nt_rules_indptr, nt_rules, nullable, final_item)`` from ``ParserTables``;
-- ``items``: int32 ``[3, cap]``, rows ``ITEM``, ``ORIGIN``, ``CHAIN`` (dedup chains);
-- ``sets``: int64 ``[6, cap]``, rows ``START``, ``END``, ``PARENT``, ``TERM``, ``ACC``, ``UID``;
-  ``UID`` is unique for the life of a matcher (never reused after a truncation);
-- ``set_bits``: uint64 ``[cap, W]``, the terminals each set expects;
-- ``counts``: int64 ``[num_sets, num_items, next_uid, memo_entries]``;
-- ``scratch``: int64 ``[2, num_items_in_grammar]`` (dedup stamps and chain heads);
-- ``memo``: int64 ``[3, M]`` (M a power of two), rows key ``uid(parent) * T + term``, result set,
-  result uid.
+- ``grammar`` (one per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab,
+  num_terminals, max_set_items)``; these kernels read ``par``, the tuple ``(item_rule,
+  item_next_nt, item_next_t, rule_lhs, rule_first_item, nt_rules_indptr, nt_rules, nullable,
+  final_item)`` from ``ParserTables``, and the limit ``max_set_items`` (``lex`` and ``vocab``
+  are ``numba_match``'s);
+- ``chart`` (one per matcher, rebuilt by the matcher when it grows an array): ``(items, sets,
+  set_bits, counts, scratch, memo)``:
+
+  - ``items``: int32 ``[3, cap]``, rows ``ITEM``, ``ORIGIN``, ``CHAIN`` (dedup chains);
+  - ``sets``: int64 ``[6, cap]``, rows ``START``, ``END``, ``PARENT``, ``TERM``, ``ACC``,
+    ``UID``; ``UID`` is unique for the life of a matcher (never reused after a truncation);
+  - ``set_bits``: uint64 ``[cap, W]``, the terminals each set expects;
+  - ``counts``: int64 ``[num_sets, num_items, next_uid, memo_entries]``;
+  - ``scratch``: int64 ``[2, num_items_in_grammar]`` (dedup stamps and chain heads);
+  - ``memo``: int64 ``[3, M]`` (M a power of two), rows key ``uid(parent) * T + term``, result
+    set, result uid.
 
 Kernels never grow arrays: they return ``STATUS_CAPACITY`` and the Python wrapper grows them and
 retries. The algorithm is Earley's with Aycock and Horspool's nullable fix (predicting a nullable
@@ -39,8 +45,9 @@ __all__ = [
     "earley_init_kernel",
     "earley_scan_kernel",
     "memo_get",
-    "scan_kernel_items",
     "memo_scan",
+    "memo_union",
+    "scan_kernel_items",
 ]
 
 NO_SET = -1
@@ -154,16 +161,10 @@ def _open_set(
 
 
 @njit(cache=True, nogil=True)
-def earley_init_kernel(
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
-) -> int:
+def earley_init_kernel(grammar: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
     """Create the root set 0 (``S' -> . start`` and its closure); return 0 or a status."""
+    par, max_set_items = grammar[1], grammar[4]
+    items, sets, set_bits, counts, scratch, _ = chart
     counts[0] = 0
     counts[1] = 0
     q = _open_set(-1, -1, sets, set_bits, counts)
@@ -180,20 +181,14 @@ def earley_init_kernel(
 
 @njit(cache=True, nogil=True)
 def earley_scan_kernel(
-    parent: int,
-    term: int,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    parent: int, term: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]
 ) -> int:
     """Scan terminal ``term`` from set ``parent``; return the new set, ``NO_SET`` or a status.
 
     On ``NO_SET`` or a negative status the chart counters are restored.
     """
+    par, max_set_items = grammar[1], grammar[4]
+    items, sets, set_bits, counts, scratch, _ = chart
     saved_sets = counts[0]
     saved_items = counts[1]
     q = _open_set(parent, term, sets, set_bits, counts)
@@ -250,24 +245,14 @@ def memo_get(
 
 
 @njit(cache=True, nogil=True)
-def memo_scan(
-    parent: int,
-    term: int,
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
-) -> int:
+def memo_scan(parent: int, term: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
     """Scan ``(parent, term)``, memoised: the memo table is consulted first, then filled."""
+    num_terminals = grammar[3]
+    sets, counts, memo = chart[1], chart[3], chart[5]
     q = memo_get(parent, term, num_terminals, memo, sets, counts)
     if q != MEMO_MISS:
         return q
-    q = earley_scan_kernel(parent, term, par, items, sets, set_bits, counts, scratch, max_set_items)
+    q = earley_scan_kernel(parent, term, grammar, chart)
     if q < NO_SET:
         return q
     _memo_room(memo, counts)
@@ -307,16 +292,7 @@ def _union_key(uid_a: int, uid_b: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def memo_union(
-    a: int,
-    b: int,
-    memo: np.ndarray,
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-) -> int:
+def memo_union(a: int, b: int, chart: tuple[Any, ...]) -> int:
     """Return a set whose items are the union of sets ``a`` and ``b`` (memoised by their uids).
 
     Two hypotheses at the same input position whose lexemes are in the same lexer state differ
@@ -324,6 +300,7 @@ def memo_union(
     closed and continues exactly like the two together, so one hypothesis replaces both. This
     keeps ambiguous lexings (a keyword that is also a name, ...) from multiplying hypotheses.
     """
+    items, sets, set_bits, counts, scratch, memo = chart
     _memo_room(memo, counts)
     key = _union_key(sets[UID, a], sets[UID, b])
     mask = memo.shape[1] - 1

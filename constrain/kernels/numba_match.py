@@ -16,8 +16,24 @@ Every byte-level simulation goes through :func:`simulate_kernel`, which runs a b
 that pass dozens of arrays cost hundreds of nanoseconds in numba (reference counting), so the
 hot loop makes none; only a memo miss calls into the Earley scanner.
 
-Bundles: ``lex = (byte_class, trans, accept_bits, alive_bits, ignore_bits)`` (see
-``constrain.automata.lexer``) and the chart arrays of ``constrain.kernels.numba_earley``.
+Kernel parameters are grouped into plain tuples of arrays (``kernels/README.md``, section 5):
+
+- ``grammar`` (per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab,
+  num_terminals, max_set_items)`` with ``lex = (byte_class, trans, accept_bits, alive_bits,
+  ignore_bits, cont_bits)`` (see ``constrain.automata.lexer``), ``par`` the parser tables of
+  ``numba_earley`` and ``vocab = (token_indptr, token_bytes, eos_ids)``;
+- ``chart`` (per matcher): the Earley chart and scan memo of ``numba_earley``;
+- ``tables`` (per token-table snapshot, ``TableSnapshot.arrays``): ``(w_pool, w_row, w_indptr,
+  w_extra, c_indptr, c_tokens, c_lcp, index)``, ``index`` as :func:`find_entry` reads it;
+- ``fill_work`` (per matcher, the fill's buffers): ``(kbuf, stack, stack_n, big, rm_n, rm_key,
+  rm_rows, rm_next)``; ``step_work`` (per matcher, the accept's buffers): ``(job, no_lcp,
+  result, stack, stack_n, cur, hist, hist_hyp, hist_len)``;
+- ``jobs`` (per :func:`simulate_kernel` call): ``(hyp_lo, hyp_hi, lo, hi, lcp)``.
+
+Tuples, not named tuples: numba's dispatcher types a plain tuple argument on its C fast path,
+a named tuple through Python (measured on 12 arrays: 1.0 µs vs 1.8 µs per call; through a
+compiled entry, ``constrain.kernels.entry``, both 0.75 µs), and the matcher calls a kernel per
+token.
 """
 
 from __future__ import annotations
@@ -95,12 +111,8 @@ def _push(p: int, s: int, hyp: np.ndarray, n: int) -> int:
 
 @njit(cache=True, nogil=True)
 def simulate_kernel(
-    job_hyp_lo: np.ndarray,
-    job_hyp_hi: np.ndarray,
+    jobs: tuple[Any, ...],
     start_hyp: np.ndarray,
-    job_lo: np.ndarray,
-    job_hi: np.ndarray,
-    job_lcp: np.ndarray,
     data: np.ndarray,
     result: np.ndarray,
     stack: np.ndarray,
@@ -108,20 +120,13 @@ def simulate_kernel(
     out_hyp: np.ndarray,
     strict: bool,
     normalize: bool,
-    lex: tuple[Any, ...],
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    grammar: tuple[Any, ...],
+    chart: tuple[Any, ...],
 ) -> int:
     """Run a batch of byte-simulation jobs, sharing the work of common prefixes.
 
-    Job ``j`` starts from the hypotheses ``start_hyp[:, job_hyp_lo[j]:job_hyp_hi[j]]`` and
+    ``jobs`` is ``(job_hyp_lo, job_hyp_hi, job_lo, job_hi, job_lcp)``, int64 arrays of one
+    length. Job ``j`` starts from the hypotheses ``start_hyp[:, job_hyp_lo[j]:job_hyp_hi[j]]`` and
     consumes ``data[job_lo[j]:job_hi[j]]``. When a job has the same start as the previous one and
     its first ``job_lcp[j]`` bytes equal the previous job's, the hypothesis sets computed for
     that prefix are reused (jobs are token candidates in trie order, so neighbours share
@@ -138,7 +143,10 @@ def simulate_kernel(
     most tokens as context-independent. Returns 0 or a negative status (capacity, limit, or
     hypotheses when ``strict``), in which case the results are void.
     """
-    byte_class, trans, accept_bits, alive_bits, ignore = lex[0], lex[1], lex[2], lex[3], lex[4]
+    job_hyp_lo, job_hyp_hi, job_lo, job_hi, job_lcp = jobs
+    byte_class, trans, accept_bits, alive_bits, ignore, _ = grammar[0]
+    num_terminals = grammar[3]
+    sets, set_bits, counts, memo = chart[1], chart[2], chart[3], chart[5]
     num_words = accept_bits.shape[1]
     depth = stack.shape[0]
     cap = stack.shape[2]
@@ -197,10 +205,7 @@ def simulate_kernel(
                             if m >= 0 and set_bits[p, w] & one:
                                 q = memo_get(p, t, num_terminals, memo, sets, counts)
                                 if q == MEMO_MISS:
-                                    q = memo_scan(
-                                        p, t, num_terminals, memo, par, items, sets, set_bits,
-                                        counts, scratch, max_set_items,
-                                    )  # fmt: skip
+                                    q = memo_scan(p, t, grammar, chart)
                                     if q < -1:
                                         return q
                                 if q >= 0 and _alive(s0, q, alive_bits, set_bits, ignore):
@@ -231,10 +236,7 @@ def simulate_kernel(
                 out_hyp[0, h] = stack[top, 0, h]
                 out_hyp[1, h] = stack[top, 1, h]
             if normalize:
-                n = _normalize(
-                    out_hyp, stack[(length + 1) % depth], n, lex, num_terminals, memo, par,
-                    items, sets, set_bits, counts, scratch, max_set_items,
-                )  # fmt: skip
+                n = _normalize(out_hyp, stack[(length + 1) % depth], n, grammar, chart)
                 if n < 0:
                     return n
                 result[j] = n
@@ -243,22 +245,12 @@ def simulate_kernel(
 
 @njit(cache=True, nogil=True)
 def _normalize(
-    cur: np.ndarray,
-    nxt: np.ndarray,
-    n: int,
-    lex: tuple[Any, ...],
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    cur: np.ndarray, nxt: np.ndarray, n: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]
 ) -> int:
     """Split ended lexemes of ``cur[:, :n]`` into scanned hypotheses; result back in ``cur``."""
+    lex = grammar[0]
     accept_bits, ignore, cont_bits = lex[2], lex[4], lex[5]
+    set_bits = chart[2]
     m = 0
     for h in range(n):
         p = cur[0, h]
@@ -280,10 +272,7 @@ def _normalize(
                         if m < 0:
                             return m
                     if set_bits[p, w] & one:
-                        q = memo_scan(
-                            p, t, num_terminals, memo, par, items, sets, set_bits, counts,
-                            scratch, max_set_items,
-                        )  # fmt: skip
+                        q = memo_scan(p, t, grammar, chart)
                         if q < -1:
                             return q
                         if q >= 0:
@@ -300,7 +289,7 @@ def _normalize(
         merged = False
         for k in range(n_out):
             if cur[1, k] == s:
-                q = memo_union(cur[0, k], p, memo, items, sets, set_bits, counts, scratch)
+                q = memo_union(cur[0, k], p, chart)
                 if q < 0:
                     return q
                 cur[0, k] = q
@@ -315,21 +304,12 @@ def _normalize(
 
 @njit(cache=True, nogil=True)
 def end_accepting_kernel(
-    hyp: np.ndarray,
-    n_hyp: int,
-    lex: tuple[Any, ...],
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    hyp: np.ndarray, n_hyp: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]
 ) -> int:
     """Return 1 if the input so far is a complete sentence, 0 if not, or a negative status."""
+    lex = grammar[0]
     accept_bits, ignore = lex[2], lex[4]
+    sets, set_bits = chart[1], chart[2]
     for h in range(n_hyp):
         p = hyp[0, h]
         s = hyp[1, h]
@@ -346,10 +326,7 @@ def end_accepting_kernel(
                     if ignore[w] & one and sets[ACC, p]:
                         return 1
                     if set_bits[p, w] & one:
-                        q = memo_scan(
-                            p, t, num_terminals, memo, par, items, sets, set_bits, counts,
-                            scratch, max_set_items,
-                        )  # fmt: skip
+                        q = memo_scan(p, t, grammar, chart)
                         if q < -1:
                             return q
                         if q >= 0 and sets[ACC, q]:
@@ -364,56 +341,35 @@ def fill_mask_kernel(
     hyp: np.ndarray,
     n_hyp: int,
     entry_ids: np.ndarray,
-    w_pool: np.ndarray,
-    w_row: np.ndarray,
-    w_indptr: np.ndarray,
-    w_extra: np.ndarray,
-    c_indptr: np.ndarray,
-    c_tokens: np.ndarray,
-    c_lcp: np.ndarray,
-    h_keys: np.ndarray,
-    h_entry: np.ndarray,
-    h_state: np.ndarray,
-    h_koff: np.ndarray,
-    h_klen: np.ndarray,
-    k_pool: np.ndarray,
-    num_entries: int,
-    kbuf: np.ndarray,
-    token_indptr: np.ndarray,
-    token_bytes: np.ndarray,
     out_row: np.ndarray,
-    stack: np.ndarray,
-    stack_n: np.ndarray,
-    big: np.ndarray,
-    lex: tuple[Any, ...],
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    grammar: tuple[Any, ...],
+    tables: tuple[Any, ...],
+    chart: tuple[Any, ...],
+    fill_work: tuple[Any, ...],
 ) -> int:
     """OR the allowed tokens of every hypothesis into ``out_row`` (uint32 words, pre-zeroed).
 
-    Entry ``entry_ids[h]`` of the token tables holds, for hypothesis ``h``, the tokens that stay
-    context-independent (always allowed: row ``w_row[e]`` of ``w_pool`` unless negative, and
+    Entry ``entry_ids[h]`` of the token ``tables`` holds, for hypothesis ``h``, the tokens that
+    stay context-independent (always allowed: row ``w_row[e]`` of ``w_pool`` unless negative, and
     the tokens ``w_extra[w_indptr[e]:w_indptr[e+1]]``) and the candidates whose validity depends
     on the parser (``c_tokens[c_indptr[e]:c_indptr[e+1]]``, in trie order, with ``c_lcp`` the
     common prefix length with the previous candidate), which are checked here by simulating their
-    bytes, sharing the work of common prefixes. ``stack`` is int32 ``[D, 2, H]`` with ``D`` above
-    the longest token; ``big`` is int32 ``[2, 2, H_max]`` for candidates with more than ``H``
-    hypotheses. Returns a negative status, else 1 if the input so far is a complete sentence
-    (the caller then allows EOS) and 0 if not.
+    bytes, sharing the work of common prefixes. Of ``fill_work``, ``stack`` is int32
+    ``[D, 2, H]`` with ``D`` above the longest token (``stack_n`` its counts); ``big`` is int32
+    ``[2, 2, H_max]`` for candidates with more than ``H`` hypotheses. Returns a negative
+    status, else 1 if the input so far is a complete sentence (the caller then allows EOS) and
+    0 if not.
 
     An ``entry_ids[h]`` below 0 (the array is read, never written) is looked up here, by the
-    scan kernel of the hypothesis's Earley set and its lexer state, in the tables' index
-    (``h_keys`` ... ``num_entries``, see ``numba_tables.find_entry``); ``STATUS_ENTRY_MISS``
-    when one is not there (the caller then builds the entry and calls again with explicit ids).
-    ``kbuf`` is int32 scratch for kernels.
+    scan kernel of the hypothesis's Earley set and its lexer state, in the tables' ``index``
+    (see ``numba_tables.find_entry``); ``STATUS_ENTRY_MISS`` when one is not there (the caller
+    then builds the entry and calls again with explicit ids). ``kbuf`` is int32 scratch for
+    kernels.
     """
+    w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp, index = tables
+    kbuf, stack, stack_n, big = fill_work[0], fill_work[1], fill_work[2], fill_work[3]
+    token_indptr, token_bytes = grammar[2][0], grammar[2][1]
+    items, sets = chart[0], chart[1]
     # the entries found here go to a copy: ``entry_ids`` is only read (the caller passes the
     # same all -1 array every time, without resetting it)
     given = entry_ids
@@ -421,11 +377,10 @@ def fill_mask_kernel(
     for h in range(n_hyp):
         entry_ids[h] = given[h]
         if entry_ids[h] < 0:
-            k = scan_kernel_items(hyp[0, h], items, sets, par[2], kbuf)
+            k = scan_kernel_items(hyp[0, h], items, sets, grammar[1][2], kbuf)
             if k < 0:
                 return STATUS_ENTRY_MISS
-            e = find_entry(hyp[1, h], kbuf, k, h_keys, h_entry, h_state, h_koff, h_klen,
-                           k_pool, num_entries)  # fmt: skip
+            e = find_entry(hyp[1, h], kbuf, k, index)
             if e < 0:
                 return STATUS_ENTRY_MISS
             entry_ids[h] = e
@@ -443,10 +398,7 @@ def fill_mask_kernel(
         e = entry_ids[h]
         total += c_indptr[e + 1] - c_indptr[e]
     if total == 0:
-        return end_accepting_kernel(
-            hyp, n_hyp, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
-            max_set_items,
-        )  # fmt: skip
+        return end_accepting_kernel(hyp, n_hyp, grammar, chart)
     job_tok = np.empty(total, dtype=np.int32)
     hyp_lo = np.empty(total, dtype=np.int64)
     lo = np.empty(total, dtype=np.int64)
@@ -474,9 +426,8 @@ def fill_mask_kernel(
     out = np.empty((2, 1), dtype=np.int32)
     hyp_lo, lo, hi, lcp = hyp_lo[:nj], lo[:nj], hi[:nj], lcp[:nj]
     st = simulate_kernel(
-        hyp_lo, hyp_lo + 1, hyp, lo, hi, lcp, token_bytes, result, stack, stack_n, out, False,
-        False, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
-        max_set_items,
+        (hyp_lo, hyp_lo + 1, lo, hi, lcp), hyp, token_bytes, result, stack, stack_n, out, False,
+        False, grammar, chart,
     )  # fmt: skip
     if st < 0:
         return st
@@ -497,11 +448,9 @@ def fill_mask_kernel(
         big_n = np.zeros(2, dtype=np.int32)
         for k in range(redo):
             j = r_idx[k]
-            st = simulate_kernel(
-                hyp_lo[j : j + 1], hyp_lo[j : j + 1] + 1, hyp, lo[j : j + 1], hi[j : j + 1],
-                zero, token_bytes, one, big, big_n, out, True, False, lex, num_terminals,
-                memo, par, items, sets, set_bits, counts, scratch, max_set_items,
-            )  # fmt: skip
+            job = (hyp_lo[j : j + 1], hyp_lo[j : j + 1] + 1, lo[j : j + 1], hi[j : j + 1], zero)
+            st = simulate_kernel(job, hyp, token_bytes, one, big, big_n, out, True, False,
+                                 grammar, chart)  # fmt: skip
             if st < 0:
                 return st
             result[j] = one[0]
@@ -509,38 +458,17 @@ def fill_mask_kernel(
         if result[j] > 0:
             tok = job_tok[j]
             out_row[tok >> 5] |= np.uint32(1) << np.uint32(tok & 31)
-    return end_accepting_kernel(
-        hyp, n_hyp, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
-        max_set_items,
-    )  # fmt: skip
+    return end_accepting_kernel(hyp, n_hyp, grammar, chart)
 
 
 @njit(cache=True, nogil=True)
 def accept_token_kernel(
     tok: int,
-    n_hyp: int,
-    token_indptr: np.ndarray,
-    token_bytes: np.ndarray,
     hyp: np.ndarray,
-    job: np.ndarray,
-    no_lcp: np.ndarray,
-    result: np.ndarray,
-    stack: np.ndarray,
-    stack_n: np.ndarray,
-    cur: np.ndarray,
-    hist: np.ndarray,
-    hist_hyp: np.ndarray,
-    hist_len: np.ndarray,
-    lex: tuple[Any, ...],
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    n_hyp: int,
+    grammar: tuple[Any, ...],
+    chart: tuple[Any, ...],
+    step_work: tuple[Any, ...],
 ) -> int:
     """Advance the hypotheses ``hyp[:, :n_hyp]`` over token ``tok``'s bytes, in place.
 
@@ -552,8 +480,12 @@ def accept_token_kernel(
 
     A single hypothesis ``(P, s)`` whose lexeme stays alive through the token without any allowed
     terminal ending inside it or at its end (no scan, no split) moves to ``(P, walk(s, token))``
-    directly; everything else goes through :func:`simulate_kernel`.
+    directly; everything else goes through :func:`simulate_kernel`. ``step_work`` holds the
+    buffers ``(job, no_lcp, result, stack, stack_n, cur, hist, hist_hyp, hist_len)``.
     """
+    job, no_lcp, result, stack, stack_n, cur, hist, hist_hyp, hist_len = step_work
+    token_indptr, token_bytes = grammar[2][0], grammar[2][1]
+    set_bits, counts = chart[2], chart[3]
     rows, used = hist_len[0], hist_len[1]
     if rows >= hist.shape[0] or used + n_hyp > hist_hyp.shape[1]:
         return STATUS_HISTORY
@@ -563,7 +495,7 @@ def accept_token_kernel(
     saved_sets, saved_items = counts[0], counts[1]
     n_new = -1
     if n_hyp == 1:
-        byte_class, trans, accept_bits, alive_bits, ignore = lex[0], lex[1], lex[2], lex[3], lex[4]
+        byte_class, trans, accept_bits, alive_bits, ignore, _ = grammar[0]
         p = hyp[0, 0]
         s = hyp[1, 0]
         fast = True
@@ -588,9 +520,8 @@ def accept_token_kernel(
         job[2, 0] = start
         job[3, 0] = end
         st = simulate_kernel(
-            job[0], job[1], hyp, job[2], job[3], no_lcp, token_bytes, result, stack, stack_n,
-            cur, True, True, lex, num_terminals, memo, par, items, sets, set_bits, counts,
-            scratch, max_set_items,
+            (job[0], job[1], job[2], job[3], no_lcp), hyp, token_bytes, result, stack, stack_n,
+            cur, True, True, grammar, chart,
         )  # fmt: skip
         if st < 0:
             return st
@@ -618,55 +549,27 @@ def fill_row_kernel(
     hyp: np.ndarray,
     n_hyp: int,
     entry_ids: np.ndarray,
-    w_pool: np.ndarray,
-    w_row: np.ndarray,
-    w_indptr: np.ndarray,
-    w_extra: np.ndarray,
-    c_indptr: np.ndarray,
-    c_tokens: np.ndarray,
-    c_lcp: np.ndarray,
-    h_keys: np.ndarray,
-    h_entry: np.ndarray,
-    h_state: np.ndarray,
-    h_koff: np.ndarray,
-    h_klen: np.ndarray,
-    k_pool: np.ndarray,
-    num_entries: int,
-    kbuf: np.ndarray,
-    token_indptr: np.ndarray,
-    token_bytes: np.ndarray,
     out_row: np.ndarray,
-    stack: np.ndarray,
-    stack_n: np.ndarray,
-    big: np.ndarray,
-    eos_ids: np.ndarray,
-    rm_n: np.ndarray,
-    rm_key: np.ndarray,
-    rm_rows: np.ndarray,
-    rm_next: np.ndarray,
-    lex: tuple[Any, ...],
-    num_terminals: int,
-    memo: np.ndarray,
-    par: tuple[Any, ...],
-    items: np.ndarray,
-    sets: np.ndarray,
-    set_bits: np.ndarray,
-    counts: np.ndarray,
-    scratch: np.ndarray,
-    max_set_items: int,
+    grammar: tuple[Any, ...],
+    tables: tuple[Any, ...],
+    chart: tuple[Any, ...],
+    fill_work: tuple[Any, ...],
 ) -> int:
     """Write the whole mask row of the hypotheses into ``out_row`` (EOS bits included).
 
     The row is a function of the hypotheses ``(uid of the Earley set, lexer state)`` alone
     (sets never change once built, uids are never reused), so the last ``rm_n.shape[0]`` rows
     are memoised (``rm_n[k]`` hypotheses, ``rm_key[k]`` their (uid, state) pairs, ``rm_rows[k]``
-    the row; ``rm_n[k] = -1`` for an empty slot, ``rm_next`` the slot written next): inside a JSON
+    the row; ``rm_n[k] = -1`` for an empty slot, ``rm_next`` the slot written next; the last four
+    arrays of ``fill_work``): inside a JSON
     string or a long identifier the hypotheses repeat token after token. Otherwise the row is
     zeroed and filled by :func:`fill_mask_kernel` (same arguments and statuses; the caller retries
     on a negative status), EOS bits are set when the input so far is complete, and the row is
     memoised. Returns 0 (filled), 2 (memo hit) or a negative status.
     """
-    uid_row = sets[UID]
+    rm_n, rm_key, rm_rows, rm_next = fill_work[4], fill_work[5], fill_work[6], fill_work[7]
+    eos_ids = grammar[2][2]
+    uid_row = chart[1][UID]
     if n_hyp <= MEMO_HYPS:
         for k in range(rm_n.shape[0]):
             if rm_n[k] != n_hyp:
@@ -682,14 +585,7 @@ def fill_row_kernel(
                 return 2
     for w in range(out_row.shape[0]):
         out_row[w] = 0
-    res = fill_mask_kernel(
-        hyp, n_hyp, entry_ids, w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp,
-        h_keys, h_entry, h_state,
-        h_koff, h_klen, k_pool, num_entries, kbuf, token_indptr, token_bytes, out_row, stack,
-        stack_n,
-        big, lex, num_terminals, memo, par, items, sets, set_bits, counts, scratch,
-        max_set_items,
-    )  # fmt: skip
+    res = fill_mask_kernel(hyp, n_hyp, entry_ids, out_row, grammar, tables, chart, fill_work)
     if res < 0:
         return res
     if res == 1:

@@ -18,6 +18,8 @@ overflow the walk turns conservative (keeps candidates), never wrong.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -611,19 +613,14 @@ def entry_hash(state: int, kernel: np.ndarray, n: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def find_entry(
-    state: int,
-    kernel: np.ndarray,
-    n: int,
-    h_keys: np.ndarray,
-    h_entry: np.ndarray,
-    h_state: np.ndarray,
-    h_koff: np.ndarray,
-    h_klen: np.ndarray,
-    k_pool: np.ndarray,
-    num_entries: int,
-) -> int:
-    """Return the entry id of ``(state, kernel[:n])``, or -1 when it is not (yet) in the index."""
+def find_entry(state: int, kernel: np.ndarray, n: int, index: tuple[Any, ...]) -> int:
+    """Return the entry id of ``(state, kernel[:n])``, or -1 when it is not (yet) in the index.
+
+    ``index`` is a snapshot's ``(h_keys, h_entry, h_state, h_koff, h_klen, k_pool,
+    num_entries)``: the slots (hash, entry, key state, key offset and length in ``k_pool``)
+    and the entries visible in that snapshot.
+    """
+    h_keys, h_entry, h_state, h_koff, h_klen, k_pool, num_entries = index
     h = entry_hash(state, kernel, n)
     mask = h_keys.shape[0] - 1
     slot = (int(h) * 0x9E3779B1) & mask
@@ -647,19 +644,13 @@ def find_entry(
 
 
 @njit(cache=True, nogil=True)
-def index_insert(
-    h: int,
-    e: int,
-    state: int,
-    koff: int,
-    klen: int,
-    h_keys: np.ndarray,
-    h_entry: np.ndarray,
-    h_state: np.ndarray,
-    h_koff: np.ndarray,
-    h_klen: np.ndarray,
-) -> None:
-    """Put key ``(state, k_pool[koff:koff + klen])`` of hash ``h`` -> entry ``e`` in a free slot."""
+def index_insert(h: int, e: int, state: int, koff: int, klen: int, slots: tuple[Any, ...]) -> None:
+    """Put key ``(state, k_pool[koff:koff + klen])`` of hash ``h`` -> entry ``e`` in a free slot.
+
+    ``slots`` is ``(h_keys, h_entry, h_state, h_koff, h_klen)``, the first five arrays of an
+    index (:func:`find_entry`).
+    """
+    h_keys, h_entry, h_state, h_koff, h_klen = slots
     mask = h_keys.shape[0] - 1
     slot = (int(h) * 0x9E3779B1) & mask
     while h_keys[slot] != -1:
@@ -673,46 +664,28 @@ def index_insert(
 
 @njit(cache=True, nogil=True)
 def index_add(
-    state: int,
-    kernel: np.ndarray,
-    e: int,
-    k_pool: np.ndarray,
-    koff: int,
-    h_keys: np.ndarray,
-    h_entry: np.ndarray,
-    h_state: np.ndarray,
-    h_koff: np.ndarray,
-    h_klen: np.ndarray,
+    state: int, kernel: np.ndarray, e: int, k_pool: np.ndarray, koff: int, slots: tuple[Any, ...]
 ) -> None:
     """Copy ``kernel`` to ``k_pool[koff:]`` and index ``(state, kernel)`` -> entry ``e``.
 
-    The caller has made room in ``k_pool`` and kept the table at most half full.
+    The caller has made room in ``k_pool`` and kept the ``slots`` (:func:`index_insert`) at
+    most half full.
     """
     n = kernel.shape[0]
     for j in range(n):
         k_pool[koff + j] = kernel[j]
     h = entry_hash(state, kernel, n)
-    index_insert(h, e, state, koff, n, h_keys, h_entry, h_state, h_koff, h_klen)
+    index_insert(h, e, state, koff, n, slots)
 
 
 @njit(cache=True, nogil=True)
-def index_rehash(
-    h_keys: np.ndarray,
-    h_entry: np.ndarray,
-    h_state: np.ndarray,
-    h_koff: np.ndarray,
-    h_klen: np.ndarray,
-    n_keys: np.ndarray,
-    n_entry: np.ndarray,
-    n_state: np.ndarray,
-    n_koff: np.ndarray,
-    n_klen: np.ndarray,
-) -> None:
-    """Insert every occupied slot of the ``h_*`` table into the (empty, larger) ``n_*`` table."""
+def index_rehash(slots: tuple[Any, ...], new_slots: tuple[Any, ...]) -> None:
+    """Insert every occupied slot of ``slots`` into the (empty, larger) ``new_slots``."""
+    h_keys, h_entry, h_state, h_koff, h_klen = slots
     for slot in range(h_keys.shape[0]):
         if h_keys[slot] != -1:
             index_insert(h_keys[slot], h_entry[slot], h_state[slot], h_koff[slot],
-                         h_klen[slot], n_keys, n_entry, n_state, n_koff, n_klen)  # fmt: skip
+                         h_klen[slot], new_slots)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)

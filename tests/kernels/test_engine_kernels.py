@@ -169,12 +169,16 @@ def test_cached_entries_equal_fresh_builds(name: str, monkeypatch: pytest.Monkey
     assert snap.key_index
     for (state, raw), e in snap.key_index.items():
         kernel = np.frombuffer(raw, dtype=np.int32)
-        args = (snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool)
-        assert find_entry(state, kernel, kernel.shape[0], *args, snap.num_entries) == e
-        assert find_entry(state, kernel, kernel.shape[0], *args, e) == -1  # older snapshot
-        assert find_entry(state + 1000, kernel, kernel.shape[0], *args, snap.num_entries) == -1
+        index = snap.arrays[-1]
+        named = (snap.h_keys, snap.h_entry, snap.h_state, snap.h_koff, snap.h_klen, snap.k_pool)
+        assert all(a is b for a, b in zip(index[:-1], named, strict=True))
+        assert index[-1] == snap.num_entries
+        older = (*index[:-1], e)
+        assert find_entry(state, kernel, kernel.shape[0], index) == e
+        assert find_entry(state, kernel, kernel.shape[0], older) == -1  # older snapshot
+        assert find_entry(state + 1000, kernel, kernel.shape[0], index) == -1
         longer = np.append(kernel, 10_000).astype(np.int32)
-        assert find_entry(state, longer, longer.shape[0], *args, snap.num_entries) == -1
+        assert find_entry(state, longer, longer.shape[0], index) == -1
 
 
 def test_lookup_of_several_misses_ends_under_a_zero_budget() -> None:

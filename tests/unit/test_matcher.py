@@ -375,7 +375,7 @@ def test_scan_memo_stays_bounded_and_exact() -> None:
     text = b'{"a": [1, 2, {"b": "xyz", "c": [true, false, null]}], "d": -1.5e3}'
     small, normal = Matcher(compiled), Matcher(compiled)
     small._memo = np.full((3, 8), -1, dtype=np.int64)
-    small._rebuild_args()
+    small._rebuild_structures()
     for i, byte in enumerate(text):
         assert small.allowed_token_ids().tolist() == normal.allowed_token_ids().tolist(), i
         assert small.accept_token(byte) and normal.accept_token(byte)
