@@ -163,7 +163,7 @@ class _SetStore:
     ``_MAX_SET_BYTES`` per thread and grammar), then starts over.
     """
 
-    __slots__ = ("num_classes", "words", "arrays", "store", "max_sets", "_ids")
+    __slots__ = ("num_classes", "words", "arrays", "kernel_arrays", "store", "max_sets", "_ids")
 
     def __init__(self, num_classes: int, words: int) -> None:
         self.num_classes = max(num_classes, 1)
@@ -173,6 +173,8 @@ class _SetStore:
         self.store = np.zeros(1, dtype=np.int64)
         self._ids: dict[bytes, int] = {}
         self.arrays = self._allocate(_WALK_SETS)
+        # build_entry_kernel's set_store structure: the arrays and the count
+        self.kernel_arrays = (*self.arrays, self.store)
 
     def _allocate(self, capacity: int) -> tuple[np.ndarray, ...]:
         # (cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table): rows are
@@ -191,9 +193,12 @@ class _SetStore:
 
     def room(self, inputs: bytes) -> int:
         """Make room for one walk; return the id of the build ``inputs``."""
-        self.arrays, restarted = _make_room(
+        arrays, restarted = _make_room(
             self.arrays, self.store, _WALK_SETS, self.max_sets, self._allocate, 3
         )
+        if arrays is not self.arrays:  # grown: the only place the structure changes
+            self.arrays = arrays
+            self.kernel_arrays = (*arrays, self.store)
         if restarted:
             self._ids.clear()
         found = self._ids.get(inputs)
@@ -397,8 +402,8 @@ class MaskTables:
         # the compiled entry of entry_inputs_kernel by the Earley kernel array's type (every
         # other argument's type is fixed for these tables)
         self._inputs_entry: dict[tuple[int, bool, bool, bool], Any] = {}
-        # the walk's arguments fixed for these tables, and its compiled entry by slice
-        self._walk_static: tuple[Any, ...] | None = None
+        # build_entry_kernel's walk_tables structure, and its compiled entry by slice
+        self._walk_tables: tuple[Any, ...] | None = None
         self._walk_entries: dict[int, Any] = {}
         self._entries: dict[Any, Any] = {}  # kernel -> compiled entry (_call)
         self._scratch = threading.local()
@@ -509,9 +514,8 @@ class MaskTables:
                     long_bits, long_trie = self._long_tokens()
                     out_w = bits & ~long_bits
                     walk_single_kernel(
-                        state, alive, lexer.byte_class, lexer.trans, long_trie.node_byte,
-                        long_trie.node_token, long_trie.node_end, long_trie.node_depth,
-                        long_trie.token_next_dup, out_w, self._max_depth,
+                        state, alive, lexer.byte_class, lexer.trans, long_trie, out_w,
+                        self._max_depth,
                     )  # fmt: skip
                     self.num_reused += 1
                     return out_w, 0, -1
@@ -541,8 +545,8 @@ class MaskTables:
             np.copyto(out_w, bits)
         start = time.perf_counter_ns()
         info = sc.info
-        if self._walk_static is None:
-            self._walk_static = (
+        if self._walk_tables is None:
+            self._walk_tables = (
                 parser.ignore_bits, parser.scannable_bits, self.exact_scans, lexer.byte_class,
                 lexer.trans, lexer.accept_bits, *self._accepts(), lexer.alive_bits,
                 parser.follow_bits,
@@ -550,9 +554,9 @@ class MaskTables:
         sets = sc.sets
         inp = sets.room(sig)
         args = (
-            state, expected, next_bits, next_exact, *self._walk_static, trie.node_byte,
-            trie.node_token, trie.node_end, trie.node_depth, trie.token_next_dup, out_w,
-            sc.cands, sc.lcp, self._max_depth, info, inp, *sets.arrays, sets.store,
+            state, (expected, next_bits, next_exact), inp, self._walk_tables,
+            _trie_arrays(trie), (out_w, sc.cands, sc.lcp, info), self._max_depth,
+            sets.kernel_arrays,
         )  # fmt: skip
         if expected is sc.expected:  # this thread's buffers: types fixed per trie
             nc = cached_entry(self._walk_entries, sliced, build_entry_kernel, args)(*args)
@@ -957,6 +961,11 @@ class MaskTables:
         self._num_keys += 1
         snap.key_index[key] = e
         return slots, k_pool
+
+
+def _trie_arrays(trie: Any) -> tuple[np.ndarray, ...]:
+    """Return the kernels' ``trie`` structure of a :class:`Trie` or a :class:`Vocabulary`."""
+    return (trie.node_byte, trie.node_token, trie.node_end, trie.node_depth, trie.token_next_dup)
 
 
 def _new_slots(size: int) -> tuple[np.ndarray, ...]:

@@ -155,19 +155,17 @@ def walk_single_kernel(
     alive: np.ndarray,
     byte_class: np.ndarray,
     trans: np.ndarray,
-    node_byte: np.ndarray,
-    node_token: np.ndarray,
-    node_end: np.ndarray,
-    node_depth: np.ndarray,
-    token_next_dup: np.ndarray,
+    trie: tuple[Any, ...],
     out_w: np.ndarray,
     max_depth: int,
 ) -> int:
     """Trie walk when no lexeme boundary can occur inside a token: one lexer state per depth.
 
     Every token whose bytes keep the lexer alive is allowed (``out_w``); there are no candidates.
+    ``trie`` is ``(node_byte, node_token, node_end, node_depth, token_next_dup)``;
     ``max_depth`` exceeds every ``node_depth``.
     """
+    node_byte, node_token, node_end, node_depth, token_next_dup = trie
     state = np.empty(max_depth, dtype=np.int32)
     state[0] = s0
     m = node_byte.shape[0]
@@ -190,40 +188,13 @@ def walk_single_kernel(
 @njit(cache=True, nogil=True)
 def build_entry_kernel(
     s0: int,
-    expected: np.ndarray,
-    next_bits: np.ndarray,
-    next_exact: np.ndarray,
-    ignore: np.ndarray,
-    scannable: np.ndarray,
-    exact_scans: bool,
-    byte_class: np.ndarray,
-    trans: np.ndarray,
-    accept_bits: np.ndarray,
-    accept_ptr: np.ndarray,
-    accept_terms: np.ndarray,
-    alive_bits: np.ndarray,
-    follow_bits: np.ndarray,
-    node_byte: np.ndarray,
-    node_token: np.ndarray,
-    node_end: np.ndarray,
-    node_depth: np.ndarray,
-    token_next_dup: np.ndarray,
-    out_w: np.ndarray,
-    out_c: np.ndarray,
-    out_lcp: np.ndarray,
-    max_depth: int,
-    info: np.ndarray,
+    inputs: tuple[Any, ...],
     inp: int,
-    cs_n: np.ndarray,
-    cs_flags: np.ndarray,
-    cs_inp: np.ndarray,
-    cs_hash: np.ndarray,
-    cs_s: np.ndarray,
-    cs_x: np.ndarray,
-    cs_bits: np.ndarray,
-    cs_trans: np.ndarray,
-    table: np.ndarray,
-    store: np.ndarray,
+    walk_tables: tuple[Any, ...],
+    trie: tuple[Any, ...],
+    out: tuple[Any, ...],
+    max_depth: int,
+    set_store: tuple[Any, ...],
 ) -> int:
     """Fill ``out_w`` (uint32 bitset, pre-zeroed) and ``out_c``; return the candidate count.
 
@@ -247,6 +218,8 @@ def build_entry_kernel(
     ----------
     s0 : int
         Lexer state of the hypothesis (0 = at a lexeme boundary).
+    inputs : tuple
+        The build inputs ``(expected, next_bits, next_exact)`` (``entry_inputs_kernel``):
     expected : (W,) uint64
         Terminals the parser expects now.
     next_bits : (T, W) uint64
@@ -254,6 +227,13 @@ def build_entry_kernel(
         Earley set (valid where ``next_exact[t]``).
     next_exact : (T,) bool
         Whether ``next_bits[t]`` is exact.
+    inp : int
+        An id of the build inputs, the same for equal inputs across the walks that share the
+        ``set_store``.
+    walk_tables : tuple
+        The grammar's tables for walks (one structure per ``MaskTables``): ``(ignore,
+        scannable, exact_scans, byte_class, trans, accept_bits, accept_ptr, accept_terms,
+        alive_bits, follow_bits)``, the lexer's arrays (``constrain.automata.lexer``) and:
     ignore : (W,) uint64
         Ignored terminals (may occur between any two lexemes).
     scannable : (W,) uint64
@@ -264,23 +244,26 @@ def build_entry_kernel(
         The terminals each lexer state accepts, as CSR in ascending order (``accept_bits`` as
         lists: the walk visits a state's few accepted terminals instead of testing 64 bits a
         word).
+    trie : tuple
+        The flat token trie walked, ``(node_byte, node_token, node_end, node_depth,
+        token_next_dup)`` (the vocabulary's or a slice's).
+    out : tuple
+        ``(out_w, out_c, out_lcp, info)``, the outputs:
     out_w : (ceil(V/32),) uint32
         Receives the context-independent allowed tokens.
     out_c : (V,) int32
         Receives the candidate token ids (duplicates of a byte string included), in trie order.
     out_lcp : (V,) int32
         Receives, per candidate, the length of the byte prefix shared with the previous one.
-    max_depth : int
-        Above every ``node_depth`` (the longest token's length plus one).
     info : (1,) int64
         Receives 1 when no lexeme can end inside a token for these expected terminals (whatever
         ``s0``: the walk was :func:`walk_single_kernel` over the states in ``alive_bits`` that
         keep an expected or ignored terminal alive), else 0.
-    inp : int
-        An id of the build inputs (``expected``, ``next_bits``, ``next_exact``), the same for
-        equal inputs across the walks that share the store below.
-    cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table, store
-        The store of configuration sets and their transitions (a lazily built DFA), kept across
+    max_depth : int
+        Above every ``node_depth`` (the longest token's length plus one).
+    set_store : tuple
+        ``(cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table, store)``, the
+        store of configuration sets and their transitions (a lazily built DFA), kept across
         walks: set ``j`` has ``cs_n[j]`` configurations ``(cs_s, cs_bits, cs_x)[j, :n]``, flags
         (1 overflow, 2 root: no split at its first byte, 4 exact-alive), the inputs id when it
         holds a root-lineage configuration (whose transitions read the inputs) else -1, a hash,
@@ -288,6 +271,12 @@ def build_entry_kernel(
         sets by hash (open addressing, a power of two at least twice the capacity); ``store[0]``
         is the number of sets, set 0 the overflow sink. At least 4096 sets of room on entry.
     """
+    expected, next_bits, next_exact = inputs
+    (ignore, scannable, exact_scans, byte_class, trans, accept_bits, accept_ptr, accept_terms,
+     alive_bits, follow_bits) = walk_tables  # fmt: skip
+    node_byte, node_token, node_end, node_depth, token_next_dup = trie
+    out_w, out_c, out_lcp, info = out
+    cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table, store = set_store
     num_words = expected.shape[0]
     cfg_n = np.zeros(max_depth, dtype=np.int32)
     cfg_s = np.zeros((max_depth, _K), dtype=np.int32)
@@ -328,9 +317,7 @@ def build_entry_kernel(
                 if alive_bits[q, w] & root_bits[w] != 0:
                     alive[q] = True
                     break
-        return walk_single_kernel(s0, alive, byte_class, trans, node_byte, node_token,
-                                  node_end, node_depth, token_next_dup, out_w,
-                                  max_depth)  # fmt: skip
+        return walk_single_kernel(s0, alive, byte_class, trans, trie, out_w, max_depth)
     root_alive = np.full(num_states, -1, dtype=np.int8)
     root_split = np.full(num_states, -1, dtype=np.int8)
     # The configuration set at a trie node depends only on the parent's set and the byte
