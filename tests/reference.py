@@ -121,7 +121,7 @@ def naive_trie_walk(node_byte: Sequence[int], node_end: Sequence[int]) -> dict[b
 
 # --------------------------------------------------------------------------------------------
 # Regex front end and DFA builder (constrain.frontends.regex, constrain.automata.{dfa,lexer},
-# constrain.kernels.numba_dfa)
+# constrain.kernels.numba_{subsets,minimize,dfa})
 
 
 def python_fullmatch(pattern: str, text: str, flags: int = 0) -> bool:

@@ -22,12 +22,8 @@ from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
 from constrain.ir import Regex
-from constrain.kernels.numba_dfa import (
-    bounded_classes_kernel,
-    closure_csr_kernel,
-    row_ids_kernel,
-    state_bits_kernel,
-)
+from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
+from constrain.kernels.numba_subsets import state_bits_kernel
 
 __all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
 

@@ -49,7 +49,7 @@ from constrain.ir import (
     Repeat,
     matches_empty,
 )
-from constrain.kernels.numba_dfa import state_bits_kernel
+from constrain.kernels.numba_subsets import state_bits_kernel
 
 __all__ = ["BooleanFragments", "Nfa", "NfaBuilder", "nfa_to_dfa", "nullable", "regex_dfa"]
 

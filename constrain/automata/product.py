@@ -45,7 +45,8 @@ from constrain.automata.byte_dfa import (
 from constrain.automata.nfa import regex_dfa
 from constrain.errors import CompileLimitError
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
-from constrain.kernels.numba_dfa import nfa_live_kernel, product_kernel
+from constrain.kernels.numba_dfa import product_kernel
+from constrain.kernels.numba_subsets import nfa_live_kernel
 
 __all__ = ["boolean_dfa", "boolean_fragment", "product_dfa", "trie_dfa"]
 

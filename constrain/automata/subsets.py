@@ -4,7 +4,7 @@
 byte classes, :func:`minimize` merges its equivalent states and :func:`compress_classes` merges
 byte classes that no state tells apart. The NFA compiler (:mod:`constrain.automata.nfa`) and
 the lexer (:mod:`constrain.automata.lexer`) share them; the kernels live in
-:mod:`constrain.kernels.numba_dfa`.
+:mod:`constrain.kernels.numba_subsets` and :mod:`constrain.kernels.numba_minimize`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,14 @@ import numpy as np
 
 from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
 from constrain.errors import CompileLimitError
-from constrain.kernels.numba_dfa import (
+from constrain.kernels.numba_minimize import (
     column_hashes_kernel,
-    determinize_kernel,
     merge_classes_kernel,
     minimize_kernel,
-    nfa_csr_kernel,
-    nfa_live_kernel,
     quotient_kernel,
     take_columns_kernel,
 )
+from constrain.kernels.numba_subsets import determinize_kernel, nfa_csr_kernel, nfa_live_kernel
 
 if TYPE_CHECKING:
     from constrain.automata.nfa import Nfa

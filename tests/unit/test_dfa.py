@@ -1,4 +1,5 @@
-"""Unit tests of constrain.automata.{dfa,nfa,subsets} and their kernels (numba_dfa)."""
+"""Unit tests of constrain.automata.{dfa,nfa,subsets} and their kernels (numba_subsets,
+numba_minimize, numba_dfa)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,8 @@ from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import CompileLimitError
 from constrain.frontends.regex import parse_regex
 from constrain.ir import EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Regex, Repeat
-from constrain.kernels.numba_dfa import (
-    determinize_kernel,
-    merge_classes_kernel,
-    minimize_kernel,
-    nfa_csr_kernel,
-    nfa_live_kernel,
-)
+from constrain.kernels.numba_minimize import merge_classes_kernel, minimize_kernel
+from constrain.kernels.numba_subsets import determinize_kernel, nfa_csr_kernel, nfa_live_kernel
 
 
 def dfa_of(pattern: str) -> object:

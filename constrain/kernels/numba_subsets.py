@@ -1,0 +1,413 @@
+"""Numba kernels of stage 3, from NFA to DFA: liveness, CSR preparation, subset construction.
+
+Also the per-state terminal bitsets of a determinised lexer (``state_bits_kernel``). The other
+stage-3 kernels: minimisation and byte-class merging in :mod:`constrain.kernels.numba_minimize`,
+products and lexer analyses in :mod:`constrain.kernels.numba_dfa`.
+
+Every kernel works on flat numpy arrays and scalars only (no ``numba.typed`` containers, no
+strings). The public wrappers live in :mod:`constrain.automata` (``subsets``, ``nfa``, ``product``,
+``lexer``); they fix the dtypes (``int32`` states and edges, ``int64`` offsets) and validate the
+inputs. The subset construction grows its own buffers (its output size is unknown in advance) and
+returns them. Hashing keeps every intermediate below 2**52, so results do not depend on integer
+wrap-around and are identical with ``NUMBA_DISABLE_JIT=1``. Naive oracles: ``tests/reference.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "HASH_MOD",
+    "HASH_MUL",
+    "determinize_kernel",
+    "nfa_csr_kernel",
+    "nfa_live_kernel",
+    "state_bits_kernel",
+]
+
+HASH_MOD = 2147483647
+"""Modulus of the kernels' open-addressing hashes (a prime below 2**31)."""
+HASH_MUL = 1000003
+"""Multiplier of the kernels' open-addressing hashes."""
+
+
+@njit(cache=True, nogil=True)
+def nfa_csr_kernel(num_states, src, lo, hi, dst, eps_src, eps_dst, tag, live):  # type: ignore[no-untyped-def]
+    """Prepare an NFA for :func:`determinize_kernel`: byte classes and edges by source state.
+
+    Parameters
+    ----------
+    num_states : int
+        Number of NFA states ``N``.
+    src, lo, hi, dst : (E,) int32
+        Byte edges ``src --[lo..hi]--> dst``.
+    eps_src, eps_dst : (F,) int32
+        Epsilon edges.
+    tag : (N,) int32
+        Terminal accepted in each state, -1 for none.
+    live : (N,) bool
+        States that reach a final state.
+
+    Returns
+    -------
+    byte_class : (256,) int64
+        Byte to class id: the classes are the byte intervals between edge boundaries.
+    num_classes : int
+    bptr : (N + 1,) int64
+        CSR offsets of the byte edges by source (edges in their original order within a source).
+    bcls_lo, bcls_hi, bdst : (E,) int32
+        Each edge's first and last class, and its target, in CSR order.
+    eptr : (N + 1,) int64
+        CSR offsets of the epsilon edges by source.
+    edst : (F,) int32
+        Epsilon targets in CSR order.
+    keep : (N,) bool
+        States a subset stores: live, and with a byte edge or accepting.
+    """
+    boundary = np.zeros(257, np.bool_)
+    for e in range(src.shape[0]):
+        boundary[lo[e]] = True
+        boundary[hi[e] + 1] = True
+    byte_class = np.empty(256, np.int64)
+    c = -1 if boundary[0] else 0
+    for b in range(256):
+        if boundary[b]:
+            c += 1
+        byte_class[b] = c
+    num_classes = c + 1
+    bptr = np.zeros(num_states + 1, np.int64)
+    for e in range(src.shape[0]):
+        bptr[src[e] + 1] += 1
+    for q in range(num_states):
+        bptr[q + 1] += bptr[q]
+    fill = bptr[:num_states].copy()
+    bcls_lo = np.empty(src.shape[0], np.int32)
+    bcls_hi = np.empty(src.shape[0], np.int32)
+    bdst = np.empty(src.shape[0], np.int32)
+    for e in range(src.shape[0]):
+        i = fill[src[e]]
+        fill[src[e]] = i + 1
+        bcls_lo[i] = byte_class[lo[e]]
+        bcls_hi[i] = byte_class[hi[e]]
+        bdst[i] = dst[e]
+    eptr = np.zeros(num_states + 1, np.int64)
+    for e in range(eps_src.shape[0]):
+        eptr[eps_src[e] + 1] += 1
+    for q in range(num_states):
+        eptr[q + 1] += eptr[q]
+    fill = eptr[:num_states].copy()
+    edst = np.empty(eps_src.shape[0], np.int32)
+    for e in range(eps_src.shape[0]):
+        i = fill[eps_src[e]]
+        fill[eps_src[e]] = i + 1
+        edst[i] = eps_dst[e]
+    keep = np.empty(num_states, np.bool_)
+    for q in range(num_states):
+        keep[q] = live[q] and (bptr[q + 1] > bptr[q] or tag[q] >= 0)
+    return byte_class, num_classes, bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep
+
+
+@njit(cache=True, nogil=True)
+def nfa_live_kernel(src, dst, finals, live):  # type: ignore[no-untyped-def]
+    """Mark the NFA states from which a final state is reachable.
+
+    Parameters
+    ----------
+    src, dst : (E,) int32
+        All edges (byte and epsilon) of the NFA.
+    finals : (F,) int32
+        Final states.
+    live : (N,) bool
+        Output, all False on entry; ``live[q]`` is set when ``q`` reaches a final state.
+    """
+    n = live.shape[0]
+    indptr = np.zeros(n + 1, np.int64)
+    for e in range(src.shape[0]):
+        indptr[dst[e] + 1] += 1
+    for q in range(n):
+        indptr[q + 1] += indptr[q]
+    fill = indptr[:n].copy()
+    pred = np.empty(src.shape[0], np.int32)
+    for e in range(src.shape[0]):
+        d = dst[e]
+        pred[fill[d]] = src[e]
+        fill[d] += 1
+    stack = np.empty(n, np.int32)
+    top = 0
+    for f in finals:
+        if not live[f]:
+            live[f] = True
+            stack[top] = f
+            top += 1
+    while top > 0:
+        top -= 1
+        q = stack[top]
+        for i in range(indptr[q], indptr[q + 1]):
+            p = pred[i]
+            if not live[p]:
+                live[p] = True
+                stack[top] = p
+                top += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members):  # type: ignore[no-untyped-def]
+    """Epsilon-close the seeds ``stack[:nseed]`` (already marked); write kept states to members."""
+    k = 0
+    top = nseed
+    while top > 0:
+        top -= 1
+        m = stack[top]
+        if keep[m]:
+            members[k] = m
+            k += 1
+        for e in range(eptr[m], eptr[m + 1]):
+            t = edst[e]
+            if live[t] and mark[t] != gen:
+                mark[t] = gen
+                stack[top] = t
+                top += 1
+    if k < 24:
+        for i in range(1, k):
+            v = members[i]
+            j = i - 1
+            while j >= 0 and members[j] > v:
+                members[j + 1] = members[j]
+                j -= 1
+            members[j + 1] = v
+    else:
+        members[:k] = np.sort(members[:k])
+    return k
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash_kernel(members, k):  # type: ignore[no-untyped-def]
+    h = np.int64(k)
+    for i in range(k):
+        h = (h * HASH_MUL + np.int64(members[i]) + 1) % HASH_MOD
+    return h
+
+
+@njit(cache=True, nogil=True)
+def determinize_kernel(  # type: ignore[no-untyped-def]
+    bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, start, num_classes, max_states, keep_start
+):
+    """Subset construction over byte classes, keeping only live NFA states in each subset.
+
+    Parameters
+    ----------
+    bptr : (N + 1,) int64
+        CSR offsets of the byte edges by source state.
+    bcls_lo, bcls_hi : (E,) int32
+        Each byte edge covers the byte classes ``bcls_lo[e] .. bcls_hi[e]``.
+    bdst : (E,) int32
+        Target of each byte edge.
+    eptr : (N + 1,) int64
+        CSR offsets of the epsilon edges by source state.
+    edst : (Ee,) int32
+        Target of each epsilon edge.
+    keep : (N,) bool
+        States stored in subsets (live, with a byte edge or accepting).
+    live : (N,) bool
+        States that reach a final state; the others are dropped.
+    start : int
+        Initial NFA state.
+    num_classes : int
+        Number of byte classes ``C``.
+    max_states : int
+        Stop as soon as more DFA states would be needed.
+    keep_start : bool
+        Store ``start`` in the initial subset even if not kept, so that no transition can lead
+        back to DFA state 0.
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 when ``max_states`` was exceeded.
+    num_states : int
+        Number of DFA states (``max_states + 1`` on failure).
+    trans : (S, C) int32
+        Transitions, -1 for the dead state. State 0 is initial; states are numbered in BFS order.
+    set_ptr : (S + 1,) int64
+        CSR offsets of each state's NFA subset in ``pool``.
+    pool : (P,) int32
+        The sorted NFA subsets, concatenated.
+    """
+    n_nfa = bptr.shape[0] - 1
+    C = num_classes
+    mark = np.zeros(n_nfa, np.int64)
+    stack = np.empty(n_nfa + 1, np.int32)
+    members = np.empty(n_nfa + 1, np.int32)
+    cap = 16
+    trans = np.full((cap, C), -1, np.int32)
+    set_ptr = np.zeros(cap + 1, np.int64)
+    hashes = np.zeros(cap, np.int64)
+    pool = np.empty(64, np.int32)
+    hcap = 64
+    htab = np.full(hcap, -1, np.int32)
+    count = np.zeros(C + 1, np.int64)
+    fill = np.zeros(C, np.int64)
+    bucket = np.empty(64, np.int32)
+
+    gen = 1
+    k = 0
+    if live[start]:
+        mark[start] = gen
+        stack[0] = start
+        k = _closure_kernel(stack, 1, eptr, edst, keep, live, mark, gen, members)
+        if keep_start and not keep[start]:
+            members[k] = start
+            k += 1
+            members[:k] = np.sort(members[:k])
+    if k == 0:
+        return 0, 0, trans[:0], set_ptr[:1], pool[:0]
+    if pool.shape[0] < k:
+        pool = np.empty(2 * k, np.int32)
+    pool[:k] = members[:k]
+    set_ptr[1] = k
+    h = _hash_kernel(members, k)
+    hashes[0] = h
+    htab[h & (hcap - 1)] = 0
+    n = 1
+    pool_len = k
+
+    s = 0
+    while s < n:
+        a = set_ptr[s]
+        b = set_ptr[s + 1]
+        count[:] = 0
+        total = 0
+        for i in range(a, b):
+            m = pool[i]
+            for e in range(bptr[m], bptr[m + 1]):
+                if live[bdst[e]]:
+                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                        count[c + 1] += 1
+                    total += bcls_hi[e] - bcls_lo[e] + 1
+        if total == 0:
+            s += 1
+            continue
+        if bucket.shape[0] < total:
+            bucket = np.empty(2 * total, np.int32)
+        for c in range(C):
+            count[c + 1] += count[c]
+            fill[c] = count[c]
+        for i in range(a, b):
+            m = pool[i]
+            for e in range(bptr[m], bptr[m + 1]):
+                t = bdst[e]
+                if live[t]:
+                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                        bucket[fill[c]] = t
+                        fill[c] += 1
+        prev = -1
+        for c in range(C):
+            if count[c] == count[c + 1]:
+                continue
+            # Adjacent classes often have the same targets: reuse the previous result.
+            if prev >= 0 and count[c + 1] - count[c] == count[prev + 1] - count[prev]:
+                same = True
+                off = count[prev] - count[c]
+                for i in range(count[c], count[c + 1]):
+                    if bucket[i] != bucket[i + off]:
+                        same = False
+                        break
+                if same:
+                    trans[s, c] = trans[s, prev]
+                    prev = c
+                    continue
+            prev = c
+            gen += 1
+            nseed = 0
+            for i in range(count[c], count[c + 1]):
+                t = bucket[i]
+                if mark[t] != gen:
+                    mark[t] = gen
+                    stack[nseed] = t
+                    nseed += 1
+            k = _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members)
+            if k == 0:
+                continue
+            h = _hash_kernel(members, k)
+            slot = h & (hcap - 1)
+            d = -1
+            while htab[slot] >= 0:
+                q = htab[slot]
+                if hashes[q] == h and set_ptr[q + 1] - set_ptr[q] == k:
+                    base = set_ptr[q]
+                    same = True
+                    for j in range(k):
+                        if pool[base + j] != members[j]:
+                            same = False
+                            break
+                    if same:
+                        d = q
+                        break
+                slot = (slot + 1) & (hcap - 1)
+            if d < 0:
+                if n >= max_states:
+                    return 1, n + 1, trans[:0], set_ptr[:1], pool[:0]
+                if n == cap:
+                    cap *= 2
+                    grown = np.full((cap, C), -1, np.int32)
+                    grown[:n] = trans[:n]
+                    trans = grown
+                    grown_ptr = np.zeros(cap + 1, np.int64)
+                    grown_ptr[: n + 1] = set_ptr[: n + 1]
+                    set_ptr = grown_ptr
+                    grown_hash = np.zeros(cap, np.int64)
+                    grown_hash[:n] = hashes[:n]
+                    hashes = grown_hash
+                if pool_len + k > pool.shape[0]:
+                    grown_pool = np.empty(2 * (pool_len + k), np.int32)
+                    grown_pool[:pool_len] = pool[:pool_len]
+                    pool = grown_pool
+                pool[pool_len : pool_len + k] = members[:k]
+                pool_len += k
+                set_ptr[n + 1] = pool_len
+                hashes[n] = h
+                htab[slot] = n
+                d = n
+                n += 1
+                if 2 * n > hcap:
+                    hcap *= 2
+                    htab = np.full(hcap, -1, np.int32)
+                    for q in range(n):
+                        slot = hashes[q] & (hcap - 1)
+                        while htab[slot] >= 0:
+                            slot = (slot + 1) & (hcap - 1)
+                        htab[slot] = q
+            trans[s, c] = d
+        s += 1
+    return 0, n, trans[:n], set_ptr[: n + 1], pool[:pool_len]
+
+
+@njit(cache=True, nogil=True)
+def state_bits_kernel(set_ptr, pool, tag, comp, accept_bits, alive_bits):  # type: ignore[no-untyped-def]
+    """Summarise each DFA state's NFA subset as terminal bitsets.
+
+    Parameters
+    ----------
+    set_ptr : (S + 1,) int64
+        CSR offsets of the subsets in ``pool``.
+    pool : (P,) int32
+        NFA subsets (of live NFA states).
+    tag : (N,) int32
+        Terminal accepted in each NFA state, -1 for none.
+    comp : (N,) int32
+        Terminal whose automaton each NFA state belongs to, -1 for none.
+    accept_bits, alive_bits : (S, W) uint64
+        Outputs, zero on entry: bit ``t`` of a row is set when terminal ``t`` accepts (has a
+        live component state) in that DFA state.
+    """
+    one = np.uint64(1)
+    for s in range(set_ptr.shape[0] - 1):
+        for i in range(set_ptr[s], set_ptr[s + 1]):
+            m = pool[i]
+            t = tag[m]
+            if t >= 0:
+                accept_bits[s, t >> 6] |= one << np.uint64(t & 63)
+            t = comp[m]
+            if t >= 0:
+                alive_bits[s, t >> 6] |= one << np.uint64(t & 63)
