@@ -43,18 +43,18 @@ from constrain.kernels.numba_classify import (
     classify_walk_kernel,
     compact_sets_kernel,
 )
-from constrain.kernels.numba_tables import (
-    CONFIGS,
+from constrain.kernels.numba_table_inputs import (
     all_alive_kernel,
     bit_lists_kernel,
     body_reach_kernel,
-    build_entry_kernel,
     entry_inputs_kernel,
     equivalent_within,
-    index_add,
-    index_rehash,
+)
+from constrain.kernels.numba_table_store import index_add, index_rehash, store_entry_kernel
+from constrain.kernels.numba_tables import (
+    CONFIGS,
+    build_entry_kernel,
     rehash_sets_kernel,
-    store_entry_kernel,
     walk_single_kernel,
 )
 from constrain.vocab.trie import subset_trie
@@ -307,7 +307,7 @@ class TableSnapshot(NamedTuple):
     c_tokens: Int32Array
     c_lcp: Int32Array
     num_entries: int
-    # the same index, readable from kernels (``numba_tables.find_entry``): per slot the hash,
+    # the same index, readable from kernels (``numba_table_store.find_entry``): per slot the hash,
     # the entry and the key (state, kernel in ``k_pool``)
     h_keys: Int64Array
     h_entry: Int32Array
@@ -739,8 +739,8 @@ class MaskTables:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).
 
         That is the expected terminals and, per terminal, the exact next expected set and whether
-        it is exact (:func:`~constrain.kernels.numba_tables.entry_inputs_kernel`). The arrays are
-        this thread's scratch, valid until its next call.
+        it is exact (:func:`~constrain.kernels.numba_table_inputs.entry_inputs_kernel`). The
+        arrays are this thread's scratch, valid until its next call.
         """
         parser = self.parser
         sc = self._buffers()
@@ -912,12 +912,12 @@ class MaskTables:
             c_tokens = self._grow(c_tokens, c_start, size)
             c_lcp = self._grow(c_lcp, c_start, size)
         # Rows beyond num_entries are invisible to readers until the new snapshot is published.
+        pools = (w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp)
         self._rows_used += self._call(
-            store_entry_kernel, e, within, base, self._rows_used, limit, w_pool, w_row,
-            w_indptr, w_extra, sc.cands, sc.lcp, nc, c_indptr, c_tokens, c_lcp,
+            store_entry_kernel, e, within, base, self._rows_used, limit, sc.cands, sc.lcp, nc,
+            pools,
         )  # fmt: skip
         slots, k_pool = self._index_arrays(key, kernel, e, snap)
-        pools = (w_pool, w_row, w_indptr, w_extra, c_indptr, c_tokens, c_lcp)
         self._snap = _publish(snap.key_index, pools, e + 1, slots, k_pool)
         return e
 

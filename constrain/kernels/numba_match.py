@@ -52,7 +52,7 @@ from constrain.kernels.numba_earley import (
     memo_union,
     scan_kernel_items,
 )
-from constrain.kernels.numba_tables import find_entry
+from constrain.kernels.numba_table_store import find_entry
 
 __all__ = [
     "MEMO_HYPS",
@@ -362,7 +362,7 @@ def fill_mask_kernel(
 
     An ``entry_ids[h]`` below 0 (the array is read, never written) is looked up here, by the
     scan kernel of the hypothesis's Earley set and its lexer state, in the tables' ``index``
-    (see ``numba_tables.find_entry``); ``STATUS_ENTRY_MISS`` when one is not there (the caller
+    (see ``numba_table_store.find_entry``); ``STATUS_ENTRY_MISS`` when one is not there (the caller
     then builds the entry and calls again with explicit ids). ``kbuf`` is int32 scratch for
     kernels.
     """

@@ -30,7 +30,7 @@ import reference
 import constrain.tables
 from constrain import Compiler, Grammar, Matcher
 from constrain.kernels.numba_earley import scan_kernel_items
-from constrain.kernels.numba_tables import find_entry
+from constrain.kernels.numba_table_store import find_entry
 from constrain.testing import tiny_vocabulary
 
 # name -> (Lark text, alphabet for exhaustive strings, sentences whose prefixes are explored)
@@ -372,7 +372,7 @@ def test_accepted_terminal_lists_equal_the_accept_bits(name: str) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_all_alive_kernel_against_numpy(seed: int) -> None:
-    from constrain.kernels.numba_tables import all_alive_kernel
+    from constrain.kernels.numba_table_inputs import all_alive_kernel
 
     rng = np.random.default_rng(seed)
     words = int(rng.integers(1, 3))
