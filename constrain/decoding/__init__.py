@@ -5,7 +5,9 @@
   ``drafters.py`` (``speculative.py``);
 - sequence-level samplers: :class:`SMC` (sequential Monte Carlo over particles, ``smc.py``),
   :class:`ASAp` (grammar-aligned sampling, ``asap.py``) and :class:`DCCD` (draft-conditioned
-  constrained decoding, ``dccd.py``).
+  constrained decoding, ``dccd.py``);
+- the method protocol of ``generate(sampler=...)`` (:class:`DecodingMethod`, ``method.py``)
+  and the methods known by name (:func:`register_method`, ``registry.py``).
 
 Diffusion decoding has its own package, :mod:`constrain.diffusion`.
 """
@@ -13,6 +15,14 @@ Diffusion decoding has its own package, :mod:`constrain.diffusion`.
 from constrain.decoding.asap import ASAp, ASApSample
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession, decode
 from constrain.decoding.dccd import DCCD, DCCDResult, DraftInfo
+from constrain.decoding.method import (
+    DecodeJob,
+    DecodingMethod,
+    MethodOutcome,
+    SamplingOptions,
+    StreamingMethod,
+)
+from constrain.decoding.registry import method_names, register_method
 from constrain.decoding.smc import SMC, SMCResult
 from constrain.decoding.speculative import (
     SpeculativeResult,
@@ -27,13 +37,20 @@ __all__ = [
     "ASAp",
     "ASApSample",
     "DCCDResult",
+    "DecodeJob",
     "DecodeResult",
+    "DecodingMethod",
     "DecodingSession",
     "DraftInfo",
+    "MethodOutcome",
     "SMCResult",
+    "SamplingOptions",
     "SpeculativeResult",
     "SpeculativeStats",
+    "StreamingMethod",
     "decode",
     "iter_speculative_decode",
+    "method_names",
+    "register_method",
     "speculative_decode",
 ]

@@ -56,20 +56,23 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
-from typing import NamedTuple
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession
-from constrain.errors import ConstrainError
+from constrain.decoding.method import DecodeJob, MethodOutcome, SamplingOptions
+from constrain.errors import InternalError, SamplerError
 from constrain.matcher import Matcher
 from constrain.sampling.masked import gumbel_argmax
 
-__all__ = ["ASAp", "ASApSample"]
+__all__ = ["ASAp", "ASApSample", "NamedASAp"]
 
 _NEG_INF = float("-inf")
 
@@ -147,7 +150,7 @@ class _Cursor:
         while self.accepted < len(path):
             tok = path[self.accepted]
             if not m.accept_token(tok):
-                raise ConstrainError(
+                raise SamplerError(
                     f"the grammar rejects token {tok} that it allowed before at the same prefix; "
                     "ASAp needs the same grammar and start state on every call (reset() it, "
                     "or pass a new key=)"
@@ -224,6 +227,13 @@ class ASAp:
             f"ASAp(temperature={self.temperature}, trie_size={self._size}, samples={self._samples})"
         )
 
+    name = "asap"
+    """Its name as a decoding method (``GenerationResult.sampler``)."""
+
+    def run_job(self, job: DecodeJob) -> MethodOutcome:
+        """Draw one sample per prompt of ``job`` from this object's trie (keyed by the prompt)."""
+        return _sample_rows(job, lambda prompt_ids: self)
+
     # -- state -------------------------------------------------------------------------------
 
     def reset(self) -> None:
@@ -298,6 +308,17 @@ class ASAp:
         Returns
         -------
         list of ASApSample
+
+        Raises
+        ------
+        ValueError
+            For a negative ``max_tokens`` or ``n``, or no EOS id.
+        SamplerError
+            If the grammar rejects a token it allowed before at the same prefix (the matcher's
+            grammar or start state changed under the same ``key``).
+        InternalError
+            If no unexplored allowed token is left where the trie says there is one (a bug in
+            constrain).
         """
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
@@ -466,7 +487,7 @@ class ASAp:
             mask[explored] = False
         tok = int(gumbel_argmax(scores.masked_fill(~mask, _NEG_INF), generator))
         if not bool(mask[tok]):
-            raise ConstrainError("ASAp found no unexplored allowed token (a bug in constrain)")
+            raise InternalError("ASAp found no unexplored allowed token (a bug in constrain)")
         # log P(t | w), and the exact mass left unexplored
         logp_all = scores.double() - torch.logsumexp(scores.double(), dim=-1)
         mask[tok] = False
@@ -487,3 +508,87 @@ class ASAp:
             node.log_e = _logsumexp(
                 [node.log_u, *(c.logp + c.log_e for c in node.children.values())]
             )
+
+
+def _sample_rows(job: DecodeJob, trie_for: Callable[[list[int]], ASAp]) -> MethodOutcome:
+    """Draw one sample per prompt of ``job``, from the ASAp object ``trie_for(prompt_ids)``."""
+    tokens, reasons, weights, complete, details = [], [], [], [], []
+    for ids, m in zip(job.prompt_ids, job.matchers, strict=True):
+        (got,) = trie_for(ids).sample(
+            functools.partial(job.model.start, [ids]),
+            m,
+            max_tokens=job.max_tokens,
+            n=1,
+            eos_ids=job.model.eos_ids,
+            generator=job.generator,
+            key=(tuple(ids),),
+        )
+        tokens.append(list(got.token_ids))
+        reasons.append(got.finish_reason)
+        weights.append(got.log_weight)
+        complete.append(got.finish_reason == "stop")
+        details.append(got)
+    result = DecodeResult(token_ids=tokens, finish_reasons=reasons, log_weights=weights)
+    return MethodOutcome(result, ASAp.name, complete=complete, details=details)
+
+
+# ASAp's trie only helps across calls: sampler="asap" keeps one per (model, grammar, prompt,
+# max_tokens, temperature), the most recent ones.
+_TRIES: OrderedDict[tuple[Any, ...], ASAp] = OrderedDict()
+_TRIES_KEPT = 32
+
+
+class NamedASAp:
+    """``generate(sampler="asap")``: ASAp whose tries are kept across calls.
+
+    One trie per (model, grammar, prompt, ``max_tokens``, temperature), for the 32 most recent
+    combinations, so repeated calls converge to the model's distribution conditioned on the
+    grammar; a combination not seen before starts from ``fresh``.
+
+    Parameters
+    ----------
+    fresh : ASAp
+        The sampler (with its options) for a combination not seen before.
+    """
+
+    name = ASAp.name
+
+    def __init__(self, fresh: ASAp) -> None:
+        self.fresh = fresh
+
+    def __repr__(self) -> str:
+        return f"NamedASAp({self.fresh!r})"
+
+    @classmethod
+    def from_options(cls, sampling: SamplingOptions, options: Mapping[str, Any]) -> NamedASAp:
+        """``generate(sampler="asap", **options)``: :class:`ASAp`'s keywords (temperature 1).
+
+        Raises
+        ------
+        TypeError
+            For an option :class:`ASAp` does not take.
+        ValueError
+            For a temperature that is not positive and finite.
+        """
+        return cls(ASAp(**{"temperature": sampling.sampling_temperature, **options}))
+
+    def run_job(self, job: DecodeJob) -> MethodOutcome:
+        """Draw one sample per prompt of ``job``, each from its combination's kept trie."""
+
+        def trie_for(prompt_ids: list[int]) -> ASAp:
+            key = (
+                id(job.model),
+                job.compiled,
+                tuple(prompt_ids),
+                job.max_tokens,
+                self.fresh.temperature,
+            )
+            found = _TRIES.get(key)
+            if found is None:
+                _TRIES[key] = found = self.fresh
+                while len(_TRIES) > _TRIES_KEPT:
+                    _TRIES.popitem(last=False)
+            _TRIES.move_to_end(key)
+            return found
+
+        return _sample_rows(job, trie_for)

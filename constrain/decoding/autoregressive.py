@@ -23,20 +23,37 @@ after the other there (``overlap=True`` forces the thread).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 import torch
 
-from constrain.errors import ConstrainError
+from constrain.decoding.method import (
+    DecodeJob,
+    DecodingMethod,
+    MethodOutcome,
+    SamplingOptions,
+    Steps,
+    drain,
+)
+from constrain.errors import InternalError
 from constrain.matcher import Matcher
+from constrain.sampling.awrs import AWRS
+from constrain.sampling.base import Sampler
+from constrain.sampling.masked import MaskedSampler
 
-if TYPE_CHECKING:  # the sampling package imports this module (SMC, ASAp run the loop)
-    from constrain.sampling.base import Sampler
-
-__all__ = ["DecodeResult", "DecodingSession", "decode", "iter_decode"]
+__all__ = [
+    "DecodeResult",
+    "DecodingSession",
+    "TokenMethod",
+    "awrs_method",
+    "decode",
+    "greedy_method",
+    "iter_decode",
+    "masked_method",
+]
 
 
 class DecodingSession(Protocol):
@@ -112,8 +129,8 @@ def decode(
 
     Raises
     ------
-    ConstrainError
-        If a matcher rejects the token its sampler chose (a bug).
+    InternalError
+        If a matcher rejects the token its sampler chose (a bug in constrain).
     """
     steps = iter_decode(
         session,
@@ -186,14 +203,14 @@ def iter_decode(
                 m = matchers[i]
                 if tok in eos:
                     if m is not None and not m.accept_token(tok):
-                        raise ConstrainError(
+                        raise InternalError(
                             f"row {i}: the sampler chose EOS where the grammar does not accept "
                             "the output yet. This is a bug in constrain; please report it."
                         )
                     finish[i] = "stop"
                     continue
                 if m is not None and not m.accept_token(tok):
-                    raise ConstrainError(
+                    raise InternalError(
                         f"row {i}: the sampler chose token {tok}, which the grammar rejects. "
                         "This is a bug in constrain; please report it with the grammar."
                     )
@@ -248,3 +265,81 @@ def _forward_overlapped(
     logits = session.forward(feed)
     job.result()
     return logits
+
+
+# -- the token-level methods of generate(sampler=...) ------------------------------------------
+
+
+class TokenMethod:
+    """A token-level :class:`~constrain.sampling.Sampler` run by the autoregressive loop.
+
+    The :class:`~constrain.decoding.method.DecodingMethod` of ``generate(sampler="greedy" |
+    "masked" | "awrs")``, of ``sampler=None`` and of any ``Sampler`` object.
+
+    Parameters
+    ----------
+    sampler : Sampler
+        Chooses each step's tokens.
+    """
+
+    def __init__(self, sampler: Sampler) -> None:
+        self.sampler = sampler
+        self.name: str = getattr(sampler, "method_name", type(sampler).__name__)
+
+    def __repr__(self) -> str:
+        return f"TokenMethod({self.sampler!r})"
+
+    def steps(self, job: DecodeJob) -> Steps:
+        """Return the decoding loop of ``job`` (:func:`iter_decode`'s generator)."""
+        return iter_decode(
+            job.model.start(job.prompt_ids),
+            job.matchers,
+            self.sampler,
+            eos_ids=job.model.eos_ids,
+            max_tokens=job.max_tokens,
+            pad_id=job.model.pad_id,
+            generator=job.generator,
+            overlap=job.overlap,
+        )
+
+    def run_job(self, job: DecodeJob) -> MethodOutcome:
+        """Decode every row of ``job`` to the end."""
+        result: DecodeResult = drain(self.steps(job))
+        return MethodOutcome(result, self.name)
+
+
+def greedy_method(sampling: SamplingOptions, options: Mapping[str, Any]) -> DecodingMethod:
+    """``sampler="greedy"``: the argmax of the masked distribution (``temperature`` ignored).
+
+    Raises
+    ------
+    TypeError
+        For an option :class:`~constrain.sampling.MaskedSampler` does not take.
+    """
+    return TokenMethod(MaskedSampler(0.0, **options))
+
+
+def masked_method(sampling: SamplingOptions, options: Mapping[str, Any]) -> DecodingMethod:
+    """``sampler="masked"``: mask, renormalise and sample (temperature 1 unless given).
+
+    Raises
+    ------
+    TypeError
+        For an option :class:`~constrain.sampling.MaskedSampler` does not take.
+    """
+    return TokenMethod(
+        MaskedSampler(
+            sampling.sampling_temperature, top_k=sampling.top_k, top_p=sampling.top_p, **options
+        )
+    )
+
+
+def awrs_method(sampling: SamplingOptions, options: Mapping[str, Any]) -> DecodingMethod:
+    """``sampler="awrs"``: adaptive weighted rejection sampling (temperature 1 unless given).
+
+    Raises
+    ------
+    TypeError
+        For an option :class:`~constrain.sampling.AWRS` does not take.
+    """
+    return TokenMethod(AWRS(sampling.sampling_temperature, **options))

@@ -40,11 +40,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
 from constrain.decoding.autoregressive import DecodeResult, DecodingSession, decode
+from constrain.decoding.method import DecodeJob, MethodOutcome, SamplingOptions
 from constrain.matcher import Matcher
 from constrain.sampling.base import Sample, Sampler
 from constrain.sampling.masked import MaskedSampler
@@ -243,6 +244,56 @@ class DCCD:
         return (
             f"DCCD(drafter={who}, k={self.k}, max_draft_tokens={self.max_draft_tokens}, "
             f"draft_temperature={self.draft_temperature}, select={self.select!r})"
+        )
+
+    name = "dccd"
+    """Its name as a decoding method (``GenerationResult.sampler``)."""
+
+    @classmethod
+    def from_options(cls, sampling: SamplingOptions, options: Mapping[str, Any]) -> DCCD:
+        """``generate(sampler="dccd", **options)``: the options are this class's keywords.
+
+        ``sampling`` applies to the structurer, when the job runs (:meth:`run_job`).
+
+        Raises
+        ------
+        TypeError
+            For an option this class does not take.
+        ValueError
+            For an option out of range.
+        """
+        return cls(**options)
+
+    def run_job(self, job: DecodeJob) -> MethodOutcome:
+        """Draft every prompt of ``job`` (one batch), then decode the structurer prompts.
+
+        The structurer is ``job.model`` with a :class:`MaskedSampler` at the job's temperature,
+        ``top_k`` and ``top_p``; the output format is named ``"JSON"`` for a schema, else
+        ``"answer"``. The details are each row's :class:`DraftInfo`.
+        """
+        structured = job.output_kind in ("json", "pydantic", "type")
+        pairs = self.prepare(
+            job.model,
+            job.prompts,
+            chat=job.chat,
+            system=job.system,
+            generator=job.generator,
+            format="JSON" if structured else "answer",
+        )
+        prompt_ids = [ids for ids, _ in pairs]
+        sampling = job.sampling
+        result = decode(
+            job.model.start(prompt_ids),
+            job.matchers,
+            MaskedSampler(sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p),
+            eos_ids=job.model.eos_ids,
+            max_tokens=job.max_tokens,
+            pad_id=job.model.pad_id,
+            generator=job.generator,
+            overlap=job.overlap,
+        )
+        return MethodOutcome(
+            result, self.name, details=[info for _, info in pairs], prompt_ids=prompt_ids
         )
 
     # -- stage 1 -----------------------------------------------------------------------------

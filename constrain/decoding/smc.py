@@ -25,15 +25,17 @@ from __future__ import annotations
 import codecs
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
 
-from constrain.errors import ConstrainError
+from constrain.decoding.autoregressive import DecodeResult
+from constrain.decoding.method import DecodeJob, MethodOutcome, SamplingOptions
+from constrain.errors import InternalError, SamplerError
 from constrain.matcher import Matcher
 from constrain.sampling.awrs import AWRS
 from constrain.sampling.base import Sampler
@@ -327,6 +329,57 @@ class SMC:
             f"ess_threshold={self.ess_threshold}, resample={self.resample!r})"
         )
 
+    name = "smc"
+    """Its name as a decoding method (``GenerationResult.sampler``)."""
+
+    @classmethod
+    def from_options(cls, sampling: SamplingOptions, options: Mapping[str, Any]) -> SMC:
+        """``generate(sampler="smc", **options)``: the options are this class's keywords.
+
+        ``sampling`` does not apply: the proposal samples at temperature 1.
+
+        Raises
+        ------
+        TypeError
+            For an option this class does not take.
+        ValueError
+            For an option out of range.
+        """
+        return cls(**options)
+
+    def run_job(self, job: DecodeJob) -> MethodOutcome:
+        """One SMC run per prompt of ``job``, all prompts' particles in one batched session.
+
+        Each row's output is the particle drawn from its run's final weights, with the run's
+        log marginal-likelihood estimate as log-weight; a run whose particles were all ruled
+        out reports its longest particle as incomplete (log-weight ``-inf``). The details are
+        the :class:`SMCResult` of every run.
+        """
+        rows = [ids for ids in job.prompt_ids for _ in range(self.n_particles)]
+        runs = self.run_batch(
+            job.model.start(rows),
+            job.matchers,
+            eos_ids=job.model.eos_ids,
+            max_tokens=job.max_tokens,
+            pad_id=job.model.pad_id,
+            generator=job.generator,
+        )
+        tokens, reasons, weights, complete = [], [], [], []
+        for run in runs:
+            if run.chosen is None:  # every particle ruled out: report the longest as partial
+                longest = max(range(len(run.token_ids)), key=lambda j: len(run.token_ids[j]))
+                tokens.append(run.token_ids[longest])
+                reasons.append("length")
+                weights.append(float("-inf"))
+                complete.append(False)
+                continue
+            tokens.append(run.token_ids[run.chosen])
+            reasons.append("stop")
+            weights.append(run.log_marginal_likelihood)
+            complete.append(True)
+        result = DecodeResult(token_ids=tokens, finish_reasons=reasons, log_weights=weights)
+        return MethodOutcome(result, self.name, complete=complete, details=runs)
+
     def run(
         self,
         session: ParticleSession,
@@ -359,6 +412,15 @@ class SMC:
         Returns
         -------
         SMCResult
+
+        Raises
+        ------
+        ValueError
+            For a negative ``max_tokens``, no EOS id, or a session of another batch size.
+        SamplerError
+            If the potential returns NaN or ``+inf``.
+        InternalError
+            If the proposal chose a token the grammar rejects (a bug in constrain).
         """
         return self.run_batch(
             session,
@@ -465,7 +527,7 @@ class SMC:
         assert self.potential is not None
         value = float(self.potential(text, complete))
         if math.isnan(value) or value == math.inf:
-            raise ConstrainError(
+            raise SamplerError(
                 f"the potential returned {value} for {text!r} (complete={complete}); it must "
                 "return a finite log-score or -inf"
             )
@@ -518,7 +580,7 @@ class SMC:
                 m = m.fork()
                 parts.matchers[i] = m
             if not m.accept_token(tok):
-                raise ConstrainError(
+                raise InternalError(
                     f"particle {i}: the proposal chose token {tok}, which the grammar rejects. "
                     "This is a bug in constrain; please report it with the grammar."
                 )

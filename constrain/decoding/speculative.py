@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,7 +46,7 @@ import numpy as np
 import torch
 
 from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
-from constrain.decoding.autoregressive import DecodeResult
+from constrain.decoding.autoregressive import DecodeResult, TokenMethod
 from constrain.decoding.drafters import (
     Drafter,
     DraftModelDrafter,
@@ -56,22 +57,36 @@ from constrain.decoding.drafters import (
     TokenText,
     ragged_block,
 )
-from constrain.errors import ConstrainError
+from constrain.decoding.method import (
+    DecodeJob,
+    DecodingMethod,
+    LanguageModel,
+    MethodOutcome,
+    Steps,
+    drain,
+)
+from constrain.errors import InternalError
 from constrain.matcher import Matcher
+from constrain.sampling.masked import MaskedSampler
 
 __all__ = [
+    "DRAFTER_NAMES",
     "DraftModelDrafter",
     "DraftRequest",
     "Drafter",
     "EarlyExitDrafter",
     "GrammarDrafter",
     "PromptLookupDrafter",
+    "SpeculativeMethod",
     "SpeculativeResult",
     "SpeculativeSession",
+    "SpeculativeSpec",
     "SpeculativeStats",
     "TokenText",
     "iter_speculative_decode",
+    "resolve_drafters",
     "speculative_decode",
+    "speculative_target",
 ]
 
 _GREEDY_CHECKS = 16
@@ -318,7 +333,7 @@ class _Verifier:
                     return int(draft)
         masked = logits if m is None else self._mask(m, logits)
         if m is not None and bool(torch.isneginf(masked).all()):
-            raise ConstrainError(
+            raise InternalError(
                 "no token is allowed here: the grammar has no continuation and no end. This is "
                 "a bug in constrain; please report it with the grammar."
             )
@@ -329,7 +344,7 @@ class _Verifier:
         masked = logits.float() if m is None else self._mask(m, logits)
         probs = self.target.probs(masked)
         if not bool(torch.isfinite(probs).all()) or float(probs.sum()) <= 0.0:
-            raise ConstrainError(
+            raise InternalError(
                 "no token is allowed here: the grammar has no continuation and no end. This is "
                 "a bug in constrain; please report it with the grammar."
             )
@@ -459,11 +474,11 @@ def iter_speculative_decode(
         m = matchers[i]
         if tok in eos:
             if m is not None and not m.accept_token(tok):
-                raise ConstrainError(f"row {i}: EOS chosen where the grammar does not accept")
+                raise InternalError(f"row {i}: EOS chosen where the grammar does not accept")
             finish[i] = "stop"
             return False
         if m is not None and not m.accept_token(tok):
-            raise ConstrainError(
+            raise InternalError(
                 f"row {i}: token {tok} chosen, which the grammar rejects. This is a bug in "
                 "constrain; please report it with the grammar."
             )
@@ -580,3 +595,140 @@ def iter_speculative_decode(
         },
         stats=stats,
     )
+
+
+# -- the speculative method of generate(speculative=...) ---------------------------------------
+
+DRAFTER_NAMES = ("grammar", "lookup", "early_exit")
+"""The drafters ``generate(speculative=...)`` knows by name (``True`` or ``"all"``: all three)."""
+
+SpeculativeSpec = bool | str | Drafter | Sequence[str | Drafter] | None
+
+# per model: the style of tokens it emits, learned (weak keys: an id() key could be reused by
+# another model after this one is freed, with another vocabulary)
+_TOKEN_TEXT: weakref.WeakKeyDictionary[Any, TokenText] = weakref.WeakKeyDictionary()
+
+
+def _token_text(model: LanguageModel) -> TokenText:
+    """Return the model's :class:`TokenText` (one per model, learning as it decodes)."""
+    text = _TOKEN_TEXT.get(model)
+    if text is None:
+        tok = model.tokenizer
+
+        def encode(t: str) -> list[int]:
+            return [int(i) for i in tok(t, add_special_tokens=False)["input_ids"]]
+
+        text = _TOKEN_TEXT[model] = TokenText(model.vocabulary, encode)
+    return text
+
+
+def resolve_drafters(model: LanguageModel, spec: SpeculativeSpec) -> list[Drafter]:
+    """Resolve ``generate``'s ``speculative=`` into drafters for ``model``.
+
+    Parameters
+    ----------
+    model : LanguageModel
+        The target model (its tokenizer tokenizes forced and copied text).
+    spec : bool, str, Drafter or sequence of those
+        ``None``/``False``: none; ``True``/``"all"``: every drafter of :data:`DRAFTER_NAMES`;
+        a name, a :class:`Drafter` or a sequence of those, chained in order.
+
+    Returns
+    -------
+    list of Drafter
+
+    Raises
+    ------
+    ValueError
+        For an unknown drafter name.
+    """
+    if spec is None or spec is False:
+        return []
+    items: list[str | Drafter]
+    if spec is True:
+        items = list(DRAFTER_NAMES)
+    elif isinstance(spec, str):
+        items = list(DRAFTER_NAMES) if spec.lower() == "all" else [spec]
+    elif isinstance(spec, Sequence):
+        items = list(spec)
+    else:
+        items = [spec]
+    out: list[Drafter] = []
+    for item in items:
+        if not isinstance(item, str):
+            out.append(item)
+            continue
+        name = item.lower()
+        if name == "grammar":
+            out.append(GrammarDrafter(model.vocabulary, text=_token_text(model)))
+        elif name == "lookup":
+            out.append(PromptLookupDrafter(model.vocabulary, text=_token_text(model)))
+        elif name == "early_exit":
+            out.append(EarlyExitDrafter(model))
+        else:
+            raise ValueError(
+                f"unknown drafter {item!r}; choose from {', '.join(DRAFTER_NAMES)}, 'all', "
+                "or pass Drafter objects (constrain.decoding.drafters)"
+            )
+    return out
+
+
+def speculative_target(method: DecodingMethod) -> MaskedSampler:
+    """Return the masked sampler whose distribution speculation reproduces.
+
+    Raises
+    ------
+    TypeError
+        If ``method`` is not the masked sampler (greedy or sampling).
+    """
+    if not (isinstance(method, TokenMethod) and isinstance(method.sampler, MaskedSampler)):
+        raise TypeError(
+            f"speculative= works with the masked sampler (greedy or sampling), not "
+            f"{method.name!r}: speculation reproduces the locally masked distribution; "
+            "SMC, ASAp, AWRS and DCCD run without it"
+        )
+    return method.sampler
+
+
+class SpeculativeMethod:
+    """Masked decoding sped up by drafters, exact in distribution (:func:`iter_speculative_decode`).
+
+    Parameters
+    ----------
+    target : MaskedSampler
+        The distribution reproduced (its temperature, ``top_k``, ``top_p`` and backend).
+    drafters : list of Drafter
+        Chained in order.
+    max_draft : int
+        Most draft tokens per row and forward pass.
+    """
+
+    def __init__(self, target: MaskedSampler, drafters: list[Drafter], max_draft: int) -> None:
+        self.target = target
+        self.drafters = drafters
+        self.max_draft = max_draft
+        self.name = f"{target.method_name}+speculative"
+
+    def steps(self, job: DecodeJob) -> Steps:
+        """Return the speculative loop of ``job`` (:func:`iter_speculative_decode`)."""
+        return iter_speculative_decode(
+            job.model.start(job.prompt_ids),
+            job.matchers,
+            self.drafters,
+            prompts=job.prompt_ids,
+            eos_ids=job.model.eos_ids,
+            max_tokens=job.max_tokens,
+            max_draft=self.max_draft,
+            temperature=self.target.temperature,
+            top_k=self.target.top_k,
+            top_p=self.target.top_p,
+            generator=job.generator,
+            pad_id=job.model.pad_id,
+            backend=self.target.backend,
+        )
+
+    def run_job(self, job: DecodeJob) -> MethodOutcome:
+        """Decode every row of ``job``; the details are the speculation counters (a dict)."""
+        result: SpeculativeResult = drain(self.steps(job))
+        stats = result.stats.as_dict()
+        return MethodOutcome(result, self.name, details=[stats] * len(job.prompt_ids))

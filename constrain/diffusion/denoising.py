@@ -51,7 +51,7 @@ from constrain.diffusion.dingo_lave import (
 )
 from constrain.diffusion.infilling import InfillChecker
 from constrain.diffusion.token_dfa import NotRegularError, TokenDfa
-from constrain.errors import ConstrainError, IncompleteOutputError
+from constrain.errors import IncompleteOutputError, InternalError
 from constrain.matcher import Matcher
 from constrain.vocab.vocabulary import Vocabulary
 
@@ -339,7 +339,7 @@ class _Loop:
         if self.before is not None:
             text = [t for t in done if t not in self.vocab.eos_ids]
             if self.before.accept_tokens(text) != len(text):
-                raise ConstrainError(
+                raise InternalError(
                     "the grammar rejects a finished block. This is a bug in constrain; please "
                     "report it with the grammar."
                 )
@@ -385,7 +385,7 @@ class _Loop:
         )
         out = _fill_from_witness(region, res.fills or (), self.vocab) if res else None
         if out is None:
-            raise ConstrainError(
+            raise InternalError(
                 "the partial output is no longer completable. This is a bug in constrain; "
                 "please report it with the grammar."
             )
@@ -448,7 +448,7 @@ class _Loop:
                 end_states=end_ok,
             )  # fmt: skip
             if res is None:
-                raise ConstrainError(
+                raise InternalError(
                     "DINGO found no valid assignment of a block that was completable. This is "
                     "a bug in constrain; please report it with the grammar."
                 )
@@ -579,6 +579,8 @@ def diffusion_decode(
         With ``method="dingo"`` and a grammar that is not regular.
     IncompleteOutputError
         If ``length`` positions cannot hold a complete sentence of the grammar.
+    InternalError
+        If the constrained output breaks the grammar after all (a bug in constrain).
     """
     t_start = time.perf_counter()
     if method not in _METHODS:
@@ -697,7 +699,7 @@ def diffusion_decode(
         loop.end_block(start, end)
     valid = loop.is_valid()
     if method != "none" and not valid:
-        raise ConstrainError(
+        raise InternalError(
             f"the {method} output is not a complete sentence of the grammar. This is a bug in "
             "constrain; please report it with the grammar."
         )

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from constrain.errors import ConstrainError
+from constrain.errors import InternalError, SamplerError
 from constrain.matcher import Matcher
 from constrain.sampling.base import Sample
 from constrain.vocab.vocabulary import Vocabulary
@@ -118,6 +119,9 @@ class AWRS:
     2.7
     """
 
+    method_name: ClassVar[str] = "awrs"
+    """Its name as a decoding method (``GenerationResult.sampler``)."""
+
     def __init__(
         self,
         temperature: float = 1.0,
@@ -191,8 +195,10 @@ class AWRS:
 
         Raises
         ------
-        ConstrainError
-            If a constrained row allows no token of positive probability.
+        InternalError
+            If a constrained row allows no token at all (a bug in constrain).
+        SamplerError
+            If every token a row's grammar allows has probability 0 under ``logits``.
         """
         if logits.ndim != 2 or logits.shape[0] != len(matchers):
             raise ValueError(
@@ -313,13 +319,13 @@ class AWRS:
     ) -> tuple[int, float, int, bool]:
         allowed = torch.from_numpy(m.allowed_token_ids().astype(np.int64)).to(keys.device)
         if allowed.numel() == 0:
-            raise ConstrainError(
+            raise InternalError(
                 "no token is allowed: the grammar has no continuation and no end here. This is "
                 "a bug in constrain; please report it with the grammar."
             )
         lse_allowed = float(torch.logsumexp(scores[allowed].double(), dim=0))
         if lse_allowed == float("-inf"):
-            raise ConstrainError(
+            raise SamplerError(
                 "every token the grammar allows has probability 0 under the logits (were they "
                 "masked by another processor?)"
             )

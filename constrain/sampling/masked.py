@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from constrain.bitmask import BITMASK_BACKENDS, BitmaskApplier, allocate_token_bitmask
-from constrain.errors import ConstrainError
+from constrain.errors import InternalError
 from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.sampling.base import Sample
 
@@ -65,6 +66,9 @@ class MaskedSampler:
     from ``softmax(scores)``, reproducible for a seeded generator, and about 2.5 times faster
     on the CPU than ``torch.multinomial``, whose exponential variates cost more than the rest.
     """
+
+    method_name: ClassVar[str] = "masked"
+    """Its name as a decoding method (``GenerationResult.sampler``)."""
 
     def __init__(
         self,
@@ -137,9 +141,9 @@ class MaskedSampler:
 
         Raises
         ------
-        ConstrainError
-            If a constrained row allows no token at all (a bug: a matcher never reaches a
-            state without continuation or EOS).
+        InternalError
+            If a constrained row allows no token at all (a bug in constrain: a matcher never
+            reaches a state without continuation or EOS).
         """
         batch = len(matchers)
         if logits.ndim != 2 or logits.shape[0] != batch:
@@ -210,7 +214,7 @@ class MaskedSampler:
                 dead.append(i)
             lw[k] = lse_allowed - (float(peak[k, 0]) + math.log(total))
         if dead:
-            raise ConstrainError(
+            raise InternalError(
                 f"no token is allowed in rows {dead}: the grammar has no continuation and no "
                 "end here. This is a bug in constrain; please report it with the grammar."
             )

@@ -80,12 +80,12 @@ def test_smc_batch_and_particles(model: Model) -> None:
 
 
 def test_asap_by_name_keeps_its_trie_across_calls(model: Model) -> None:
-    from constrain import generation
+    from constrain.decoding import asap as asap_module
 
-    generation._ASAP_CACHE.clear()
+    asap_module._TRIES.clear()
     for seed in (0, 1):
         constrain.generate(PROMPT, schema=SCHEMA, model=model, sampler="asap", seed=seed)
-    (asap,) = generation._ASAP_CACHE.values()
+    (asap,) = asap_module._TRIES.values()
     assert asap.num_samples == 2
 
 

@@ -22,7 +22,8 @@ from statistical.toy import (
     toy_matcher,
 )
 
-from constrain import ConstrainError, Matcher
+from constrain import Matcher
+from constrain.errors import SamplerError
 from constrain.sampling import AWRS, MaskedSampler, Sampler
 from constrain.testing import byte_vocabulary, tiny_vocabulary
 
@@ -283,7 +284,7 @@ def test_no_allowed_token_of_positive_probability_raises() -> None:
     m = _matcher("regex", BIASED_REGEX)
     logits = torch.zeros(1, 10)
     logits[0, [0, 2, 3, 4]] = float("-inf")  # every allowed first token is masked out
-    with pytest.raises(ConstrainError, match="probability 0"):
+    with pytest.raises(SamplerError, match="probability 0"):
         AWRS().sample(logits, [m], torch.Generator().manual_seed(0))
 
 

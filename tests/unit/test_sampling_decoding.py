@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from constrain import Compiler, ConstrainError, Grammar, Matcher
+from constrain import Compiler, Grammar, Matcher
 from constrain.decoding import DecodeResult, decode
 from constrain.decoding.autoregressive import iter_decode
+from constrain.errors import InternalError
 from constrain.sampling import MaskedSampler, Sample, Sampler
 from constrain.sampling.masked import gumbel_argmax
 from constrain.testing import byte_vocabulary
@@ -323,7 +324,7 @@ def test_log_weights_of_a_tiny_allowed_mass_are_exact() -> None:
 def test_a_row_with_nothing_allowed_raises() -> None:
     logits = _random_logits(np.random.default_rng(4), 2)
     logits[1, [ord("a"), ord("b"), ord("c")]] = float("-inf")
-    with pytest.raises(ConstrainError, match=r"no token is allowed in rows \[1\]"):
+    with pytest.raises(InternalError, match=r"no token is allowed in rows \[1\]"):
         MaskedSampler(1.0).sample(logits, [_matcher("[a-c]+"), _matcher("[a-c]+")])
 
 
@@ -651,7 +652,7 @@ class FixedSampler:
 
 
 def test_rejected_token_raises() -> None:
-    with pytest.raises(ConstrainError, match="rejects"):
+    with pytest.raises(InternalError, match="rejects"):
         decode(
             FakeSession([1]),
             [_matcher("[0-9]+")],
@@ -662,7 +663,7 @@ def test_rejected_token_raises() -> None:
 
 
 def test_eos_before_the_output_is_complete_raises() -> None:
-    with pytest.raises(ConstrainError, match="EOS"):
+    with pytest.raises(InternalError, match="EOS"):
         decode(
             FakeSession([1]), [_matcher("[0-9]+")], FixedSampler(EOS), eos_ids=[EOS], max_tokens=5
         )
