@@ -27,7 +27,9 @@ import numpy as np
 import pytest
 import reference
 
-import constrain.tables
+import constrain.tables.mask_tables
+import constrain.tables.set_stores
+import constrain.tables.token_classes
 from constrain import Compiler, Grammar, Matcher
 from constrain.kernels.numba_earley import scan_kernel_items
 from constrain.kernels.numba_table_store import find_entry
@@ -139,7 +141,7 @@ def test_mask_tables_split_is_sound(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_cached_entries_equal_fresh_builds(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pooled, copy-on-grow cache (MaskTables.lookup) holds what build() computes."""
-    monkeypatch.setattr(constrain.tables, "_FIRST_ROWS", 4)  # so that the pools grow
+    monkeypatch.setattr(constrain.tables.mask_tables, "_FIRST_ROWS", 4)  # so that the pools grow
     m = Matcher(Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar(name)))
     tables = m.compiled.tables
     for prefix in explored_prefixes(name, max_len=2):
@@ -412,8 +414,8 @@ def test_walks_sharing_a_set_store_build_what_fresh_walks_build(
         want[key] = fresh.build(key[0], kernel)
         assert int(fresh._buffers().sets.store[0]) <= 40
     if small:
-        monkeypatch.setattr(constrain.tables, "_WALK_SETS", 40)
-        monkeypatch.setattr(constrain.tables, "_MAX_SETS", 80)
+        monkeypatch.setattr(constrain.tables.set_stores, "_WALK_SETS", 40)
+        monkeypatch.setattr(constrain.tables.set_stores, "_MAX_SETS", 80)
     shared = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
     for key, kernel in sorted(keys.items()):
         got = shared.build(key[0], kernel)
@@ -452,15 +454,15 @@ def test_token_classes_build_what_trie_walks_build(
     vocab = tiny_vocabulary()
     compiled = Compiler(vocab, cache_bytes=0).compile(grammar(name))
     keys = table_keys(name, compiled)
-    monkeypatch.setattr(constrain.tables, "SYM_CONFIGS", width)
+    monkeypatch.setattr(constrain.tables.set_stores, "SYM_CONFIGS", width)
     if room:
-        monkeypatch.setattr(constrain.tables, "_SYM_ROOM", room)
-        monkeypatch.setattr(constrain.tables, "_SYM_BYTES", 0)
-    monkeypatch.setattr(constrain.tables, "_JUDGE_AT_READ", 0)  # keep the classes
+        monkeypatch.setattr(constrain.tables.set_stores, "_SYM_ROOM", room)
+        monkeypatch.setattr(constrain.tables.set_stores, "_SYM_BYTES", 0)
+    monkeypatch.setattr(constrain.tables.token_classes, "_JUDGE_AT_READ", 0)  # keep the classes
     walked = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
-    walked._worth_classifying = lambda state: False  # type: ignore[method-assign]
+    walked.classifier.worth_classifying = lambda state: False  # type: ignore[method-assign]
     classified = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
-    classified._worth_classifying = lambda state: True  # type: ignore[method-assign]
+    classified.classifier.worth_classifying = lambda state: True  # type: ignore[method-assign]
     for key, kernel in sorted(keys.items()):
         want = walked.build(key[0], kernel)
         got = classified.build(key[0], kernel)
@@ -474,7 +476,7 @@ def test_token_classes_build_what_trie_walks_build(
     assert classified.num_class_builds > 0 and classified.num_states_classified > 0
     assert walked.num_class_builds == 0
     if room:
-        sym = classified._sym
+        sym = classified.classifier.sym
         assert sym is not None and sym.arrays[0].shape[0] == 2 * room  # grew once
     # the matcher over classified tables: the naive mask after every explored prefix
     recognizer = reference.naive_cfg_recognizer(grammar(name))
@@ -491,28 +493,29 @@ def test_token_classes_are_read_only_where_walks_were_dear() -> None:
     """The ski rental: a state gets classes only after its walks cost _CLASSIFY_AFTER_NS at
     _CLASSIFY_MIN_WALK_NS a walk on average, and loses them (walks again) where reading them
     cost more than its average walk."""
-    from constrain.tables import _CLASSIFY_AFTER_NS, _CLASSIFY_MIN_WALK_NS, MaskTables
+    from constrain.tables import MaskTables
+    from constrain.tables.token_classes import _CLASSIFY_AFTER_NS, _CLASSIFY_MIN_WALK_NS
 
     compiled = Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar("mini_json"))
     (state, _), kernel = sorted(table_keys("mini_json", compiled).items())[0]
     tables = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
-    assert not tables._worth_classifying(state)  # never walked
-    tables._walk_ns[state] = [_CLASSIFY_AFTER_NS - 1, 1, 0]
-    assert not tables._worth_classifying(state)
+    assert not tables.classifier.worth_classifying(state)  # never walked
+    tables.classifier.walk_ns[state] = [_CLASSIFY_AFTER_NS - 1, 1, 0]
+    assert not tables.classifier.worth_classifying(state)
     cheap = 2 * _CLASSIFY_AFTER_NS // _CLASSIFY_MIN_WALK_NS
-    tables._walk_ns[state] = [_CLASSIFY_AFTER_NS, cheap, 0]
-    assert not tables._worth_classifying(state)  # cheap walks on average
-    tables._walk_ns[state] = [_CLASSIFY_AFTER_NS, 1, 0]
-    assert tables._worth_classifying(state)
+    tables.classifier.walk_ns[state] = [_CLASSIFY_AFTER_NS, cheap, 0]
+    assert not tables.classifier.worth_classifying(state)  # cheap walks on average
+    tables.classifier.walk_ns[state] = [_CLASSIFY_AFTER_NS, 1, 0]
+    assert tables.classifier.worth_classifying(state)
     want = tables.build(state, kernel)
     assert tables.num_states_classified == 1 and tables.num_class_builds == 1
     # reads (the second is judged) that cost more than a 1 ns walk: the classes are dropped
-    tables._walk_ns[state] = [1, 1, 1]  # one read so far
+    tables.classifier.walk_ns[state] = [1, 1, 1]  # one read so far
     for _ in range(3):
         got = tables.build(state, kernel)
         for a, b in zip(got, want, strict=True):
             assert np.array_equal(a, b)
-    assert tables._token_classes[state] is None
+    assert tables.classifier.classes[state] is None
     assert tables.num_class_builds == 2  # the third build walked the trie
 
 

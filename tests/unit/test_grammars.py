@@ -308,9 +308,9 @@ def test_sql_token_classes_equal_trie_walks_on_llama3(llama_vocab) -> None:  # t
                 kernel = m._kernel(p)
                 keys.setdefault((s, kernel.tobytes()), kernel)
     walked = MaskTables(llama_vocab, compiled.lexer, compiled.parser, max_bytes=1 << 30)
-    walked._worth_classifying = lambda state: False  # type: ignore[method-assign]
+    walked.classifier.worth_classifying = lambda state: False  # type: ignore[method-assign]
     classified = MaskTables(llama_vocab, compiled.lexer, compiled.parser, max_bytes=1 << 30)
-    classified._worth_classifying = lambda state: True  # type: ignore[method-assign]
+    classified.classifier.worth_classifying = lambda state: True  # type: ignore[method-assign]
     for key, kernel in sorted(keys.items()):
         want = walked.build(key[0], kernel)
         got = classified.build(key[0], kernel)

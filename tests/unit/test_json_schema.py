@@ -414,10 +414,10 @@ def test_masks_equal_brute_force_in_bounded_strings(
     list of the other tokens."""
     import numpy as np
 
-    import constrain.tables
+    import constrain.tables.mask_tables
 
     if list_limit is not None:
-        monkeypatch.setattr(constrain.tables, "_list_limit", lambda words: list_limit)
+        monkeypatch.setattr(constrain.tables.mask_tables, "_list_limit", lambda words: list_limit)
 
     from constrain.tables import SLICE_CHARS
 
@@ -457,10 +457,10 @@ def test_masks_equal_brute_force_with_bounded_classes(monkeypatch: pytest.Monkey
     count, and every shared entry holds what a fresh build at each of its states computes."""
     import numpy as np
 
-    import constrain.tables
+    import constrain.tables.mask_tables
 
-    monkeypatch.setattr(constrain.tables, "_CLASS_MIN_NS", 0)
-    monkeypatch.setattr(constrain.tables, "_CLASS_NS_PER_STATE", 1)
+    monkeypatch.setattr(constrain.tables.mask_tables, "_CLASS_MIN_NS", 0)
+    monkeypatch.setattr(constrain.tables.mask_tables, "_CLASS_NS_PER_STATE", 1)
     long_tokens = [b"abcdefghijklmnopq", "\u20ac".encode() * 4, b'xx","t":"', b"xy"]
     vocab = constrain.Vocabulary.from_bytes(
         [bytes([b]) for b in range(256)] + long_tokens + [None], eos_ids=[256 + len(long_tokens)]
@@ -478,7 +478,7 @@ def test_masks_equal_brute_force_with_bounded_classes(monkeypatch: pytest.Monkey
     text = ('{"s":"' + "x" * 38 + '","t":"' + "\u20ac" * 26 + '"}').encode()
     # every mask equals the one of tables that never classify; some equal the definition
     with monkeypatch.context() as m:
-        m.setattr(constrain.tables, "_CLASS_MIN_NS", 1 << 62)
+        m.setattr(constrain.tables.mask_tables, "_CLASS_MIN_NS", 1 << 62)
         plain = constrain.Compiler(vocab, cache_bytes=0).compile(grammar)
         a, b = constrain.Matcher(compiled), constrain.Matcher(plain)
         for byte in text:
@@ -502,7 +502,7 @@ def test_body_class_sequences_are_the_classes_of_each_position() -> None:
 
     import numpy as np
 
-    from constrain.tables import _BODY_SEQUENCES, body_class_sequences
+    from constrain.tables.mask_tables import _BODY_SEQUENCES, body_class_sequences
 
     rng = np.random.default_rng(1)
     for _ in range(20):

@@ -18,11 +18,10 @@ lock, which makes one ``MaskTables`` safe to share between threads and matchers.
 outgrow ``max_bytes`` the cache starts over (bounded memory, never a leak).
 
 An entry is computed by a walk of the token trie under the entry's lexer state and inputs
-(``numba_tables.build_entry_kernel``). Where a lexer state meets many parser configurations
-(SQL at a lexeme boundary: dozens of expected-terminal sets) and its walks are dear, the state
-is *classified* once (``numba_classify``: a walk whose configurations record the terminals
-scanned inside the token instead of the parser's expected ones), and its later entries are read
-from those classes in a pass over its live tokens, with the same result.
+(``numba_tables.build_entry_kernel``, its configuration sets kept in this thread's
+:class:`~constrain.tables.set_stores.SetStore`). Where a lexer state's walks are dear, its
+entries are read from its token classes instead (:mod:`constrain.tables.token_classes`), with
+the same result.
 """
 
 from __future__ import annotations
@@ -37,12 +36,6 @@ from constrain._types import Int32Array, Int64Array
 from constrain.automata.lexer import LexerDfa
 from constrain.automata.pda import ParserTables
 from constrain.kernels.entry import cached_entry
-from constrain.kernels.numba_classify import (
-    SYM_CONFIGS,
-    classified_entry_kernel,
-    classify_walk_kernel,
-    compact_sets_kernel,
-)
 from constrain.kernels.numba_table_inputs import (
     all_alive_kernel,
     bit_lists_kernel,
@@ -51,12 +44,9 @@ from constrain.kernels.numba_table_inputs import (
     equivalent_within,
 )
 from constrain.kernels.numba_table_store import index_add, index_rehash, store_entry_kernel
-from constrain.kernels.numba_tables import (
-    CONFIGS,
-    build_entry_kernel,
-    rehash_sets_kernel,
-    walk_single_kernel,
-)
+from constrain.kernels.numba_tables import build_entry_kernel, walk_single_kernel
+from constrain.tables.set_stores import SetStore
+from constrain.tables.token_classes import TokenClassifier
 from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
 
@@ -77,12 +67,6 @@ _MAX_PAIRS = 4096
 # one state per count: the reach bounded to SLICE_CHARS characters then decides)
 _REACH_LIMIT = 4096
 _FIRST_ROWS = 256
-# a walk adds at most this many configuration sets (the room kept free before each walk), and
-# a thread's set store holds at most _MAX_SETS sets and about _MAX_SET_BYTES (but room for two
-# walks) before it starts over
-_WALK_SETS = 4096
-_MAX_SETS = 1 << 16
-_MAX_SET_BYTES = 16 << 20
 # What LexerDfa.bounded_classes costs per lexer state, about (ns); the classes are computed
 # once the builds they would have saved cost _CLASS_RENT times as much (on MaskBench, 1 lost
 # more on schemas whose strings stay short than it won), and tried no earlier than after
@@ -96,19 +80,6 @@ _CLASS_MIN_NS = 500_000
 # In Llama 3's vocabulary 699 of the 121,825 slice tokens are longer than 16 characters.
 SLICE_CHARS = SHORT_SLICE_CHARS
 _UNSET = object()
-# Token classes (numba_classify): a lexer state whose trie walks have cost _CLASSIFY_AFTER_NS
-# in all, _CLASSIFY_MIN_WALK_NS each on average, gets one walk whose result serves all its
-# later builds (a grammar with many parser configurations per lexer state, like SQL at a
-# lexeme boundary). The symbolic set store keeps room for _SYM_ROOM new sets per walk, holds
-# at most about _SYM_BYTES, and the classes of all states at most a quarter of the tables'
-# budget before they start over.
-_CLASSIFY_AFTER_NS = 2_000_000
-_CLASSIFY_MIN_WALK_NS = 500_000
-# the read of a state's classes at which their cost is compared with its walks' (the first
-# read may include loading the kernel)
-_JUDGE_AT_READ = 2
-_SYM_ROOM = 16384
-_SYM_BYTES = 32 << 20
 
 
 def _list_limit(num_words: int) -> int:
@@ -149,143 +120,7 @@ class _Scratch:
         self.stamp = np.zeros(1, dtype=np.int64)
         # a sparse entry's token list: at most half a row's bytes (the store kernel's limit)
         self.extra = np.empty(_list_limit(tables.num_words), dtype=np.int32)
-        self.sets = _SetStore(tables.lexer.num_classes, words)
-
-
-class _SetStore:
-    """One thread's configuration sets of :func:`build_entry_kernel`, kept across its walks.
-
-    The walk's lazily built DFA over lexer-configuration sets: a set's transitions depend on
-    the lexer and parser tables, and for sets holding root-lineage configurations on the build
-    inputs, identified by a small id (the one :meth:`room` returns). Kept across walks, most
-    walks only look transitions up (a new walk met ~170 new transitions, ~100 ns each). Grows
-    by doubling to ``max_sets`` sets (``_MAX_SETS``, fewer where rows are wide: about
-    ``_MAX_SET_BYTES`` per thread and grammar), then starts over.
-    """
-
-    __slots__ = ("num_classes", "words", "arrays", "kernel_arrays", "store", "max_sets", "_ids")
-
-    def __init__(self, num_classes: int, words: int) -> None:
-        self.num_classes = max(num_classes, 1)
-        self.words = words
-        row_bytes = CONFIGS * (4 + 1 + 8 * words) + 4 * self.num_classes + 4 * 4 + 17
-        self.max_sets = max(2 * _WALK_SETS, min(_MAX_SETS, _MAX_SET_BYTES // row_bytes))
-        self.store = np.zeros(1, dtype=np.int64)
-        self._ids: dict[bytes, int] = {}
-        self.arrays = self._allocate(_WALK_SETS)
-        # build_entry_kernel's set_store structure: the arrays and the count
-        self.kernel_arrays = (*self.arrays, self.store)
-
-    def _allocate(self, capacity: int) -> tuple[np.ndarray, ...]:
-        # (cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table): rows are
-        # written when their set is created, so unused capacity is address space only
-        return (
-            np.zeros(capacity, dtype=np.int32),
-            np.zeros(capacity, dtype=np.int8),
-            np.zeros(capacity, dtype=np.int32),
-            np.zeros(capacity, dtype=np.int64),
-            np.empty((capacity, CONFIGS), dtype=np.int32),
-            np.empty((capacity, CONFIGS), dtype=np.int8),
-            np.empty((capacity, CONFIGS, self.words), dtype=np.uint64),
-            np.empty((capacity, self.num_classes), dtype=np.int32),
-            np.full(4 * capacity, -1, dtype=np.int32),
-        )
-
-    def room(self, inputs: bytes) -> int:
-        """Make room for one walk; return the id of the build ``inputs``."""
-        arrays, restarted = _make_room(
-            self.arrays, self.store, _WALK_SETS, self.max_sets, self._allocate, 3
-        )
-        if arrays is not self.arrays:  # grown: the only place the structure changes
-            self.arrays = arrays
-            self.kernel_arrays = (*arrays, self.store)
-        if restarted:
-            self._ids.clear()
-        found = self._ids.get(inputs)
-        if found is None:
-            found = self._ids[inputs] = len(self._ids)
-        return found
-
-
-class _SymStore:
-    """The symbolic configuration sets of :func:`classify_walk_kernel`, kept across walks.
-
-    Symbolic sets depend on the lexer and parser tables only, so one store serves every lexer
-    state (guarded by the tables' classification lock). Grows by doubling to ``max_sets``,
-    then starts over (the classes already computed keep their own copies of their sets).
-    """
-
-    __slots__ = ("num_classes", "arrays", "store", "max_sets")
-
-    def __init__(self, num_classes: int) -> None:
-        self.num_classes = max(num_classes, 1)
-        row_bytes = SYM_CONFIGS * 12 + 4 * self.num_classes + 4 * 4 + 13
-        self.max_sets = max(2 * _SYM_ROOM, _SYM_BYTES // row_bytes)
-        self.store = np.zeros(1, dtype=np.int64)
-        self.arrays = self._allocate(_SYM_ROOM)
-
-    def _allocate(self, capacity: int) -> tuple[np.ndarray, ...]:
-        # (ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table)
-        return (
-            np.zeros(capacity, dtype=np.int32),
-            np.zeros(capacity, dtype=np.int8),
-            np.zeros(capacity, dtype=np.int64),
-            np.empty((capacity, SYM_CONFIGS), dtype=np.int32),
-            np.empty((capacity, SYM_CONFIGS), dtype=np.int64),
-            np.empty((capacity, self.num_classes), dtype=np.int32),
-            np.full(4 * capacity, -1, dtype=np.int32),
-        )
-
-    def room(self) -> None:
-        """Make room for one walk's new sets."""
-        self.arrays, _ = _make_room(
-            self.arrays, self.store, _SYM_ROOM, self.max_sets, self._allocate, 2
-        )
-
-
-def _make_room(
-    arrays: tuple[np.ndarray, ...],
-    store: np.ndarray,
-    room: int,
-    max_sets: int,
-    allocate: Any,
-    hash_at: int,
-) -> tuple[tuple[np.ndarray, ...], bool]:
-    """Leave ``room`` free sets in a set store; return its arrays and whether it started over.
-
-    ``arrays`` are per-set rows, ``arrays[hash_at]`` the sets' hashes and the last one the
-    open-addressed table; ``store[0]`` the sets used. The store doubles (rows copied, table
-    rebuilt by ``rehash_sets_kernel``) while that stays within ``max_sets``, else starts over.
-    """
-    used = int(store[0])
-    capacity = arrays[0].shape[0]
-    if capacity - used >= room:
-        return arrays, False
-    if 2 * capacity > max_sets:
-        arrays[-1].fill(-1)
-        store[0] = 0
-        return arrays, True
-    new = allocate(2 * capacity)
-    for a, b in zip(arrays[:-1], new[:-1], strict=True):
-        b[:used] = a[:used]
-    rehash_sets_kernel(new[hash_at], used, new[-1])
-    return new, False
-
-
-class _Classes(NamedTuple):
-    """A lexer state's token classes: its live tokens in trie order, each with its set."""
-
-    tokens: Int32Array
-    sets: Int32Array
-    lcp: Int32Array
-    # the sets, renumbered from 0: configurations of set f at fs_ptr[f]:fs_ptr[f + 1]
-    fs_ptr: Int64Array
-    fs_s: Int32Array
-    fs_tag: Int64Array
-    fs_flags: np.ndarray
-
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self)
+        self.sets = SetStore(tables.lexer.num_classes, words)
 
 
 class TableSnapshot(NamedTuple):
@@ -412,17 +247,11 @@ class MaskTables:
         self._class_of = np.full(lexer.num_states, -1, dtype=np.int64)
         self._num_classes = 0
         self.num_classified = 0
-        # token classes by lexer state (None: not worth it there), the time spent in trie
-        # walks per state as [total ns, walks, reads of its classes], and the symbolic set
-        # store
-        self._token_classes: dict[int, _Classes | None] = {}
-        self._walk_ns: dict[int, list[int]] = {}
-        self._class_bytes = 0
-        self._classify_lock = threading.Lock()
-        self._sym: _SymStore | None = None
-        self._follow_ign: np.ndarray | None = None
-        self.num_states_classified = 0
-        self.num_class_builds = 0
+        # token classes of the states whose walks are dear: at most a quarter of the budget
+        self.classifier = TokenClassifier(
+            vocab, lexer, parser, max_bytes=max_bytes // 4, max_depth=self._max_depth,
+            exact_scans=self.exact_scans,
+        )  # fmt: skip
         self._reset()
 
     def _reset(self) -> None:
@@ -455,9 +284,19 @@ class MaskTables:
         """Return the current snapshot (entries never change once published)."""
         return self._snap
 
+    @property
+    def num_states_classified(self) -> int:
+        """Lexer states whose tokens were classified (:class:`TokenClassifier`)."""
+        return self.classifier.num_states_classified
+
+    @property
+    def num_class_builds(self) -> int:
+        """Entries read from token classes instead of a trie walk."""
+        return self.classifier.num_class_builds
+
     def nbytes(self) -> int:
         """Return the memory held by the pools (their capacity) and token classes, in bytes."""
-        return self._nbytes + self._class_bytes
+        return self._nbytes + self.classifier.nbytes
 
     def __len__(self) -> int:
         return self._snap.num_entries
@@ -536,11 +375,11 @@ class MaskTables:
             bits, trie = vocab.string_slice(sliced)
         if trie is vocab:
             out_w.fill(0)
-            classes = self._token_classes.get(state, _UNSET)
-            if classes is _UNSET and self._worth_classifying(state):
-                classes = self._classify_state(state)
-            if isinstance(classes, _Classes):
-                return out_w, self._classified(state, classes, expected, next_bits, next_exact), -1
+            classes = self.classifier.classes_of(state, self._accepts())
+            if classes is not None:
+                read = (expected, next_bits, next_exact)
+                nc = self.classifier.build(state, classes, read, (out_w, sc.cands, sc.lcp))
+                return out_w, nc, -1
         else:
             np.copyto(out_w, bits)
         start = time.perf_counter_ns()
@@ -564,9 +403,7 @@ class MaskTables:
             nc = build_entry_kernel(*args)
         self.num_builds += 1
         if trie is vocab:
-            spent = self._walk_ns.setdefault(state, [0, 0, 0])
-            spent[0] += time.perf_counter_ns() - start
-            spent[1] += 1
+            self.classifier.record_walk(state, time.perf_counter_ns() - start)
         if info[0] == 1 and trie is vocab:
             if single is None:
                 alive = np.any(lexer.alive_bits & allowed, axis=1)
@@ -576,109 +413,6 @@ class MaskTables:
             if len(recent) > _RECENT:
                 del recent[0]
         return out_w, int(nc), sliced
-
-    def _worth_classifying(self, state: int) -> bool:
-        """Whether ``state``'s trie walks have cost enough to classify its tokens instead.
-
-        A ski rental: the classification walk costs about one trie walk without the parser's
-        pruning, so it is done once the state's walks have cost ``_CLASSIFY_AFTER_NS``, and
-        only where a walk averages ``_CLASSIFY_MIN_WALK_NS`` (cheaper walks are pruned hard by
-        the parser, and reading the classes would cost more than they do).
-        """
-        spent = self._walk_ns.get(state)
-        return (
-            spent is not None
-            and spent[0] >= _CLASSIFY_AFTER_NS
-            and spent[0] >= _CLASSIFY_MIN_WALK_NS * spent[1]
-        )
-
-    def _classify_state(self, state: int) -> _Classes | None:
-        """Compute and keep ``state``'s token classes (:mod:`~constrain.kernels.numba_classify`)."""
-        with self._classify_lock:
-            found = self._token_classes.get(state, _UNSET)
-            if found is not _UNSET:
-                return found  # type: ignore[return-value]
-            parser, lexer, vocab = self.parser, self.lexer, self.vocab
-            if self._sym is None:
-                self._sym = _SymStore(lexer.num_classes)
-                self._follow_ign = parser.follow_bits | parser.ignore_bits
-            sym = self._sym
-            sym.room()
-            size = max(vocab.size, 1)
-            tokens = np.empty(size, dtype=np.int32)
-            sets = np.empty(size, dtype=np.int32)
-            lcp = np.empty(size, dtype=np.int32)
-            ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table = sym.arrays
-            ptr, terms = self._accepts()
-            n = self._call(
-                classify_walk_kernel, state, parser.ignore_bits, parser.scannable_bits,
-                lexer.byte_class, lexer.trans, ptr, terms, lexer.alive_bits, self._follow_ign,
-                vocab.node_byte, vocab.node_token, vocab.node_end, vocab.node_depth,
-                vocab.token_next_dup, self._max_depth, tokens, sets, lcp, ss_n, ss_flags,
-                ss_hash, ss_s, ss_tag, ss_trans, table, sym.store,
-            )  # fmt: skip
-            local = np.full(ss_n.shape[0], -1, dtype=np.int32)
-            order = np.empty(max(n, 1), dtype=np.int32)
-            none64 = np.empty(0, dtype=np.int64)
-            none32 = np.empty(0, dtype=np.int32)
-            nf, total = self._call(
-                compact_sets_kernel, sets, n, local, order, ss_n, ss_flags, ss_s, ss_tag, none64,
-                none32, none64, np.empty(0, dtype=np.int8),
-            )  # fmt: skip
-            fs_ptr = np.empty(nf + 1, dtype=np.int64)
-            fs_s = np.empty(total, dtype=np.int32)
-            fs_tag = np.empty(total, dtype=np.int64)
-            fs_flags = np.empty(nf, dtype=np.int8)
-            self._call(
-                compact_sets_kernel, sets, n, local, order, ss_n, ss_flags, ss_s, ss_tag, fs_ptr,
-                fs_s, fs_tag, fs_flags,
-            )  # fmt: skip
-            classes = _Classes(
-                tokens[:n].copy(), sets[:n].copy(), lcp[:n].copy(), fs_ptr, fs_s, fs_tag, fs_flags
-            )
-            if self._class_bytes + classes.nbytes() > self.max_bytes // 4:
-                self._token_classes.clear()
-                self._class_bytes = 0
-            self._token_classes[state] = classes
-            self._class_bytes += classes.nbytes()
-            self.num_states_classified += 1
-            return classes
-
-    def _classified(
-        self,
-        state: int,
-        classes: _Classes,
-        expected: np.ndarray,
-        next_bits: np.ndarray,
-        next_exact: np.ndarray,
-    ) -> int:
-        """Sort ``state``'s classified tokens for these inputs into this thread's buffers.
-
-        Returns the candidate count (the within bitset is the thread's ``out_w``). The first
-        time, where this costs more than the state's trie walks did on average, the classes
-        are dropped and the state walks the trie again.
-        """
-        sc = self._buffers()
-        start = time.perf_counter_ns()
-        nf = classes.fs_flags.shape[0]
-        nc = self._call(
-            classified_entry_kernel, expected, next_bits, next_exact, self.parser.ignore_bits,
-            self.exact_scans, self.lexer.alive_bits, classes.fs_ptr, classes.fs_s,
-            classes.fs_tag, classes.fs_flags, nf, classes.tokens, classes.sets, classes.lcp,
-            classes.tokens.shape[0], np.empty(max(nf, 1), dtype=np.int8), sc.out_w, sc.cands,
-            sc.lcp,
-        )  # fmt: skip
-        self.num_class_builds += 1
-        spent = self._walk_ns.get(state)
-        if spent is not None:
-            spent[2] += 1
-            took = time.perf_counter_ns() - start
-            if spent[2] == _JUDGE_AT_READ and took * spent[1] > spent[0]:
-                with self._classify_lock:  # dearer than an average walk: walk again
-                    if self._token_classes.get(state) is classes:
-                        self._token_classes[state] = None
-                        self._class_bytes -= classes.nbytes()
-        return int(nc)
 
     def _share_state(self, state: int) -> int:
         """Return the key under which ``state``'s builds are shared: itself, or its class.
