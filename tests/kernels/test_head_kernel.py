@@ -37,13 +37,13 @@ def test_a_padded_block_writes_only_its_rows() -> None:
 @pytest.mark.parametrize("bias", [False, True])
 def test_skinny_linear_layer_equals_torch_linear(rows: int, bias: bool) -> None:
     """The layer wrapper: any leading shape, bias, more rows than the kernel takes."""
-    from constrain.integrations.transformers import _SkinnyLinear
+    from constrain.integrations.cpu_layers import SkinnyLinear
 
     torch.manual_seed(rows)
     layer = torch.nn.Linear(24, 40, bias=bias)
     expected_layer = torch.nn.Linear(24, 40, bias=bias)
     expected_layer.load_state_dict(layer.state_dict())
-    layer.__class__ = _SkinnyLinear
+    layer.__class__ = SkinnyLinear
     x = torch.randn(1, rows, 24)
     with torch.inference_mode():
         got = layer(x)
@@ -54,17 +54,17 @@ def test_skinny_linear_layer_equals_torch_linear(rows: int, bias: bool) -> None:
 
 def test_skinny_linear_layer_leaves_autograd_to_torch() -> None:
     """With gradients on, the layer is torch's (so training through it still works)."""
-    from constrain.integrations.transformers import _SkinnyLinear
+    from constrain.integrations.cpu_layers import SkinnyLinear
 
     layer = torch.nn.Linear(8, 3)
-    layer.__class__ = _SkinnyLinear
+    layer.__class__ = SkinnyLinear
     x = torch.randn(2, 8, requires_grad=True)
     layer(x).sum().backward()
     assert x.grad is not None and layer.weight.grad is not None
 
 
-def test_route_linears_switches_the_body_and_keeps_the_head() -> None:
-    from constrain.integrations.transformers import _route_linears, _SkinnyLinear
+def testroute_linears_switches_the_body_and_keeps_the_head() -> None:
+    from constrain.integrations.cpu_layers import SkinnyLinear, route_linears
 
     class Body(torch.nn.Module):
         def __init__(self) -> None:
@@ -79,7 +79,7 @@ def test_route_linears_switches_the_body_and_keeps_the_head() -> None:
             self.lm_head = torch.nn.Linear(4, 9, bias=False)
 
     m = Causal()
-    assert _route_linears(m) == 1
-    assert type(m.model.a) is _SkinnyLinear
+    assert route_linears(m) == 1
+    assert type(m.model.a) is SkinnyLinear
     assert type(m.model.b) is torch.nn.Linear  # float64: left alone
     assert type(m.lm_head) is torch.nn.Linear

@@ -404,14 +404,14 @@ def test_generate_missing_default_model_prints_the_install_hint(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from constrain import generation
-    from constrain.integrations import transformers as hf
+    from constrain.integrations import default_model
 
     monkeypatch.setattr(generation, "_DEFAULT", [])  # no default model loaded yet
-    monkeypatch.setattr(hf, "DEFAULT_MODEL_PACKAGE", "no_such_model_package_xyz")
+    monkeypatch.setattr(default_model, "DEFAULT_MODEL_PACKAGE", "no_such_model_package_xyz")
     assert main(["generate", "hi", "--choices", "a", "b"]) == 1
     err = capsys.readouterr().err
     assert "ModelNotFoundError" in err
-    assert hf.DEFAULT_MODEL_INSTALL in err
+    assert default_model.DEFAULT_MODEL_INSTALL in err
 
 
 def test_generate_missing_model_path_exits_1(

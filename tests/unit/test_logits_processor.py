@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from constrain import Compiler, ConstrainError, Grammar, Matcher, MatcherStateError
+from constrain import Compiler, Grammar, Matcher, MatcherStateError
 from constrain.integrations.transformers import LogitsProcessor
 from constrain.testing import byte_vocabulary
 
@@ -122,5 +122,5 @@ def test_processor_rejects_a_token_the_grammar_forbids() -> None:
     input_ids = torch.zeros((1, PROMPT), dtype=torch.long)
     proc(input_ids, _scores(np.random.default_rng(0), 1))
     forced = torch.cat([input_ids, torch.tensor([[ord("z")]])], dim=1)
-    with pytest.raises(ConstrainError, match="row 0: generate\\(\\) appended token 122"):
+    with pytest.raises(MatcherStateError, match="row 0: generate\\(\\) appended token 122"):
         proc(forced, _scores(np.random.default_rng(1), 1))
