@@ -30,6 +30,8 @@ overflows more often: its tokens then become candidates, which the matcher check
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -155,31 +157,11 @@ def _intern(
 @njit(cache=True, nogil=True)
 def classify_walk_kernel(
     s0: int,
-    ignore: np.ndarray,
-    scannable: np.ndarray,
-    byte_class: np.ndarray,
-    trans: np.ndarray,
-    accept_ptr: np.ndarray,
-    accept_terms: np.ndarray,
-    alive_bits: np.ndarray,
-    follow_ign: np.ndarray,
-    node_byte: np.ndarray,
-    node_token: np.ndarray,
-    node_end: np.ndarray,
-    node_depth: np.ndarray,
-    token_next_dup: np.ndarray,
+    walk_tables: tuple[Any, ...],
+    trie: tuple[Any, ...],
     max_depth: int,
-    out_tok: np.ndarray,
-    out_set: np.ndarray,
-    out_lcp: np.ndarray,
-    ss_n: np.ndarray,
-    ss_flags: np.ndarray,
-    ss_hash: np.ndarray,
-    ss_s: np.ndarray,
-    ss_tag: np.ndarray,
-    ss_trans: np.ndarray,
-    table: np.ndarray,
-    store: np.ndarray,
+    out: tuple[Any, ...],
+    sym_store: tuple[Any, ...],
 ) -> int:
     """Walk the trie from lexer state ``s0`` with symbolic configurations; return the count.
 
@@ -192,18 +174,20 @@ def classify_walk_kernel(
     ----------
     s0 : int
         Lexer state.
-    ignore, scannable : (W,) uint64
-        Ignored terminals; terminals that occur in rules.
-    byte_class, trans, accept_ptr, accept_terms, alive_bits
-        The lexer (``accept_*``: accepted terminals per state as CSR).
-    follow_ign : (T, W) uint64
-        ``FOLLOW(t) | ignore`` per terminal.
-    node_byte, node_token, node_end, node_depth, token_next_dup
-        The flat token trie; ``max_depth`` exceeds every depth.
-    out_tok, out_set, out_lcp : (V,) int32
-        Written (see above).
-    ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table, store
-        The store of symbolic sets, kept across walks (they do not depend on the state or
+    walk_tables : tuple
+        ``(ignore, scannable, byte_class, trans, accept_ptr, accept_terms, alive_bits,
+        follow_ign)``, one structure per grammar: ignored terminals and terminals that occur
+        in rules ((W,) uint64), the lexer (``accept_*``: accepted terminals per state as CSR)
+        and ``FOLLOW(t) | ignore`` per terminal ((T, W) uint64).
+    trie : tuple
+        The flat token trie ``(node_byte, node_token, node_end, node_depth, token_next_dup)``.
+    max_depth : int
+        Above every trie depth.
+    out : tuple
+        ``(out_tok, out_set, out_lcp)``, (V,) int32 each, written (see above).
+    sym_store : tuple
+        ``(ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table, store)``, the store of
+        symbolic sets, kept across walks (they do not depend on the state or
         the parser): set ``j`` has ``ss_n[j]`` configurations ``(ss_s, ss_tag)[j, :n]``,
         flags (1 overflow: configurations were dropped; 2 root: no split at its first byte),
         its successor per byte class (-2 not computed yet, -1 dead); ``table`` indexes sets by
@@ -211,6 +195,11 @@ def classify_walk_kernel(
         ``store[0]`` is the number of sets. Set 0 is the overflow sink, used when the store is
         full.
     """
+    (ignore, scannable, byte_class, trans, accept_ptr, accept_terms, alive_bits,
+     follow_ign) = walk_tables  # fmt: skip
+    node_byte, node_token, node_end, node_depth, token_next_dup = trie
+    out_tok, out_set, out_lcp = out
+    ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table, store = sym_store
     num_words = ignore.shape[0]
     any_bits = np.empty(num_words, dtype=np.uint64)
     for w in range(num_words):
@@ -394,25 +383,13 @@ def compact_sets_kernel(
 
 @njit(cache=True, nogil=True)
 def classified_entry_kernel(
-    expected: np.ndarray,
-    next_bits: np.ndarray,
-    next_exact: np.ndarray,
+    inputs: tuple[Any, ...],
     ignore: np.ndarray,
     exact_scans: bool,
     alive_bits: np.ndarray,
-    fs_ptr: np.ndarray,
-    fs_s: np.ndarray,
-    fs_tag: np.ndarray,
-    fs_flags: np.ndarray,
-    num_sets: int,
-    out_tok: np.ndarray,
-    out_set: np.ndarray,
-    out_lcp: np.ndarray,
-    n_out: int,
+    classes: tuple[Any, ...],
     dec: np.ndarray,
-    out_w: np.ndarray,
-    out_c: np.ndarray,
-    out_c_lcp: np.ndarray,
+    out: tuple[Any, ...],
 ) -> int:
     """Sort a lexer state's classified tokens for one build's inputs; return the candidates.
 
@@ -429,10 +406,19 @@ def classified_entry_kernel(
       ``next_bits[t1]``).
     - an overflowed set: C.
 
-    A token is within if its set has a W, else a candidate if it has a C. ``out_w`` (pre-zeroed)
-    receives the within bitset, ``out_c``/``out_c_lcp`` the candidates in trie order with
-    the prefix each shares with the previous one; ``dec`` is (num_sets,) int8 scratch.
+    A token is within if its set has a W, else a candidate if it has a C. ``inputs`` is the
+    build's ``(expected, next_bits, next_exact)``, ``classes`` the state's token classes
+    ``(out_tok, out_set, out_lcp, fs_ptr, fs_s, fs_tag, fs_flags)`` (``TokenClasses``: the
+    tokens in trie order with their set and shared prefix, then the sets as CSR) and ``out``
+    the buffers ``(out_w, out_c, out_c_lcp)``: ``out_w`` (pre-zeroed) receives the within
+    bitset, ``out_c``/``out_c_lcp`` the candidates in trie order with the prefix each shares
+    with the previous one; ``dec`` is (num_sets,) int8 scratch.
     """
+    expected, next_bits, next_exact = inputs
+    out_tok, out_set, out_lcp, fs_ptr, fs_s, fs_tag, fs_flags = classes
+    out_w, out_c, out_c_lcp = out
+    num_sets = fs_flags.shape[0]
+    n_out = out_tok.shape[0]
     num_words = expected.shape[0]
     bits_r = np.empty(num_words, dtype=np.uint64)
     for w in range(num_words):

@@ -45,7 +45,7 @@ from constrain.kernels.numba_table_inputs import (
 )
 from constrain.kernels.numba_table_store import index_add, index_rehash, store_entry_kernel
 from constrain.kernels.numba_tables import build_entry_kernel, walk_single_kernel
-from constrain.tables.set_stores import SetStore
+from constrain.tables.set_stores import SetStore, trie_arrays
 from constrain.tables.token_classes import TokenClassifier
 from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
@@ -394,7 +394,7 @@ class MaskTables:
         inp = sets.room(sig)
         args = (
             state, (expected, next_bits, next_exact), inp, self._walk_tables,
-            _trie_arrays(trie), (out_w, sc.cands, sc.lcp, info), self._max_depth,
+            trie_arrays(trie), (out_w, sc.cands, sc.lcp, info), self._max_depth,
             sets.kernel_arrays,
         )  # fmt: skip
         if expected is sc.expected:  # this thread's buffers: types fixed per trie
@@ -695,11 +695,6 @@ class MaskTables:
         self._num_keys += 1
         snap.key_index[key] = e
         return slots, k_pool
-
-
-def _trie_arrays(trie: Any) -> tuple[np.ndarray, ...]:
-    """Return the kernels' ``trie`` structure of a :class:`Trie` or a :class:`Vocabulary`."""
-    return (trie.node_byte, trie.node_token, trie.node_end, trie.node_depth, trie.token_next_dup)
 
 
 def _new_slots(size: int) -> tuple[np.ndarray, ...]:

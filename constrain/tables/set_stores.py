@@ -1,4 +1,4 @@
-"""Stage 4b: the configuration-set stores of the token-table walks, kept across walks.
+"""Stage 4b: what the token-table walks keep and share: configuration-set stores, the trie.
 
 A table walk (:func:`~constrain.kernels.numba_tables.build_entry_kernel`) and a token classification
 walk (:func:`~constrain.kernels.numba_classify.classify_walk_kernel`) build, lazily, a DFA over sets
@@ -6,19 +6,20 @@ of lexer configurations; the sets and their transitions are kept here between wa
 only look transitions up. :class:`SetStore` is one thread's store of concrete sets
 (``constrain.tables.mask_tables``), :class:`SymStore` a grammar's store of symbolic sets
 (``constrain.tables.token_classes``); both grow by doubling (:func:`make_room`) up to a bound, then
-start over.
+start over. :func:`trie_arrays` gives both walks the token trie as one structure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from constrain.kernels.numba_classify import SYM_CONFIGS
 from constrain.kernels.numba_tables import CONFIGS, rehash_sets_kernel
 
-__all__ = ["SetStore", "SymStore", "make_room"]
+__all__ = ["SetStore", "SymStore", "make_room", "trie_arrays"]
 
 # a walk adds at most this many configuration sets (the room kept free before each walk), and
 # a thread's set store holds at most _MAX_SETS sets and about _MAX_SET_BYTES (but room for two
@@ -95,7 +96,7 @@ class SymStore:
     then starts over (the classes already computed keep their own copies of their sets).
     """
 
-    __slots__ = ("num_classes", "arrays", "store", "max_sets")
+    __slots__ = ("num_classes", "arrays", "kernel_arrays", "store", "max_sets")
 
     def __init__(self, num_classes: int) -> None:
         self.num_classes = max(num_classes, 1)
@@ -103,6 +104,8 @@ class SymStore:
         self.max_sets = max(2 * _SYM_ROOM, _SYM_BYTES // row_bytes)
         self.store = np.zeros(1, dtype=np.int64)
         self.arrays = self._allocate(_SYM_ROOM)
+        # classify_walk_kernel's sym_store structure: the arrays and the count
+        self.kernel_arrays = (*self.arrays, self.store)
 
     def _allocate(self, capacity: int) -> tuple[np.ndarray, ...]:
         # (ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table)
@@ -118,9 +121,18 @@ class SymStore:
 
     def room(self) -> None:
         """Make room for one walk's new sets."""
-        self.arrays, _ = make_room(
-            self.arrays, self.store, _SYM_ROOM, self.max_sets, self._allocate, 2
-        )
+        arrays, _ = make_room(self.arrays, self.store, _SYM_ROOM, self.max_sets, self._allocate, 2)
+        if arrays is not self.arrays:  # grown: the only place the structure changes
+            self.arrays = arrays
+            self.kernel_arrays = (*arrays, self.store)
+
+
+def trie_arrays(trie: Any) -> tuple[np.ndarray, ...]:
+    """Return the walks' ``trie`` structure of a ``Trie`` or a ``Vocabulary``.
+
+    That is ``(node_byte, node_token, node_end, node_depth, token_next_dup)``.
+    """
+    return (trie.node_byte, trie.node_token, trie.node_end, trie.node_depth, trie.token_next_dup)
 
 
 def make_room(

@@ -24,7 +24,7 @@ from constrain.kernels.numba_classify import (
     classify_walk_kernel,
     compact_sets_kernel,
 )
-from constrain.tables.set_stores import SymStore
+from constrain.tables.set_stores import SymStore, trie_arrays
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["TokenClasses", "TokenClassifier"]
@@ -55,6 +55,10 @@ class TokenClasses(NamedTuple):
     def nbytes(self) -> int:
         """Return the bytes held by the arrays."""
         return sum(a.nbytes for a in self)
+
+    def kernel_arrays(self) -> tuple[np.ndarray, ...]:
+        """Return the classes as ``classified_entry_kernel`` takes them (a plain tuple)."""
+        return tuple(self)
 
 
 class TokenClassifier:
@@ -103,7 +107,8 @@ class TokenClassifier:
         self.walk_ns: dict[int, list[int]] = {}
         self.nbytes = 0
         self.sym: SymStore | None = None
-        self._follow_ign: np.ndarray | None = None
+        # classify_walk_kernel's walk_tables structure (built with the first classification)
+        self._walk_tables: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
         self._entries: dict[Any, Any] = {}  # kernel -> compiled entry (cached_entry)
         self.num_states_classified = 0
@@ -153,24 +158,28 @@ class TokenClassifier:
             if state in self.classes:
                 return self.classes[state]
             parser, lexer, vocab = self.parser, self.lexer, self.vocab
-            if self.sym is None:
+            if self.sym is None or self._walk_tables is None:
                 self.sym = SymStore(lexer.num_classes)
-                self._follow_ign = parser.follow_bits | parser.ignore_bits
+                self._walk_tables = (
+                    parser.ignore_bits, parser.scannable_bits, lexer.byte_class, lexer.trans,
+                    *accepts, lexer.alive_bits, parser.follow_bits | parser.ignore_bits,
+                )  # fmt: skip
             sym = self.sym
             sym.room()
             size = max(vocab.size, 1)
             tokens = np.empty(size, dtype=np.int32)
             sets = np.empty(size, dtype=np.int32)
             lcp = np.empty(size, dtype=np.int32)
-            ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table = sym.arrays
-            ptr, terms = accepts
             n = self._call(
-                classify_walk_kernel, state, parser.ignore_bits, parser.scannable_bits,
-                lexer.byte_class, lexer.trans, ptr, terms, lexer.alive_bits, self._follow_ign,
-                vocab.node_byte, vocab.node_token, vocab.node_end, vocab.node_depth,
-                vocab.token_next_dup, self.max_depth, tokens, sets, lcp, ss_n, ss_flags,
-                ss_hash, ss_s, ss_tag, ss_trans, table, sym.store,
+                classify_walk_kernel, state, self._walk_tables, trie_arrays(vocab),
+                self.max_depth, (tokens, sets, lcp), sym.kernel_arrays,
             )  # fmt: skip
+            ss_n, ss_flags, ss_s, ss_tag = (
+                sym.arrays[0],
+                sym.arrays[1],
+                sym.arrays[3],
+                sym.arrays[4],
+            )
             local = np.full(ss_n.shape[0], -1, dtype=np.int32)
             order = np.empty(max(n, 1), dtype=np.int32)
             none64 = np.empty(0, dtype=np.int64)
@@ -212,15 +221,11 @@ class TokenClassifier:
         The first time, where this costs more than the state's trie walks did on average, the
         classes are dropped and the state walks the trie again.
         """
-        expected, next_bits, next_exact = inputs
-        out_w, cands, lcp = out
         start = time.perf_counter_ns()
-        nf = classes.fs_flags.shape[0]
+        scratch = np.empty(max(classes.fs_flags.shape[0], 1), dtype=np.int8)
         nc = self._call(
-            classified_entry_kernel, expected, next_bits, next_exact, self.parser.ignore_bits,
-            self.exact_scans, self.lexer.alive_bits, classes.fs_ptr, classes.fs_s,
-            classes.fs_tag, classes.fs_flags, nf, classes.tokens, classes.sets, classes.lcp,
-            classes.tokens.shape[0], np.empty(max(nf, 1), dtype=np.int8), out_w, cands, lcp,
+            classified_entry_kernel, inputs, self.parser.ignore_bits, self.exact_scans,
+            self.lexer.alive_bits, classes.kernel_arrays(), scratch, out,
         )  # fmt: skip
         self.num_class_builds += 1
         spent = self.walk_ns.get(state)
