@@ -266,12 +266,17 @@ class IncompleteOutputError(ConstrainError):
     message : str
         Why generation stopped.
     partial_text : str
-        The text produced so far.
+        The text produced so far (of the first incomplete row, in a batch).
+    partial_texts : dict of int to str, optional
+        In a batch, every incomplete row's text by row index; ``{0: partial_text}`` otherwise.
     """
 
-    def __init__(self, message: str, partial_text: str) -> None:
+    def __init__(
+        self, message: str, partial_text: str, partial_texts: dict[int, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.partial_text = partial_text
+        self.partial_texts = {0: partial_text} if partial_texts is None else dict(partial_texts)
 
 
 class OutputValidationError(ConstrainError):

@@ -290,8 +290,8 @@ class _Prepared:
                 f"{where}; raise max_tokens, or bound the output in the schema (maxLength, "
                 "maxItems) or the grammar",
                 incomplete[0][1],
+                dict(incomplete),
             )
-            err.partial_texts = {i: t for i, t in incomplete}  # type: ignore[attr-defined]
             raise err
         return out
 

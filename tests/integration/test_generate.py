@@ -126,7 +126,7 @@ def test_incomplete_output_error(model: Model, person: GenerationResult) -> None
     assert partial
     assert person.text.startswith(partial)
     assert len(partial) < len(person.text)
-    assert info.value.partial_texts == {0: partial}  # type: ignore[attr-defined]
+    assert info.value.partial_texts == {0: partial}
     # stream yields the same partial text, then raises
     pieces: list[str] = []
     with pytest.raises(IncompleteOutputError):
@@ -272,7 +272,7 @@ def test_batch_equals_one_by_one_under_greedy(
 def test_incomplete_output_error_in_a_batch(model: Model) -> None:
     with pytest.raises(IncompleteOutputError, match=r"rows 0, 1 of 2") as info:
         constrain.generate(CITY_PROMPTS[:2], schema=City, model=model, max_tokens=4)
-    partial = info.value.partial_texts  # type: ignore[attr-defined]
+    partial = info.value.partial_texts
     assert set(partial) == {0, 1}
     assert all(t.startswith('{"city":') for t in partial.values())
     assert info.value.partial_text == partial[0]
