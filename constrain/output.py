@@ -34,7 +34,10 @@ from typing import Any
 from constrain.errors import GrammarError, OutputValidationError
 from constrain.ir import Alt, Grammar, Literal
 
-__all__ = ["OutputType", "output_type"]
+__all__ = ["DEFAULT_NUMBER_DIGITS", "OutputType", "output_type"]
+
+DEFAULT_NUMBER_DIGITS = 15
+"""``max_number_digits`` of a schema's grammar unless ``json_options`` says otherwise."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,8 @@ def output_type(
         The output is exactly one of these strings.
     json_options : mapping, optional
         Options of :meth:`Grammar.from_json_schema` (``whitespace``, ``any_order``, ...).
-        Defaults here: ``whitespace="spaced"`` (``", "`` and ``": "``, as ``json.dumps``) and
-        ``python_compatible=True``.
+        Defaults here: ``whitespace="spaced"`` (``", "`` and ``": "``, as ``json.dumps``),
+        ``python_compatible=True`` and ``max_number_digits=15`` (``None`` lifts it).
 
     Raises
     ------
@@ -123,6 +126,9 @@ def _schema_output(schema: Any, opts: dict[str, Any]) -> OutputType:
     # flexible and leaves the layout to the grammar: no whitespace to choose, more text forced
     # (jump-forward drafts it), outputs about 8% shorter than flexible's.
     opts.setdefault("whitespace", "spaced")
+    # Nothing else bounds a number's digits: greedy decoding of "population": 1111... would
+    # run to max_tokens. 15 digits each side of the point: exact in a float64 and in JSON.
+    opts.setdefault("max_number_digits", DEFAULT_NUMBER_DIGITS)
     if isinstance(schema, (dict, bool)):
         return _json_output(schema, opts, "JSON Schema")
     if isinstance(schema, Path) or (

@@ -200,6 +200,12 @@ class Grammar:
             Also keep the output readable by Python's and pydantic's parsers: integers written
             plainly (no fraction or exponent), other numbers within float64 range, no leap
             second in ``date-time``/``time``. Default False (True for :meth:`from_pydantic`).
+        max_number_digits : int, optional
+            Write every number plainly (no exponent) with at most this many integer digits and
+            this many fraction digits (more where the schema's own bounds need them): a subset
+            of the schema's language that keeps a greedy model from writing digits until
+            ``max_tokens``. Each number it narrows is listed in ``grammar.warnings``. Default
+            None (unbounded); :func:`constrain.generate` uses 15.
 
         Raises
         ------
@@ -208,6 +214,10 @@ class Grammar:
         CompileLimitError
             When a limit (``max_branches``, ``max_combinations``, ``max_repeat``,
             ``max_any_order_properties``) is hit.
+        TypeError
+            For an unknown option.
+        ValueError
+            For an option value out of range (``whitespace``, ``max_number_digits``).
         """
         from constrain.frontends.json_schema.emit import compile_json_schema
         from constrain.frontends.json_schema.shapes import JsonSchemaOptions

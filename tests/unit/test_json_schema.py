@@ -676,3 +676,45 @@ def test_references_resolve_without_a_crawl_only_when_there_are_none() -> None:
     compiled = constrain.Compiler(byte_vocabulary()).compile(grammar)
     assert constrain.Matcher(compiled).accept_tokens(list(b"[1,2]")) == 5
     assert constrain.Matcher(compiled).accept_tokens(list(b'["a"]')) < 5
+
+
+@pytest.mark.parametrize(
+    ("schema", "accepted", "rejected"),
+    [
+        ({"type": "integer"}, ["0", "-7", "999", "1.0"], ["1000", "1e2", "1.0000"]),
+        ({"type": "number"}, ["0.125", "-999.5", "12"], ["0.1255", "1000", "1e2"]),
+        # the schema's own bounds need more digits: they get one more than they need
+        ({"type": "integer", "minimum": 100000}, ["100000", "999999"], ["10000000"]),
+        ({"type": "number", "multipleOf": 0.00001}, ["0.00002", "1.5"], ["0.000002"]),
+    ],
+)
+def test_max_number_digits_bounds_each_side_of_the_point(
+    schema: dict[str, Any], accepted: list[str], rejected: list[str]
+) -> None:
+    grammar = Grammar.from_json_schema(schema, max_number_digits=3)
+    for text in accepted:
+        assert accepts(grammar, text), text
+    for text in rejected:
+        assert not accepts(grammar, text), text
+
+
+def test_max_number_digits_is_recorded_where_it_narrows() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "population": {"type": "integer", "minimum": 0},
+            "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "additionalProperties": False,
+    }
+    warnings = Grammar.from_json_schema(schema, max_number_digits=15).warnings
+    assert [w.split(":")[0] for w in warnings] == ["#/properties/population", "#/properties/ratio"]
+    assert all("max_number_digits" in w for w in warnings)
+    assert Grammar.from_json_schema(schema).warnings == ()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "15"])
+def test_max_number_digits_must_be_a_positive_int(bad: object) -> None:
+    with pytest.raises(ValueError, match="max_number_digits"):
+        Grammar.from_json_schema({"type": "number"}, max_number_digits=bad)

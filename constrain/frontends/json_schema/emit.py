@@ -27,6 +27,7 @@ from constrain.frontends.json_schema.normal_form import NormalForm
 from constrain.frontends.json_schema.objects import object_alternatives
 from constrain.frontends.json_schema.shapes import (
     JsonSchemaOptions,
+    NumC,
     Piece,
     Shape,
     json_equal_key,
@@ -112,6 +113,53 @@ FLOAT64: Regex = Alt(
 )
 
 
+def digit_bound(num: NumC, max_digits: int) -> tuple[Regex, bool]:
+    r"""Return short plain number texts for ``num``, and whether they may exclude values.
+
+    The texts are ``-?(0|[1-9][0-9]{0,I-1})(\.[0-9]{1,F})?`` (no exponent) with ``I`` and
+    ``F`` equal to ``max_digits``, or one more digit than the schema's own bounds and multiples
+    need where that is more, so a satisfiable number constraint stays satisfiable. Intersected
+    with the number language, the result is a subset of the schema's language.
+
+    Parameters
+    ----------
+    num : NumC
+        The number constraints of one shape.
+    max_digits : int
+        The bound on integer digits and on fraction digits (``max_number_digits``).
+
+    Returns
+    -------
+    tuple of Regex and bool
+        The texts, and False only when the bound excludes no value of ``num`` (an integer
+        bounded on both sides within ``10**I``).
+    """
+    need_int = need_frac = 0
+    for bound in (num.lo, num.hi, *num.multiples):
+        if bound is not None:
+            parts = abs(bound).normalize().as_tuple()
+            exponent, digits = int(parts.exponent), len(parts.digits)
+            need_int = max(need_int, digits + exponent)
+            need_frac = max(need_frac, -exponent)
+    int_digits = max(max_digits, need_int + 1)
+    frac_digits = max(max_digits, need_frac + 1)
+    text = Concat(
+        (
+            _SIGN,
+            Alt((Literal("0"), Concat((CharSet(((49, 57),)), Repeat(_DIGIT, 0, int_digits - 1))))),
+            Repeat(Concat((Literal("."), Repeat(_DIGIT, 1, frac_digits))), 0, 1),
+        )
+    )
+    limit = 10**int_digits
+    bounded = (
+        num.integer
+        and num.lo is not None
+        and num.hi is not None
+        and max(abs(num.lo), abs(num.hi)) < limit
+    )
+    return text, not bounded
+
+
 class Emitter:
     """Build the rules and terminals of one schema's grammar."""
 
@@ -137,6 +185,11 @@ class Emitter:
         else:
             self.comma = Concat((Literal(","), ws))
             self.colon = Concat((ws, Literal(":"), ws))
+        digits = ctx.options.max_number_digits
+        if digits is not None and (
+            isinstance(digits, bool) or not isinstance(digits, int) or digits < 1
+        ):
+            raise ValueError(f"max_number_digits={digits!r}: give a positive int or None")
         self.rules: dict[str, list[Alternative]] = {}
         self.terminals: dict[Regex, str] = {}
         self.memo: dict[Any, str] = {}
@@ -248,6 +301,8 @@ class Emitter:
                         lang = Intersect((lang, INTEGER_TEXT))
                     if self.options.python_compatible and lang != NOTHING:
                         lang = Intersect((lang, INTEGER_TEXT if shape.num.integer else FLOAT64))
+                    if self.options.max_number_digits is not None and lang != NOTHING:
+                        lang = self._bound_digits(lang, shape)
                     scalars.append(lang)
                 except CompileLimitError as err:  # say where in the schema
                     where = shape.pieces[0].path if shape.pieces else "#"
@@ -268,6 +323,21 @@ class Emitter:
         if scalars:
             scalar = scalars[0] if len(scalars) == 1 else Alt(tuple(scalars))
         return scalar, list(dict.fromkeys(alts))
+
+    def _bound_digits(self, lang: Regex, shape: Shape) -> Regex:
+        """Intersect a number language with :func:`digit_bound`; record a warning if it bites."""
+        assert shape.num is not None and self.options.max_number_digits is not None
+        texts, restricts = digit_bound(shape.num, self.options.max_number_digits)
+        if restricts:
+            where = shape.pieces[0].path if shape.pieces else "# (a value left open)"
+            digits = self.options.max_number_digits
+            note = (
+                f"{where}: numbers written plainly, at most {digits} digits before and "
+                f"{digits} after the point (max_number_digits)"
+            )
+            if note not in self.ctx.warnings:
+                self.ctx.warnings.append(note)
+        return Intersect((lang, texts))
 
     def _const(
         self, value: Any, anchor: Piece, scalars: list[Regex], alts: list[Alternative]

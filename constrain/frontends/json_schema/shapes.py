@@ -79,6 +79,7 @@ class JsonSchemaOptions:
     max_string_length: int = 1024
     draft: Literal["2020-12", "2019-09", "7", "6", "4"] | None = None
     python_compatible: bool = False
+    max_number_digits: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
