@@ -269,20 +269,12 @@ class _Target:
 class _Verifier:
     """Masks one row's positions with its matcher and applies the acceptance rule."""
 
-    def __init__(
-        self,
-        target: _Target,
-        eos: set[int],
-        vocab_size: int | None,
-        stats: SpeculativeStats,
-        backend: str,
-    ) -> None:
+    def __init__(self, target: _Target, eos_ids: Sequence[int], backend: str) -> None:
         self.target = target
-        self.eos = eos
-        self.stats = stats
+        self.eos = {int(e) for e in eos_ids}
+        self.stats = SpeculativeStats()
         self.backend = backend
         self._row: torch.Tensor | None = None
-        self.vocab_size = vocab_size
 
     def _mask(self, m: Matcher, logits: torch.Tensor) -> torch.Tensor:
         """Return ``logits`` (C,) with the disallowed tokens at -inf (a copy)."""
@@ -443,6 +435,14 @@ def iter_speculative_decode(
 
     Yields ``(rows, tokens)`` after every iteration: the rows that got tokens and, per row, the
     tokens (one or more); returns the :class:`SpeculativeResult`.
+
+    Raises
+    ------
+    ValueError
+        For a negative ``max_tokens``, ``max_draft`` or ``temperature``, no EOS id, or as many
+        prompts as matchers.
+    InternalError
+        If a matcher rejects a token verification chose (a bug in constrain).
     """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
@@ -454,147 +454,211 @@ def iter_speculative_decode(
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     if len(prompts) != len(matchers):
         raise ValueError(f"{len(prompts)} prompts for {len(matchers)} matchers")
-    batch = len(matchers)
-    eos = {int(e) for e in eos_ids}
     pad = int(eos_ids[0]) if pad_id is None else int(pad_id)
-    stats = SpeculativeStats()
-    for d in drafters:
-        stats.drafted.setdefault(d.name, 0)
-        stats.accepted.setdefault(d.name, 0)
-    verifier = _Verifier(_Target(temperature, top_k, top_p, generator), eos, None, stats, backend)
-    choose = verifier.greedy if temperature == 0.0 else verifier.sample
-    out: list[list[int]] = [[] for _ in range(batch)]
-    finish = ["length"] * batch
-    histories = [list(p) for p in prompts]
-    policy = _Policy(drafters, max_draft)
-    t_start = time.perf_counter()
+    verifier = _Verifier(_Target(temperature, top_k, top_p, generator), eos_ids, backend)
+    loop = _Loop(session, matchers, drafters, prompts, verifier, pad, max_tokens, max_draft)
+    if max_tokens == 0:
+        return loop.result()
+    got = loop.first()
+    if got[0]:
+        yield got
+    while loop.live:
+        req = loop.draft(adaptive)
+        logits = loop.forward(req)
+        got = loop.verify(req, logits)
+        if got[0]:
+            yield got
+    return loop.result()
 
-    def commit(i: int, tok: int) -> bool:
-        """Append ``tok`` to row ``i``; return whether the row goes on."""
-        m = matchers[i]
-        if tok in eos:
+
+class _Loop:
+    """The state of one speculative decode, and its steps (:func:`iter_speculative_decode`)."""
+
+    def __init__(
+        self,
+        session: SpeculativeSession,
+        matchers: Sequence[Matcher | None],
+        drafters: Sequence[Drafter],
+        prompts: Sequence[Sequence[int]],
+        verifier: _Verifier,
+        pad: int,
+        max_tokens: int,
+        max_draft: int,
+    ) -> None:
+        self.session = session
+        self.matchers = matchers
+        self.drafters = drafters
+        self.prompts = prompts
+        self.max_tokens = max_tokens
+        self.max_draft = max_draft
+        self.batch = batch = len(matchers)
+        self.eos = verifier.eos
+        self.pad = pad
+        self.stats = stats = verifier.stats
+        for d in drafters:
+            stats.drafted.setdefault(d.name, 0)
+            stats.accepted.setdefault(d.name, 0)
+        self.choose = verifier.greedy if verifier.target.temperature == 0.0 else verifier.sample
+        self.out: list[list[int]] = [[] for _ in range(batch)]
+        self.finish = ["length"] * batch
+        self.histories = [list(p) for p in prompts]
+        self.policy = _Policy(drafters, max_draft)
+        self.live: list[int] = []
+        self.t_start = time.perf_counter()
+
+    def commit(self, i: int, tok: int) -> bool:
+        """Append ``tok`` to row ``i``; return whether the row goes on.
+
+        Raises
+        ------
+        InternalError
+            If the row's matcher rejects ``tok`` (a bug in constrain).
+        """
+        m = self.matchers[i]
+        if tok in self.eos:
             if m is not None and not m.accept_token(tok):
                 raise InternalError(f"row {i}: EOS chosen where the grammar does not accept")
-            finish[i] = "stop"
+            self.finish[i] = "stop"
             return False
         if m is not None and not m.accept_token(tok):
             raise InternalError(
                 f"row {i}: token {tok} chosen, which the grammar rejects. This is a bug in "
                 "constrain; please report it with the grammar."
             )
-        out[i].append(tok)
-        histories[i].append(tok)
-        stats.output_tokens += 1
+        self.out[i].append(tok)
+        self.histories[i].append(tok)
+        self.stats.output_tokens += 1
         if m is not None and m.is_terminated():
-            finish[i] = "stop"
+            self.finish[i] = "stop"
             return False
-        return len(out[i]) < max_tokens
+        return len(self.out[i]) < self.max_tokens
 
-    if max_tokens == 0:
-        return SpeculativeResult(out, finish, [math.nan] * batch, stats=stats)
-    t0 = time.perf_counter()
-    logits = session.forward(None)
-    stats.forward_seconds += time.perf_counter() - t0
-    for d in drafters:
-        d.begin(session, prompts)
-    live: list[int] = []
-    first_rows: list[int] = []
-    first_toks: list[list[int]] = []
-    t0 = time.perf_counter()
-    for i in range(batch):
-        tok = choose(matchers[i], logits[i], None)
-        if commit(i, tok):
-            live.append(i)
-        if tok not in eos:
-            first_rows.append(i)
-            first_toks.append([tok])
-    stats.verify_seconds += time.perf_counter() - t0
-    if first_rows:
-        yield first_rows, first_toks
-    while live:
-        # 1. draft (advancing the matchers), then roll the matchers back
+    def first(self) -> tuple[list[int], list[list[int]]]:
+        """Prefill, start the drafters and choose every row's first token; return them."""
+        stats = self.stats
         t0 = time.perf_counter()
-        budget = [0] * batch
+        logits = self.session.forward(None)
+        stats.forward_seconds += time.perf_counter() - t0
+        for d in self.drafters:
+            d.begin(self.session, self.prompts)
+        rows: list[int] = []
+        toks: list[list[int]] = []
+        t0 = time.perf_counter()
+        for i in range(self.batch):
+            tok = self.choose(self.matchers[i], logits[i], None)
+            if self.commit(i, tok):
+                self.live.append(i)
+            if tok not in self.eos:
+                rows.append(i)
+                toks.append([tok])
+        stats.verify_seconds += time.perf_counter() - t0
+        return rows, toks
+
+    def draft(self, adaptive: bool) -> DraftRequest:
+        """Draft after every live row's pending token; return the request with the drafts.
+
+        The drafters advance the matchers as they offer tokens; they are rolled back here.
+        """
+        t0 = time.perf_counter()
+        live, stats = self.live, self.stats
+        budget = [0] * self.batch
         for i in live:
-            budget[i] = max(0, min(max_draft, max_tokens - len(out[i]) - 1))
-        req = DraftRequest(live, histories, matchers, budget, eos)
+            budget[i] = max(0, min(self.max_draft, self.max_tokens - len(self.out[i]) - 1))
+        req = DraftRequest(live, self.histories, self.matchers, budget, self.eos)
         if adaptive:
-            policy.iteration = stats.forwards
-            req.quota = policy
+            self.policy.iteration = stats.forwards
+            req.quota = self.policy
         if any(budget[i] for i in live):
-            for d in drafters:
+            for d in self.drafters:
                 d.propose(req)
         for i in live:
-            m = matchers[i]
+            m = self.matchers[i]
             if m is not None and req.drafts[i]:
                 m.rollback(len(req.drafts[i]))
             for s in req.sources[i]:
                 stats.drafted[s] = stats.drafted.get(s, 0) + 1
         stats.draft_seconds += time.perf_counter() - t0
-        # 2. one forward pass over [pending, drafts]
-        ids, valid = ragged_block({i: [histories[i][-1], *req.drafts[i]] for i in live}, batch, pad)
-        width = ids.shape[1]
+        return req
+
+    def forward(self, req: DraftRequest) -> torch.Tensor:
+        """One forward pass over every live row's ``[pending, drafts]``; return the logits."""
+        blocks = {i: [self.histories[i][-1], *req.drafts[i]] for i in self.live}
+        ids, valid = ragged_block(blocks, self.batch, self.pad)
         t0 = time.perf_counter()
-        all_logits = session.extend(ids, valid)
+        logits = self.session.extend(ids, valid)
         spent = time.perf_counter() - t0
-        stats.forward_seconds += spent
-        policy.timed(width, spent)
-        stats.forwards += 1
-        # 3. verify row by row
+        self.stats.forward_seconds += spent
+        self.policy.timed(ids.shape[1], spent)
+        self.stats.forwards += 1
+        return logits
+
+    def verify(self, req: DraftRequest, logits: torch.Tensor) -> tuple[list[int], list[list[int]]]:
+        """Verify and commit every live row's drafts; return the rows that got tokens, and them.
+
+        The session keeps each row's accepted positions; finished rows leave ``live``.
+        """
         t0 = time.perf_counter()
-        keep = [0] * batch
+        keep = [0] * self.batch
         still: list[int] = []
-        got_rows: list[int] = []
-        got_toks: list[list[int]] = []
-        for i in live:
-            draft = req.drafts[i]
-            m = matchers[i]
-            kept = 1  # the pending token
-            new: list[int] = []
-            going = True
-            for j in range(len(draft) + 1):
-                proposed = draft[j] if j < len(draft) else None
-                tok = choose(m, all_logits[i, j], proposed)
-                going = commit(i, tok)
-                if tok not in eos:
-                    new.append(tok)
-                if proposed is not None:
-                    src = req.sources[i][j]
-                    hit = tok == proposed
-                    policy.outcome(src, hit)
-                    if hit:
-                        stats.accepted[src] = stats.accepted.get(src, 0) + 1
-                        if going:
-                            kept += 1
-                            continue
-                break
-            keep[i] = kept
+        rows: list[int] = []
+        toks: list[list[int]] = []
+        for i in self.live:
+            keep[i], new, going = self._verify_row(i, req, logits[i])
             if new:
-                got_rows.append(i)
-                got_toks.append(new)
+                rows.append(i)
+                toks.append(new)
             if going:
                 still.append(i)
-        stats.verify_seconds += time.perf_counter() - t0
+        self.stats.verify_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
-        session.keep(keep)
-        stats.forward_seconds += time.perf_counter() - t0
-        live = still
-        if got_rows:
-            yield got_rows, got_toks
-    seconds = time.perf_counter() - t_start
-    return SpeculativeResult(
-        token_ids=out,
-        finish_reasons=finish,
-        log_weights=[math.nan] * batch,
-        steps=stats.forwards,
-        seconds=seconds,
-        timings={
-            "draft": stats.draft_seconds,
-            "verify": stats.verify_seconds,
-            "forward": stats.forward_seconds,
-        },
-        stats=stats,
-    )
+        self.session.keep(keep)
+        self.stats.forward_seconds += time.perf_counter() - t0
+        self.live = still
+        return rows, toks
+
+    def _verify_row(
+        self, i: int, req: DraftRequest, logits: torch.Tensor
+    ) -> tuple[int, list[int], bool]:
+        """Verify row ``i``: ``(positions kept, tokens emitted, whether the row goes on)``."""
+        draft = req.drafts[i]
+        m = self.matchers[i]
+        kept = 1  # the pending token
+        new: list[int] = []
+        going = True
+        for j in range(len(draft) + 1):
+            proposed = draft[j] if j < len(draft) else None
+            tok = self.choose(m, logits[j], proposed)
+            going = self.commit(i, tok)
+            if tok not in self.eos:
+                new.append(tok)
+            if proposed is not None:
+                src = req.sources[i][j]
+                hit = tok == proposed
+                self.policy.outcome(src, hit)
+                if hit:
+                    self.stats.accepted[src] = self.stats.accepted.get(src, 0) + 1
+                    if going:
+                        kept += 1
+                        continue
+            break
+        return kept, new, going
+
+    def result(self) -> SpeculativeResult:
+        """Return the outputs and counters."""
+        stats = self.stats
+        return SpeculativeResult(
+            token_ids=self.out,
+            finish_reasons=self.finish,
+            log_weights=[math.nan] * self.batch,
+            steps=stats.forwards,
+            seconds=time.perf_counter() - self.t_start,
+            timings={
+                "draft": stats.draft_seconds,
+                "verify": stats.verify_seconds,
+                "forward": stats.forward_seconds,
+            },
+            stats=stats,
+        )
 
 
 # -- the speculative method of generate(speculative=...) ---------------------------------------

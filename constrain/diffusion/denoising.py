@@ -34,13 +34,14 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
 import numpy as np
 import torch
 
 from constrain._types import BoolArray, Int64Array
 from constrain.compiler import CompiledGrammar
+from constrain.diffusion.denoiser import Denoiser, DiffusionModel, Unmasking, schedule
 from constrain.diffusion.dingo_lave import (
     MASK,
     GapMode,
@@ -57,46 +58,12 @@ from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["DiffusionModel", "DiffusionResult", "diffusion_decode"]
 
-Unmasking = Literal["confidence", "random", "left_to_right"]
 Method = Literal["auto", "dingo", "infill", "lave", "none"]
 LoopGapMode = Literal["auto", "tokens", "bytes"]
 
 _UNMASKING = ("confidence", "random", "left_to_right")
 _METHODS = ("auto", "dingo", "infill", "lave", "none")
 _AUTO_TOKEN_STATES = 2048  # as block_problems: token tries per mask while the NFA stays small
-
-
-@runtime_checkable
-class DiffusionModel(Protocol):
-    """A masked-diffusion LM: predicts every position of a sequence at once.
-
-    :class:`constrain.integrations.diffusion.HFMaskedLM` adapts Hugging Face models;
-    :class:`constrain.models.tiny_diffusion.TinyDiffusionLM` is the small model shipped with
-    constrain. ``isinstance(obj, DiffusionModel)`` checks that the three members exist (it is
-    how ``generate()`` recognises a diffusion model).
-    """
-
-    @property
-    def mask_token_id(self) -> int:
-        """The id of the mask token (it must not be a text token of the vocabulary)."""
-        ...
-
-    @property
-    def vocab_size(self) -> int:
-        """``V``, the width of the logits."""
-        ...
-
-    def predict(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Return the logits ``(N, V)`` of every position.
-
-        Parameters
-        ----------
-        tokens : (N,) int64
-            The sequence (prompt and output); what masked positions hold is ignored.
-        mask : (N,) bool
-            True where the position is masked (the model sees ``mask_token_id`` there).
-        """
-        ...
 
 
 @dataclass
@@ -258,22 +225,6 @@ def _fill_from_witness(
 
 
 # -- the loop ----------------------------------------------------------------------------------
-
-
-def _schedule(num: int, steps: int) -> list[int]:
-    """Positions committed per step: ``num`` spread over ``steps`` steps (LLaDA's schedule)."""
-    s = min(steps, num)
-    return [num // s + (1 if j < num % s else 0) for j in range(s)]
-
-
-def _banned(vocab: Vocabulary, width: int, mask_id: int) -> torch.Tensor:
-    """Columns never chosen: special tokens but EOS, padded ids, the mask token."""
-    banned = np.ones(width, dtype=np.bool_)
-    banned[: vocab.size] = vocab.token_lengths == 0
-    banned[vocab.eos_ids] = False
-    if mask_id < width:
-        banned[mask_id] = True
-    return torch.from_numpy(banned)
 
 
 class _Loop:
@@ -501,9 +452,108 @@ def _until_eos(tokens: list[int], vocab: Vocabulary) -> list[int]:
     return tokens[:cut]
 
 
-def _gumbel(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    u = torch.rand(shape, generator=generator, dtype=torch.float64).clamp_(1e-20, 1.0)
-    return -torch.log(-torch.log(u))
+def _checked_vocab(
+    model: DiffusionModel,
+    constraint: CompiledGrammar | None,
+    method: str,
+    vocab: Vocabulary | None,
+) -> Vocabulary:
+    """Return the vocabulary of the output, after checking it against the model and method.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method, no constraint where the method needs one, no vocabulary, a
+        model with fewer logits than tokens, a mask token that is a text token, or no EOS id.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if constraint is None:
+        if method != "none":
+            raise ValueError(f"method={method!r} needs a compiled grammar as constraint")
+        if vocab is None:
+            raise ValueError("pass vocab= to decode the output when constraint is None")
+    else:
+        vocab = constraint.vocab
+    mask_id = int(model.mask_token_id)
+    if model.vocab_size < vocab.size:
+        raise ValueError(
+            f"the model has {model.vocab_size} logits but the vocabulary {vocab.size} tokens"
+        )
+    if 0 <= mask_id < vocab.size and vocab.token_lengths[mask_id] > 0:
+        raise ValueError(
+            f"mask_token_id={mask_id} is a text token of the vocabulary; it must be a special "
+            "token (Vocabulary.from_bytes(..., special_ids=[mask_id])) or past vocab.size"
+        )
+    if method != "none" and not vocab.eos_ids.size:
+        raise ValueError("the vocabulary needs an EOS id: outputs shorter than length are padded")
+    return vocab
+
+
+def _check_options(
+    unmasking: str,
+    gaps: str,
+    length: int,
+    block: int,
+    steps: int | None,
+    num_candidates: int,
+    temperature: float,
+) -> None:
+    """Check :func:`diffusion_decode`'s options.
+
+    Raises
+    ------
+    ValueError
+        For an unknown unmasking policy or gap model, a count below 1 or a negative
+        temperature.
+    """
+    if unmasking not in _UNMASKING:
+        raise ValueError(f"unmasking must be one of {_UNMASKING}, got {unmasking!r}")
+    if gaps not in ("auto", "tokens", "bytes"):
+        raise ValueError(f"gaps must be 'auto', 'tokens' or 'bytes', got {gaps!r}")
+    if length < 1 or block < 1 or (steps is not None and steps < 1) or num_candidates < 1:
+        raise ValueError(
+            f"length, block_size, steps and num_candidates must be >= 1, got {length}, "
+            f"{block}, {steps} and {num_candidates}"
+        )
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+
+
+def _prepare_loop(
+    constraint: CompiledGrammar | None,
+    method: str,
+    vocab: Vocabulary,
+    gaps: LoopGapMode,
+    length: int,
+) -> _Loop:
+    """Return the loop's state for ``method`` and check that ``length`` positions suffice.
+
+    ``"auto"`` resolves to DINGO when the grammar is regular, else LAVE (``_Loop.method``).
+
+    Raises
+    ------
+    NotRegularError
+        With ``method="dingo"`` and a grammar that is not regular.
+    IncompleteOutputError
+        If ``length`` positions cannot hold a complete sentence of the grammar.
+    """
+    tdfa = checker = None
+    if method in ("auto", "dingo"):
+        assert constraint is not None
+        try:
+            tdfa = _token_dfa(constraint)
+            method = "dingo"
+        except NotRegularError:
+            if method == "dingo":
+                raise
+            method = "lave"
+    if method in ("infill", "lave"):
+        assert constraint is not None
+        checker = _checker(constraint)
+    loop = _Loop(vocab, method, constraint, tdfa, checker, gaps, length)
+    loop.check_length()
+    return loop
 
 
 def diffusion_decode(
@@ -583,124 +633,50 @@ def diffusion_decode(
         If the constrained output breaks the grammar after all (a bug in constrain).
     """
     t_start = time.perf_counter()
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    if unmasking not in _UNMASKING:
-        raise ValueError(f"unmasking must be one of {_UNMASKING}, got {unmasking!r}")
-    if gaps not in ("auto", "tokens", "bytes"):
-        raise ValueError(f"gaps must be 'auto', 'tokens' or 'bytes', got {gaps!r}")
+    vocab = _checked_vocab(model, constraint, method, vocab)
     block = length if block_size is None else block_size
-    if length < 1 or block < 1 or (steps is not None and steps < 1) or num_candidates < 1:
-        raise ValueError(
-            f"length, block_size, steps and num_candidates must be >= 1, got {length}, "
-            f"{block_size}, {steps} and {num_candidates}"
-        )
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if constraint is None:
-        if method != "none":
-            raise ValueError(f"method={method!r} needs a compiled grammar as constraint")
-        if vocab is None:
-            raise ValueError("pass vocab= to decode the output when constraint is None")
-    else:
-        vocab = constraint.vocab
-    width = vocab.model_vocab_size
-    mask_id = int(model.mask_token_id)
-    if model.vocab_size < vocab.size:
-        raise ValueError(
-            f"the model has {model.vocab_size} logits but the vocabulary {vocab.size} tokens"
-        )
-    if 0 <= mask_id < vocab.size and vocab.token_lengths[mask_id] > 0:
-        raise ValueError(
-            f"mask_token_id={mask_id} is a text token of the vocabulary; it must be a special "
-            "token (Vocabulary.from_bytes(..., special_ids=[mask_id])) or past vocab.size"
-        )
-    if method != "none" and not vocab.eos_ids.size:
-        raise ValueError("the vocabulary needs an EOS id: outputs shorter than length are padded")
-
+    _check_options(unmasking, gaps, length, block, steps, num_candidates, temperature)
     t0 = time.perf_counter()
-    tdfa = checker = None
-    if method in ("auto", "dingo"):
-        assert constraint is not None
-        try:
-            tdfa = _token_dfa(constraint)
-            method = "dingo"
-        except NotRegularError:
-            if method == "dingo":
-                raise
-            method = "lave"
-    if method in ("infill", "lave"):
-        assert constraint is not None
-        checker = _checker(constraint)
-    loop = _Loop(vocab, method, constraint, tdfa, checker, gaps, length)
-    loop.check_length()
+    loop = _prepare_loop(constraint, method, vocab, gaps, length)
+    resolved = loop.method
     setup = time.perf_counter() - t0
 
     generator = torch.Generator().manual_seed(seed if seed is not None else secrets.randbits(63))
-    banned_t = _banned(vocab, width, mask_id)
-    banned = banned_t.numpy()
-    prompt_t = torch.as_tensor(list(prompt), dtype=torch.long)
-    n_prompt = len(prompt)
+    denoiser = Denoiser(model, vocab, prompt, length, temperature, generator)
     forward_s: list[float] = []
     constraint_s: list[float] = []
     for start in range(0, length, block):
         end = min(start + block, length)
-        for num in _schedule(end - start, length if steps is None else steps):
+        for num in schedule(end - start, length if steps is None else steps):
             masked = [j for j in range(start, end) if loop.tokens[j] < 0]
             if not masked:
                 break
-            num = min(num, len(masked))
             t0 = time.perf_counter()
-            seq = torch.cat([prompt_t, torch.tensor(loop.tokens, dtype=torch.long)])
-            is_masked = torch.zeros(n_prompt + length, dtype=torch.bool)
-            is_masked[n_prompt:] = seq[n_prompt:] < 0
-            seq[is_masked] = mask_id
-            logits = model.predict(seq, is_masked)
-            if logits.shape != (n_prompt + length, model.vocab_size):
-                raise ValueError(
-                    f"model.predict returned shape {tuple(logits.shape)}, expected "
-                    f"({n_prompt + length}, {model.vocab_size})"
-                )
-            rows = logits[n_prompt + start :].detach().to("cpu", torch.float64)
+            probs, scores = denoiser.scores(loop.tokens, start, end)
             forward_s.append(time.perf_counter() - t0)
-            # columns = the vocabulary's model ids; banned ones never chosen
-            if rows.shape[1] >= width:
-                rows = rows[:, :width].clone()
-            else:
-                pad = torch.full((rows.shape[0], width - rows.shape[1]), -torch.inf)
-                rows = torch.cat([rows, pad.double()], dim=1)
-            rows[:, banned_t] = -torch.inf
-            probs = torch.softmax(rows[: end - start], dim=-1)
-            scores = torch.log_softmax(rows / temperature if temperature > 0 else rows, dim=-1)
-            if temperature > 0:
-                scores[: end - start] += _gumbel((end - start, width), generator)
             proposals = scores[: end - start].argmax(dim=-1)
-            if unmasking == "confidence":
-                conf = probs.gather(1, proposals[:, None])[:, 0].tolist()
-                masked.sort(key=lambda j: -conf[j - start])
-            elif unmasking == "random":
-                order = torch.randperm(len(masked), generator=generator).tolist()
-                masked = [masked[i] for i in order]
+            masked = denoiser.order(masked, unmasking, probs, proposals, start)
             t0 = time.perf_counter()
-            if method == "none":
+            num = min(num, len(masked))
+            if resolved == "none":
                 for pos in masked[:num]:
                     loop.tokens[pos] = int(proposals[pos - start])
-            elif method == "dingo":
+            elif resolved == "dingo":
                 loop.step_dingo(start, end, masked[:num], scores[: end - start].numpy())
             else:
-                k = min(num_candidates, width)
+                k = min(num_candidates, denoiser.width)
                 candidates = scores.topk(k, dim=-1).indices.numpy()
-                loop.step_checked(start, masked, num, candidates, banned)
-            if method != "none":
+                loop.step_checked(start, masked, num, candidates, denoiser.banned)
+            if resolved != "none":
                 loop.pad_after_eos()
             constraint_s.append(time.perf_counter() - t0)
             if on_step is not None:
                 on_step(list(loop.tokens))
         loop.end_block(start, end)
     valid = loop.is_valid()
-    if method != "none" and not valid:
+    if resolved != "none" and not valid:
         raise InternalError(
-            f"the {method} output is not a complete sentence of the grammar. This is a bug in "
+            f"the {resolved} output is not a complete sentence of the grammar. This is a bug in "
             "constrain; please report it with the grammar."
         )
     out = _until_eos(loop.tokens, vocab)
@@ -711,7 +687,7 @@ def diffusion_decode(
         data=data,
         text=data.decode("utf-8", errors="replace"),
         is_valid=valid,
-        method=method,
+        method=resolved,
         forward_seconds=forward_s,
         constraint_seconds=constraint_s,
         setup_seconds=setup,
