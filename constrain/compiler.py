@@ -119,8 +119,8 @@ class CompiledGrammar:
     limits : CompileLimits
         The limits it was compiled under (run-time limits apply to its matchers).
     match_arrays : tuple
-        The matcher kernels' ``grammar`` structure, ``(lex, par, vocab, num_terminals,
-        max_set_items)`` (``constrain.kernels.numba_match``).
+        The matcher kernels' ``grammar`` structure, ``(lex, par, vocab)``
+        (``constrain.kernels.numba_match``).
     """
 
     def __init__(
@@ -146,10 +146,8 @@ class CompiledGrammar:
              parser.ignore_bits, self.cont_bits),
             (parser.item_rule, parser.item_next_nt, parser.item_next_t, parser.rule_lhs,
              parser.rule_first_item, parser.nt_rules_indptr, parser.nt_rules, parser.nullable,
-             parser.final_item),
+             parser.final_item, parser.num_terminals, limits.max_set_items),
             (vocab.token_indptr, vocab.token_bytes, np.asarray(vocab.eos_ids, dtype=np.int64)),
-            parser.num_terminals,
-            limits.max_set_items,
         )  # fmt: skip
         # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
         # every matcher of this grammar passes arrays of the same types

@@ -221,7 +221,7 @@ class Matcher:
     def reset(self) -> None:
         """Return to the initial state (nothing accepted)."""
         while True:
-            status = earley_init_kernel(self._grammar, self._chart)
+            status = earley_init_kernel(self._grammar[1], self._chart)
             if not self._check(status):
                 break
         self._n = 1

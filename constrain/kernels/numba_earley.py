@@ -8,11 +8,11 @@ truncation, and a scan result is memoised by ``(parent, terminal)``.
 
 The public kernels take two structures, plain tuples (see ``kernels/README.md``):
 
-- ``grammar`` (one per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab,
-  num_terminals, max_set_items)``; these kernels read ``par``, the tuple ``(item_rule,
-  item_next_nt, item_next_t, rule_lhs, rule_first_item, nt_rules_indptr, nt_rules, nullable,
-  final_item)`` from ``ParserTables``, and the limit ``max_set_items`` (``lex`` and ``vocab``
-  are ``numba_match``'s);
+- ``par`` (one per compiled grammar, the parser part of ``CompiledGrammar.match_arrays``):
+  ``(item_rule, item_next_nt, item_next_t, rule_lhs, rule_first_item, nt_rules_indptr,
+  nt_rules, nullable, final_item)`` from ``ParserTables``, then ``num_terminals`` and the limit
+  ``max_set_items``. Kernels that call these pass ``par`` alone, not the whole grammar: a
+  callee that is not inlined increfs and decrefs every array of its tuple arguments;
 - ``chart`` (one per matcher, rebuilt by the matcher when it grows an array): ``(items, sets,
   set_bits, counts, scratch, memo)``:
 
@@ -161,9 +161,9 @@ def _open_set(
 
 
 @njit(cache=True, nogil=True)
-def earley_init_kernel(grammar: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
+def earley_init_kernel(par: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
     """Create the root set 0 (``S' -> . start`` and its closure); return 0 or a status."""
-    par, max_set_items = grammar[1], grammar[4]
+    max_set_items = par[10]
     items, sets, set_bits, counts, scratch, _ = chart
     counts[0] = 0
     counts[1] = 0
@@ -180,14 +180,12 @@ def earley_init_kernel(grammar: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
 
 
 @njit(cache=True, nogil=True)
-def earley_scan_kernel(
-    parent: int, term: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]
-) -> int:
+def earley_scan_kernel(parent: int, term: int, par: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
     """Scan terminal ``term`` from set ``parent``; return the new set, ``NO_SET`` or a status.
 
     On ``NO_SET`` or a negative status the chart counters are restored.
     """
-    par, max_set_items = grammar[1], grammar[4]
+    max_set_items = par[10]
     items, sets, set_bits, counts, scratch, _ = chart
     saved_sets = counts[0]
     saved_items = counts[1]
@@ -245,14 +243,14 @@ def memo_get(
 
 
 @njit(cache=True, nogil=True)
-def memo_scan(parent: int, term: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
+def memo_scan(parent: int, term: int, par: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
     """Scan ``(parent, term)``, memoised: the memo table is consulted first, then filled."""
-    num_terminals = grammar[3]
+    num_terminals = par[9]
     sets, counts, memo = chart[1], chart[3], chart[5]
     q = memo_get(parent, term, num_terminals, memo, sets, counts)
     if q != MEMO_MISS:
         return q
-    q = earley_scan_kernel(parent, term, grammar, chart)
+    q = earley_scan_kernel(parent, term, par, chart)
     if q < NO_SET:
         return q
     _memo_room(memo, counts)

@@ -18,10 +18,11 @@ hot loop makes none; only a memo miss calls into the Earley scanner.
 
 Kernel parameters are grouped into plain tuples of arrays (``kernels/README.md``, section 5):
 
-- ``grammar`` (per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab,
-  num_terminals, max_set_items)`` with ``lex = (byte_class, trans, accept_bits, alive_bits,
-  ignore_bits, cont_bits)`` (see ``constrain.automata.lexer``), ``par`` the parser tables of
-  ``numba_earley`` and ``vocab = (token_indptr, token_bytes, eos_ids)``;
+- ``grammar`` (per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab)``
+  with ``lex = (byte_class, trans, accept_bits, alive_bits, ignore_bits, cont_bits)`` (see
+  ``constrain.automata.lexer``), ``par`` the parser tables of ``numba_earley`` (with
+  ``num_terminals`` and ``max_set_items``; the Earley kernels get ``par`` alone) and ``vocab =
+  (token_indptr, token_bytes, eos_ids)``;
 - ``chart`` (per matcher): the Earley chart and scan memo of ``numba_earley``;
 - ``tables`` (per token-table snapshot, ``TableSnapshot.arrays``): ``(w_pool, w_row, w_indptr,
   w_extra, c_indptr, c_tokens, c_lcp, index)``, ``index`` as :func:`find_entry` reads it;
@@ -145,7 +146,8 @@ def simulate_kernel(
     """
     job_hyp_lo, job_hyp_hi, job_lo, job_hi, job_lcp = jobs
     byte_class, trans, accept_bits, alive_bits, ignore, _ = grammar[0]
-    num_terminals = grammar[3]
+    par = grammar[1]
+    num_terminals = par[9]
     sets, set_bits, counts, memo = chart[1], chart[2], chart[3], chart[5]
     num_words = accept_bits.shape[1]
     depth = stack.shape[0]
@@ -205,7 +207,7 @@ def simulate_kernel(
                             if m >= 0 and set_bits[p, w] & one:
                                 q = memo_get(p, t, num_terminals, memo, sets, counts)
                                 if q == MEMO_MISS:
-                                    q = memo_scan(p, t, grammar, chart)
+                                    q = memo_scan(p, t, par, chart)
                                     if q < -1:
                                         return q
                                 if q >= 0 and _alive(s0, q, alive_bits, set_bits, ignore):
@@ -248,7 +250,7 @@ def _normalize(
     cur: np.ndarray, nxt: np.ndarray, n: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]
 ) -> int:
     """Split ended lexemes of ``cur[:, :n]`` into scanned hypotheses; result back in ``cur``."""
-    lex = grammar[0]
+    lex, par = grammar[0], grammar[1]
     accept_bits, ignore, cont_bits = lex[2], lex[4], lex[5]
     set_bits = chart[2]
     m = 0
@@ -272,7 +274,7 @@ def _normalize(
                         if m < 0:
                             return m
                     if set_bits[p, w] & one:
-                        q = memo_scan(p, t, grammar, chart)
+                        q = memo_scan(p, t, par, chart)
                         if q < -1:
                             return q
                         if q >= 0:
@@ -307,7 +309,7 @@ def end_accepting_kernel(
     hyp: np.ndarray, n_hyp: int, grammar: tuple[Any, ...], chart: tuple[Any, ...]
 ) -> int:
     """Return 1 if the input so far is a complete sentence, 0 if not, or a negative status."""
-    lex = grammar[0]
+    lex, par = grammar[0], grammar[1]
     accept_bits, ignore = lex[2], lex[4]
     sets, set_bits = chart[1], chart[2]
     for h in range(n_hyp):
@@ -326,7 +328,7 @@ def end_accepting_kernel(
                     if ignore[w] & one and sets[ACC, p]:
                         return 1
                     if set_bits[p, w] & one:
-                        q = memo_scan(p, t, grammar, chart)
+                        q = memo_scan(p, t, par, chart)
                         if q < -1:
                             return q
                         if q >= 0 and sets[ACC, q]:
