@@ -173,25 +173,139 @@ def _neighbour_lcp(
     return lcp
 
 
-def check_trie(trie: Trie, size: int, num_bytes: int) -> None:
-    """Cheap structural checks of a trie read from disk (the zip CRC guards the content)."""
-    m = trie.node_byte.shape[0]
-    ok = (
-        m >= 1
+def check_trie(trie: Trie, indptr: Int64Array, data: ByteArray) -> None:
+    """Check that ``trie`` is exactly ``build_trie(indptr, data)`` (a trie read from a file).
+
+    Vectorised, in O(M + N) for M nodes and N token bytes, without sorting the tokens (a few
+    milliseconds for Llama 3, a fraction of a rebuild). The checks, in order:
+
+    * shape: the depths are a pre-order depth sequence (root 0, then each node at most one
+      deeper than the node before it), which fixes the tree; ``node_end`` is right when every
+      subtree ends at a node no deeper than its root (or at ``M``) and every node lies in
+      exactly ``depth + 1`` of the intervals ``[n, node_end[n])`` (its ancestors and itself);
+    * tokens: every leaf holds a token, ``node_token`` holds ids of the token's byte length,
+      ``token_next_dup`` chains ascend through ids with equal bytes, and every non-special id
+      sits in exactly one chain headed by a node's token;
+    * bytes: the path of node ``n`` is read from the token of the last leaf under it; its last
+      byte is ``node_byte[n]``, adjacent siblings' paths agree before their last byte and their
+      bytes ascend strictly, and a token held by an inner node spells that node's path.
+
+    Parameters
+    ----------
+    trie : Trie
+        The arrays to check.
+    indptr : (V + 1,) int64
+        Valid CSR offsets of the token bytes.
+    data : (N,) uint8
+        The token bytes.
+
+    Raises
+    ------
+    VocabularyError
+        Naming the first property the arrays violate.
+    """
+    node_byte, node_token, node_end, node_depth, next_dup = trie
+    size, m = indptr.shape[0] - 1, node_byte.shape[0]
+    _need(
+        node_byte.dtype == BYTE_DTYPE
+        and all(a.dtype == TOKEN_DTYPE for a in trie[1:])
         and all(a.ndim == 1 for a in trie)
-        and trie.node_token.shape[0] == m
-        and trie.node_end.shape[0] == m
-        and trie.node_depth.shape[0] == m
-        and trie.token_next_dup.shape[0] == size
-        and m <= num_bytes + 1
-        and int(trie.node_end[0]) == m
-        and bool((trie.node_end[1:] > np.arange(1, m)).all())
-        and bool((trie.node_end <= m).all())
-        and bool((trie.node_token < size).all())
-        and bool((trie.token_next_dup < size).all())
+        and node_token.shape[0] == node_end.shape[0] == node_depth.shape[0] == m
+        and next_dup.shape[0] == size,
+        "the arrays' dtypes or lengths do not fit the vocabulary",
     )
+    _need(1 <= m <= data.shape[0] + 1, f"{m} nodes for {data.shape[0]} token bytes")
+    idx = np.arange(m, dtype=TOKEN_DTYPE)
+    depth, end = node_depth, node_end  # int32: depth + 1 cannot wrap below the checks
+    _need(
+        node_end[0] == m and depth[0] == 0 and node_byte[0] == 0 and node_token[0] == -1,
+        "the root (node 0) is malformed",
+    )
+    _need(
+        bool((depth[1:] >= 1).all() and (depth[1:] <= depth[:-1] + 1).all()),
+        "node_depth is not a pre-order depth sequence",
+    )
+    _need(bool(((end > idx) & (end <= m)).all()), "node_end has an index out of range")
+    inner = end < m
+    _need(bool((depth[end[inner]] <= depth[inner]).all()), "node_end does not end a subtree")
+    cover = np.cumsum(1 - np.bincount(end, minlength=m + 1)[:m])
+    _need(bool((cover == depth + 1).all()), "node_end does not match node_depth")
+
+    lengths = np.diff(indptr)
+    _need(
+        bool(((node_token >= -1) & (node_token < size)).all()),
+        "node_token has an id out of range",
+    )
+    _need(
+        bool(((next_dup >= -1) & (next_dup < size)).all()), "token_next_dup has an id out of range"
+    )
+    leaf = end == idx + 1
+    leaf[0] = False
+    _need(bool((node_token[leaf] >= 0).all()), "a leaf holds no token")
+    holders = np.flatnonzero(node_token >= 0)
+    heads = node_token[holders].astype(np.int64)
+    _need(bool((lengths[heads] == depth[holders]).all()), "a node holds a token of another length")
+    src = np.flatnonzero(next_dup >= 0)
+    dst = next_dup[src].astype(np.int64)
+    _need(
+        bool(
+            (dst > src).all() and (lengths[src] == lengths[dst]).all() and (lengths[src] > 0).all()
+        )
+        and _same_bytes(data, indptr[src], indptr[dst], lengths[src]),
+        "token_next_dup does not chain ascending ids of equal bytes",
+    )
+    in_degree = np.bincount(dst, minlength=size)
+    held = np.bincount(heads, minlength=size)
+    _need(
+        bool(
+            (in_degree <= 1).all()
+            and (held <= 1).all()
+            and ((held == 1) == ((lengths > 0) & (in_degree == 0))).all()
+        ),
+        "the trie's tokens are not the vocabulary's non-special tokens",
+    )
+
+    ref = np.full(m, -1, dtype=np.int64)  # the token of the last leaf under each node
+    ref[1:] = node_token[end[1:] - 1]
+    ref_start = indptr[np.maximum(ref, 0)]
+    _need(
+        bool((data[ref_start[1:] + depth[1:] - 1] == node_byte[1:]).all()),
+        "node_byte disagrees with the tokens under the node",
+    )
+    sib = np.flatnonzero(inner)
+    sib = sib[(sib > 0) & (depth[end[sib]] == depth[sib])]  # nodes with a next sibling
+    nxt = end[sib]
+    _need(bool((node_byte[sib] < node_byte[nxt]).all()), "siblings are not sorted by byte")
+    inner_holders = holders[~leaf[holders]]
+    _need(
+        _same_bytes(  # siblings' paths agree before their last byte; inner tokens spell paths
+            data,
+            np.concatenate((ref_start[sib], indptr[node_token[inner_holders]])),
+            np.concatenate((ref_start[nxt], ref_start[inner_holders])),
+            np.concatenate((depth[sib] - 1, depth[inner_holders])),
+        ),
+        "a node's path disagrees with its sibling's or with the token it holds",
+    )
+
+
+def _need(ok: bool, problem: str) -> None:
     if not ok:
-        raise VocabularyError("inconsistent token trie arrays")
+        raise VocabularyError(f"token trie: {problem}")
+
+
+def _same_bytes(data: ByteArray, a: Int64Array, b: Int64Array, lens: Int64Array) -> bool:
+    """Whether ``data[a[i]:a[i] + lens[i]] == data[b[i]:b[i] + lens[i]]`` for every ``i``."""
+    lens = lens.astype(np.int64)
+    total = int(lens.sum())
+    if total == 0:
+        return True
+    out_start = np.cumsum(lens) - lens
+    pos = np.arange(total, dtype=np.int64)
+    return bool(
+        (
+            data[np.repeat(a - out_start, lens) + pos] == data[np.repeat(b - out_start, lens) + pos]
+        ).all()
+    )
 
 
 def string_body_tokens(indptr: Int64Array, data: ByteArray, special: Int32Array) -> np.ndarray:

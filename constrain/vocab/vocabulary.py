@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -52,19 +51,20 @@ from constrain._types import (
 )
 from constrain.errors import VocabularyError
 from constrain.vocab import huggingface
-from constrain.vocab.trie import Trie, build_trie, check_trie, frozen
+from constrain.vocab.trie import Trie, build_trie, frozen
+from constrain.vocab.vocab_file import (
+    FORMAT_TAG,
+    TRIE_FIELDS,
+    VOCAB_FORMAT_VERSION,
+    read_vocab_file,
+    write_vocab_file,
+)
 
 __all__ = ["VOCAB_FORMAT_VERSION", "Vocabulary", "vocab_cache_dir"]
 
 # The character bound of the short string slice that mask tables take inside strings with a
 # maxLength (constrain.tables): 699 of the 121,825 slice tokens of Llama 3 are longer.
 SHORT_SLICE_CHARS = 16
-
-VOCAB_FORMAT_VERSION = 1
-"""Version of the ``.npz`` layout written by :meth:`Vocabulary.save`; other versions are refused."""
-
-_FORMAT_TAG = "constrain.Vocabulary"
-_TRIE_FIELDS = ("node_byte", "node_token", "node_end", "node_depth", "token_next_dup")
 
 
 class Vocabulary:
@@ -94,7 +94,9 @@ class Vocabulary:
     Notes
     -----
     Token ids with empty bytes are exactly the special ids. The trie arrays (``node_*``,
-    ``token_next_dup``) are built on first access, in about 0.1 s for a 128k vocabulary.
+    ``token_next_dup``) are built on first access, in about 0.1 s for a 128k vocabulary; the
+    private ``_trie`` argument passes a trie already known to be these tokens' (read from a
+    validated file, or derived from another vocabulary), which is not checked again.
     """
 
     __slots__ = (
@@ -153,8 +155,6 @@ class Vocabulary:
         self._eos: Int32Array = frozen(eos.astype(TOKEN_DTYPE))
         self._model_vocab_size = mvs
         self._fingerprint: str | None = None
-        if _trie is not None:
-            check_trie(_trie, size, data.shape[0])
         self._trie: Trie | None = _trie
         self._slice: dict[int, tuple[np.ndarray, Trie]] = {}
 
@@ -608,30 +608,41 @@ class Vocabulary:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the vocabulary and its trie to an ``.npz`` file (:data:`VOCAB_FORMAT_VERSION`).
 
+        The file holds a SHA-256 checksum over every array and header field, verified by
+        :meth:`load` (``docs/robustness.md``).
+
         Parameters
         ----------
         path : str or PathLike
             Destination; written atomically (temporary file, then rename).
+
+        Raises
+        ------
+        OSError
+            If the file cannot be written.
         """
-        _write_npz(Path(path), self._arrays())
+        write_vocab_file(Path(path), self._arrays())
 
     def _arrays(self) -> dict[str, np.ndarray[Any, Any]]:
         trie = self._get_trie()
         out: dict[str, np.ndarray[Any, Any]] = {
-            "format": np.array(_FORMAT_TAG),
+            "format": np.array(FORMAT_TAG),
             "version": np.array(VOCAB_FORMAT_VERSION, dtype=np.int64),
             "model_vocab_size": np.array(self._model_vocab_size, dtype=np.int64),
             "token_indptr": self._indptr,
             "token_bytes": self._bytes,
             "eos_ids": self._eos,
-            "fingerprint": np.array(self.fingerprint),
         }
-        out.update(zip(_TRIE_FIELDS, trie, strict=True))
+        out.update(zip(TRIE_FIELDS, trie, strict=True))
         return out
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Vocabulary:
-        """Read a vocabulary written by :meth:`save`.
+        """Read a vocabulary written by :meth:`save`, validating everything in the file.
+
+        The file is untrusted: its layout, checksum, every array's dtype, shape and index
+        ranges, and the trie (exactly the trie of the stored tokens) are checked before any
+        kernel can see them, in a fraction of the time a rebuild of the trie takes.
 
         Parameters
         ----------
@@ -645,7 +656,9 @@ class Vocabulary:
         Raises
         ------
         VocabularyError
-            If the file is missing, corrupt, not a vocabulary, or of another format version.
+            If the file is missing or unreadable, is not a constrain vocabulary file, has another
+            format version, or is damaged or inconsistent; the message names the file and the
+            problem.
         """
         return _read_npz(Path(path))[0]
 
@@ -682,62 +695,20 @@ def vocab_cache_dir() -> Path:
     return base / "constrain" / "vocab"
 
 
-def _write_npz(path: Path, arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)  # type: ignore[arg-type]
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def _read_npz(path: Path) -> tuple[Vocabulary, str]:
     """Read a vocabulary file; return it and its ``cache_key`` entry (``""`` when absent)."""
-    import zipfile
-
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            files = set(z.files)
-            if "format" not in files or str(z["format"]) != _FORMAT_TAG:
-                raise VocabularyError(f"{path} is not a constrain vocabulary file")
-            version = int(z["version"])
-            if version != VOCAB_FORMAT_VERSION:
-                raise VocabularyError(
-                    f"{path} has vocabulary format version {version}; this constrain reads "
-                    f"version {VOCAB_FORMAT_VERSION}. Re-create the file with Vocabulary.save"
-                )
-            arrays = {k: z[k] for k in files}
-    except VocabularyError:
-        raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise VocabularyError(f"cannot read vocabulary file {path}: {err}") from err
-    try:
-        trie = Trie(
-            arrays["node_byte"].astype(BYTE_DTYPE, copy=False),
-            *(arrays[k].astype(TOKEN_DTYPE, copy=False) for k in _TRIE_FIELDS[1:]),
-        )
-        vocab = Vocabulary(
-            arrays["token_indptr"],
-            arrays["token_bytes"],
-            eos_ids=arrays["eos_ids"].tolist(),
-            model_vocab_size=int(arrays["model_vocab_size"]),
-            _trie=Trie(*(frozen(a.copy()) for a in trie)),
-        )
-    except (KeyError, ValueError, TypeError, IndexError) as err:
-        raise VocabularyError(f"corrupt vocabulary file {path}: {err!r}") from err
-    if vocab.fingerprint != str(arrays["fingerprint"]):
-        raise VocabularyError(f"corrupt vocabulary file {path}: fingerprint mismatch")
+    arrays = read_vocab_file(path)  # validated: the trie is the tokens' trie
+    trie = Trie(
+        frozen(arrays["node_byte"].astype(BYTE_DTYPE)),
+        *(frozen(arrays[name].astype(TOKEN_DTYPE)) for name in TRIE_FIELDS[1:]),
+    )
+    vocab = Vocabulary(
+        arrays["token_indptr"],
+        arrays["token_bytes"],
+        eos_ids=arrays["eos_ids"].tolist(),
+        model_vocab_size=int(arrays["model_vocab_size"]),
+        _trie=trie,
+    )
     return vocab, str(arrays.get("cache_key", ""))
 
 
@@ -758,7 +729,7 @@ def _cache_write(vocab: Vocabulary, key: str) -> None:
     arrays = vocab._arrays()
     arrays["cache_key"] = np.array(key)
     try:
-        _write_npz(vocab_cache_dir() / f"{key}.npz", arrays)
+        write_vocab_file(vocab_cache_dir() / f"{key}.npz", arrays)
     except OSError as err:
         warnings.warn(
             f"cannot write the vocabulary cache in {vocab_cache_dir()} ({err}); set "

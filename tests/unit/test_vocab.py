@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reference
-from hypothesis import given, settings
+import vocab_files
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from constrain.errors import VocabularyError
 from constrain.testing import byte_vocabulary, tiny_vocabulary
+from constrain.vocab.trie import Trie, check_trie
 from constrain.vocab.vocabulary import VOCAB_FORMAT_VERSION, Vocabulary, vocab_cache_dir
 
 TRIE_FIELDS = ("node_byte", "node_token", "node_end", "node_depth", "token_next_dup")
@@ -219,36 +221,77 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert back._trie is not None  # the trie came from the file, not rebuilt
 
 
-def _rewrite(path: Path, **changes: object) -> None:
+def _rewrite(path: Path, *, rechecksum: bool = False, **changes: object) -> None:
+    """Replace members of a saved file; ``rechecksum`` recomputes the checksum, as a crafter can."""
     with np.load(path, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     arrays.update({k: np.asarray(v) for k, v in changes.items()})
-    np.savez(path, **arrays)
+    path.write_bytes(vocab_files.npz(arrays, rechecksum=rechecksum))
 
 
 def test_load_rejects_other_versions_and_corruption(tmp_path: Path) -> None:
     path = tmp_path / "v.npz"
     tiny_vocabulary().save(path)
-    _rewrite(path, version=VOCAB_FORMAT_VERSION + 1)
+    _rewrite(path, version=VOCAB_FORMAT_VERSION + 1, rechecksum=True)
     with pytest.raises(VocabularyError, match="format version"):
         Vocabulary.load(path)
     tiny_vocabulary().save(path)
     _rewrite(path, token_bytes=np.zeros(tiny_vocabulary().token_bytes.shape, np.uint8))
-    with pytest.raises(VocabularyError, match="fingerprint"):
+    with pytest.raises(VocabularyError, match="checksum mismatch"):
         Vocabulary.load(path)
     tiny_vocabulary().save(path)
-    _rewrite(path, node_end=np.zeros(tiny_vocabulary().num_nodes, np.int32))
-    with pytest.raises(VocabularyError, match="trie"):
+    _rewrite(path, node_end=np.zeros(tiny_vocabulary().num_nodes, np.int32), rechecksum=True)
+    with pytest.raises(VocabularyError, match="token trie"):
         Vocabulary.load(path)
     tiny_vocabulary().save(path)
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(VocabularyError, match="cannot read"):
+    with pytest.raises(VocabularyError, match="unreadable archive"):
         Vocabulary.load(path)
     np.savez(path, x=np.zeros(3))
     with pytest.raises(VocabularyError, match="not a constrain vocabulary"):
         Vocabulary.load(path)
     with pytest.raises(VocabularyError, match="cannot read"):
         Vocabulary.load(tmp_path / "missing.npz")
+    with pytest.raises(VocabularyError, match="cannot read"):
+        Vocabulary.load(tmp_path)
+
+
+def test_load_refuses_consistently_swapped_trie_entries(tmp_path: Path) -> None:
+    """The issue's case: two trie entries swapped and the checksum recomputed (wrong masks
+    before the trie was validated against the tokens)."""
+    vocab = tiny_vocabulary()
+    path = tmp_path / "v.npz"
+    a, b = (int(vocab.node_byte.tolist().index(ord(c))) for c in "ab")
+    for name in ("node_token", "node_byte"):
+        swapped = getattr(vocab, name).copy()
+        swapped[[a, b]] = swapped[[b, a]]
+        vocab.save(path)
+        _rewrite(path, rechecksum=True, **{name: swapped})
+        with pytest.raises(VocabularyError, match="token trie"):
+            Vocabulary.load(path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tokens=st.lists(st.binary(min_size=0, max_size=4), min_size=1, max_size=24),
+    field=st.sampled_from(TRIE_FIELDS),
+    data=st.data(),
+)
+def test_check_trie_accepts_exactly_the_built_trie(
+    tokens: list[bytes], field: str, data: st.DataObject
+) -> None:
+    """One entry of one trie array changed: check_trie refuses it (the built trie is unique)."""
+    vocab = Vocabulary.from_bytes(tokens)
+    trie = Trie(*(getattr(vocab, name) for name in TRIE_FIELDS))
+    check_trie(trie, vocab.token_indptr, vocab.token_bytes)
+    array = getattr(trie, field).copy()
+    assume(array.size > 0)
+    pos = data.draw(st.integers(0, array.size - 1))
+    low, high = (0, 255) if array.dtype == np.uint8 else (-2, len(tokens) + vocab.num_nodes)
+    value = data.draw(st.integers(low, high).filter(lambda x: x != array[pos]))
+    array[pos] = value
+    with pytest.raises(VocabularyError, match="token trie"):
+        check_trie(trie._replace(**{field: array}), vocab.token_indptr, vocab.token_bytes)
 
 
 # ----------------------------------------------------------------------------- tiktoken

@@ -1,0 +1,313 @@
+"""The ``.npz`` file of a :class:`constrain.Vocabulary`, read as untrusted input.
+
+A vocabulary file is an uncompressed zip archive of ``.npy`` members, as ``numpy.savez`` writes
+it. Every member has a fixed little-endian dtype and rank; no member is an object array:
+
+==================  ======  =====  =========================================================
+member              dtype   shape  content
+==================  ======  =====  =========================================================
+``format``          ``<U``  ()     ``"constrain.Vocabulary"``
+``version``         ``<i8`` ()     :data:`VOCAB_FORMAT_VERSION`
+``model_vocab_size`` ``<i8`` ()    the logits width, ``>= V``
+``token_indptr``    ``<i8`` (V+1,) CSR offsets of the token bytes
+``token_bytes``     ``|u1`` (N,)   concatenated token bytes
+``eos_ids``         ``<i4`` (k,)   sorted end-of-sequence ids
+``node_byte``       ``|u1`` (M,)   the token trie (:mod:`constrain.vocab.trie`)
+``node_token``      ``<i4`` (M,)
+``node_end``        ``<i4`` (M,)
+``node_depth``      ``<i4`` (M,)
+``token_next_dup``  ``<i4`` (V,)
+``cache_key``       ``<U``  ()     optional: the disk-cache key the file was written under
+``checksum``        ``<U``  ()     SHA-256 (hex) of every other member (see :func:`checksum`)
+==================  ======  =====  =========================================================
+
+:func:`read_vocab_file` trusts nothing in the file. It reads the zip directory and each member's
+``.npy`` header before any data (so a header that declares a huge array allocates nothing and no
+member is ever unpickled), checks the member set, dtypes, ranks and sizes, verifies the checksum
+(random damage), then validates the content: CSR offsets, id ranges, and that the trie is exactly
+the trie of the tokens (:func:`constrain.vocab.trie.check_trie`), so a file whose arrays were
+altered consistently and re-checksummed is refused as well. Every failure is a
+:class:`~constrain.errors.VocabularyError` whose message names the file and the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from constrain.errors import VocabularyError
+from constrain.vocab.trie import Trie, check_trie
+
+__all__ = [
+    "FORMAT_TAG",
+    "TRIE_FIELDS",
+    "VOCAB_FORMAT_VERSION",
+    "checksum",
+    "read_vocab_file",
+    "write_vocab_file",
+]
+
+VOCAB_FORMAT_VERSION = 2
+"""Version of the ``.npz`` layout written by :meth:`Vocabulary.save`; other versions are refused.
+
+Version 2 added the checksum over every member and dropped the content fingerprint."""
+
+FORMAT_TAG = "constrain.Vocabulary"
+TRIE_FIELDS = ("node_byte", "node_token", "node_end", "node_depth", "token_next_dup")
+
+# member -> (dtype string, rank); "<U" is any non-empty little-endian unicode string
+_LAYOUT: dict[str, tuple[str, int]] = {
+    "format": ("<U", 0),
+    "version": ("<i8", 0),
+    "model_vocab_size": ("<i8", 0),
+    "token_indptr": ("<i8", 1),
+    "token_bytes": ("|u1", 1),
+    "eos_ids": ("<i4", 1),
+    "node_byte": ("|u1", 1),
+    "node_token": ("<i4", 1),
+    "node_end": ("<i4", 1),
+    "node_depth": ("<i4", 1),
+    "token_next_dup": ("<i4", 1),
+    "cache_key": ("<U", 0),
+    "checksum": ("<U", 0),
+}
+_OPTIONAL = frozenset({"cache_key"})
+_MAX_STRING_CHARS = 256
+_MAX_ID = 2**31 - 1  # token ids and node indices are int32
+_CHECKSUM_TAG = b"constrain.Vocabulary.checksum/2\x00"
+# errors the zip and .npy header readers raise on damaged input (zipfile: BadZipFile, EOFError,
+# struct.error, NotImplementedError for unknown methods, RuntimeError for encrypted members)
+_ZIP_ERRORS = (
+    OSError,
+    EOFError,
+    ValueError,
+    TypeError,
+    struct.error,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    RuntimeError,
+)
+
+
+def checksum(arrays: Mapping[str, np.ndarray[Any, Any]]) -> str:
+    """Return the SHA-256 hex digest of every member but ``checksum``: name, dtype, shape, bytes.
+
+    Parameters
+    ----------
+    arrays : mapping of str to numpy.ndarray
+        The members, in any order (they are hashed sorted by name).
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
+    """
+    h = hashlib.sha256(_CHECKSUM_TAG)
+    for name in sorted(arrays):
+        if name == "checksum":
+            continue
+        a = arrays[name]
+        h.update(f"{name}\x00{a.dtype.str}\x00{a.shape}\x00{a.nbytes}\x00".encode())
+        h.update(a.tobytes())  # C order whatever the layout
+    return h.hexdigest()
+
+
+def write_vocab_file(path: Path, arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
+    """Write the members (checksum added) atomically: a temporary file, then a rename.
+
+    Parameters
+    ----------
+    path : Path
+        Destination; its folder is created if missing.
+    arrays : mapping of str to numpy.ndarray
+        Every required member of the layout but ``checksum``, with the layout's dtypes.
+
+    Raises
+    ------
+    OSError
+        If the folder or the file cannot be written.
+    """
+    members = {
+        name: np.asarray(a, dtype=_file_dtype(name, a), order="C") for name, a in arrays.items()
+    }
+    members["checksum"] = np.array(checksum(members))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **members)  # type: ignore[arg-type]
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _file_dtype(name: str, a: np.ndarray[Any, Any]) -> Any:
+    kind = _LAYOUT[name][0]
+    return a.dtype.newbyteorder("<") if kind == "<U" else np.dtype(kind)
+
+
+def read_vocab_file(path: Path) -> dict[str, np.ndarray[Any, Any]]:
+    """Read and validate a vocabulary file; return its members (``checksum`` excluded).
+
+    Parameters
+    ----------
+    path : Path
+        The ``.npz`` file.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Read-only arrays with the layout's dtypes and ranks, content validated: a
+        :class:`~constrain.Vocabulary` can be built over them without further checks.
+
+    Raises
+    ------
+    VocabularyError
+        If the file cannot be read, is not a constrain vocabulary file, has another format
+        version, or is damaged or inconsistent in any way; the message names the file and the
+        problem.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError as err:
+        raise VocabularyError(f"cannot read vocabulary file {path}: {err}") from None
+    if head != b"PK\x03\x04":
+        what = "a pickle, which constrain never loads" if head[:1] == b"\x80" else "no .npz archive"
+        raise VocabularyError(f"{path} is not a constrain vocabulary file ({what})")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            arrays = _read_members(zf, path, size)
+    except VocabularyError:
+        raise
+    except _ZIP_ERRORS as err:
+        raise VocabularyError(
+            f"corrupt vocabulary file {path}: unreadable archive ({err})"
+        ) from None
+    try:
+        _check_content(arrays)
+    except VocabularyError as err:
+        raise VocabularyError(f"corrupt vocabulary file {path}: {err}") from None
+    del arrays["checksum"]
+    return arrays
+
+
+def _read_members(zf: zipfile.ZipFile, path: Path, size: int) -> dict[str, np.ndarray[Any, Any]]:
+    """Check the zip directory, then read ``format`` and ``version``, then every member."""
+    infos: dict[str, zipfile.ZipInfo] = {}
+    for info in zf.infolist():
+        name = info.filename.removesuffix(".npy")
+        if name in infos:
+            raise VocabularyError(f"corrupt vocabulary file {path}: entry {name!r} appears twice")
+        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            raise VocabularyError(
+                f"corrupt vocabulary file {path}: entry {name!r} is compressed (vocabulary "
+                "files are stored uncompressed)"
+            )
+        infos[name] = info
+    if "format" not in infos:
+        raise VocabularyError(f"{path} is not a constrain vocabulary file (no 'format' entry)")
+    if sum(info.file_size for info in infos.values()) > size:
+        raise VocabularyError(f"corrupt vocabulary file {path}: entries larger than the file")
+    tag = _read_member(zf, infos["format"], "format", path)
+    if str(tag) != FORMAT_TAG:
+        raise VocabularyError(
+            f"{path} is not a constrain vocabulary file (format {str(tag)[:40]!r})"
+        )
+    version = int(_read_member(zf, _entry(infos, "version", path), "version", path))
+    if version != VOCAB_FORMAT_VERSION:
+        raise VocabularyError(
+            f"{path} has vocabulary format version {version}; this constrain reads version "
+            f"{VOCAB_FORMAT_VERSION}. Re-create the file with Vocabulary.save"
+        )
+    unknown = sorted(set(infos) - set(_LAYOUT))
+    if unknown:
+        raise VocabularyError(f"corrupt vocabulary file {path}: unexpected entry {unknown[0]!r}")
+    arrays = {"format": tag}
+    for name in _LAYOUT:
+        if name not in arrays and (name in infos or name not in _OPTIONAL):
+            arrays[name] = _read_member(zf, _entry(infos, name, path), name, path)
+    if str(arrays["checksum"]) != checksum(arrays):
+        raise VocabularyError(
+            f"corrupt vocabulary file {path}: checksum mismatch (the file was damaged or edited)"
+        )
+    return arrays
+
+
+def _entry(infos: Mapping[str, zipfile.ZipInfo], name: str, path: Path) -> zipfile.ZipInfo:
+    if name not in infos:
+        raise VocabularyError(f"corrupt vocabulary file {path}: entry {name!r} is missing")
+    return infos[name]
+
+
+def _read_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, path: Path
+) -> np.ndarray[Any, Any]:
+    """Read one ``.npy`` member after checking its header against the layout and its size."""
+
+    def bad(problem: str) -> VocabularyError:
+        return VocabularyError(f"corrupt vocabulary file {path}: entry {name!r} {problem}")
+
+    if info.flag_bits & 0x1:
+        raise bad("is encrypted")
+    kind, rank = _LAYOUT[name]
+    with zf.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise bad(f"has .npy version {version}")
+        if kind == "<U":
+            ok = dtype.str.startswith("<U") and 0 < dtype.itemsize <= 4 * _MAX_STRING_CHARS
+        else:
+            ok = dtype.str == kind
+        if not ok:
+            raise bad(f"has dtype {dtype.str}, expected {kind}")
+        if len(shape) != rank or fortran or any(n < 0 for n in shape):
+            raise bad(f"has shape {shape}, expected {rank} dimension(s)")
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if fh.tell() + nbytes != info.file_size:
+            raise bad(f"holds {info.file_size - fh.tell()} data bytes for shape {shape}")
+        data = fh.read(nbytes)
+        if len(data) != nbytes or fh.read(1):
+            raise bad("is truncated")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _check_content(arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
+    """Validate the members' values; raise VocabularyError naming the first problem."""
+    indptr, data = arrays["token_indptr"], arrays["token_bytes"]
+    if indptr.shape[0] < 2 or indptr.shape[0] - 1 > _MAX_ID:
+        raise VocabularyError(f"token_indptr has {indptr.shape[0]} entries")
+    if indptr[0] != 0 or indptr[-1] != data.shape[0] or (np.diff(indptr) < 0).any():
+        raise VocabularyError(
+            "token_indptr does not start at 0, rise monotonically and end at len(token_bytes)"
+        )
+    size = indptr.shape[0] - 1
+    mvs = int(arrays["model_vocab_size"])
+    if not size <= mvs <= _MAX_ID:
+        raise VocabularyError(f"model_vocab_size {mvs} outside [{size}, {_MAX_ID}]")
+    eos = arrays["eos_ids"].astype(np.int64)
+    if eos.size and (eos[0] < 0 or eos[-1] >= size or (np.diff(eos) <= 0).any()):
+        raise VocabularyError("eos_ids are not sorted distinct ids of the vocabulary")
+    if (indptr[eos + 1] != indptr[eos]).any():
+        raise VocabularyError("an EOS id has bytes (EOS tokens must be special)")
+    trie = Trie(*(arrays[name] for name in TRIE_FIELDS))
+    check_trie(trie, indptr, data)
