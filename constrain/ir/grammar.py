@@ -247,6 +247,31 @@ class Grammar:
         options.setdefault("python_compatible", True)
         return cls.from_json_schema(pydantic_schema(model, extra_properties=extra), **options)
 
+    @classmethod
+    def from_structural_tag(cls, spec: Any) -> Grammar:
+        """Return the grammar of an XGrammar structural tag (tool calls inside free text).
+
+        Parameters
+        ----------
+        spec : dict or str
+            ``{"type": "structural_tag", "format": {...}}`` (format types ``const_string``,
+            ``json_schema``, ``regex``, ``grammar``, ``any_text``, ``sequence``, ``or``,
+            ``tag``, ``triggered_tags``, ``tags_with_separator``, ``optional``, ``star``,
+            ``plus``, ``repeat``, ``dispatch``), the legacy ``{"triggers": [...], "tags":
+            [{"begin", "schema", "end"}]}``, or either as JSON text. The language is
+            XGrammar's on the same spec (docs/tool_calling.md).
+
+        Raises
+        ------
+        GrammarError
+            With the JSON pointer of a malformed or unsupported format.
+        JsonSchemaError
+            With the pointer of a keyword of an embedded schema that cannot be enforced.
+        """
+        from constrain.frontends.structural_tag import parse_structural_tag
+
+        return parse_structural_tag(spec)
+
     @property
     def warnings(self) -> tuple[str, ...]:
         """What a lenient front end did not enforce (empty for a strict grammar)."""

@@ -1,0 +1,277 @@
+"""Stage 1: composing grammars, the building blocks of embedded sub-grammars and free text.
+
+Front ends that nest one language inside another (structural tags, ``%json`` in Lark) build
+their grammar from these pieces:
+
+- :func:`embed`: a grammar's rules and terminals renamed under a prefix, so that several
+  grammars can live in one; its ``%ignore`` terminals become explicit optional symbols before
+  each of its terminals and at its end, so they stay inside the embedded part;
+- :func:`without_trailing`: the same language less the strings that end in given characters
+  (a JSON value without the layout whitespace after its last token);
+- :func:`map_regex`: a bottom-up rewrite of a regex IR tree;
+- :func:`free_text` and :func:`until_first`: the regular languages of free text, "any text not
+  containing these strings" and "free text up to the first occurrence of a trigger".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from constrain.ir import (
+    ANY_CHAR,
+    Alt,
+    CharSet,
+    Complement,
+    Concat,
+    Grammar,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+    Rule,
+    Terminal,
+)
+
+__all__ = [
+    "ANY_TEXT",
+    "Embedded",
+    "contains_any",
+    "embed",
+    "free_text",
+    "map_regex",
+    "until_first",
+    "without_trailing",
+]
+
+ANY_TEXT: Regex = Repeat(ANY_CHAR, 0, None)
+"""Every string of valid characters, the empty one included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A grammar's rules and terminals renamed for inclusion in a larger grammar.
+
+    Parameters
+    ----------
+    start : str
+        The rule that derives the embedded language.
+    rules : tuple of Rule
+        Its rules, renamed.
+    terminals : tuple of Terminal
+        Its terminals, renamed.
+    """
+
+    start: str
+    rules: tuple[Rule, ...]
+    terminals: tuple[Terminal, ...]
+
+
+def embed(grammar: Grammar, prefix: str) -> Embedded:
+    """Return the rules and terminals of ``grammar`` renamed under ``prefix``.
+
+    Rule ``r`` becomes ``prefix + r`` and terminal ``T`` becomes ``prefix.upper() + T``, so the
+    Lark naming conventions still hold; the caller picks a prefix no other part uses. Ignored
+    terminals are made explicit: an optional run of them before every terminal of every
+    alternative and once after the start rule, which is where ``%ignore`` lets them appear, so
+    they do not leak into the grammar the part is embedded in.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        The grammar to embed (normalised or not).
+    prefix : str
+        A lowercase prefix, such as ``"json0_"``.
+
+    Returns
+    -------
+    Embedded
+        The renamed parts; ``start`` derives the language of ``grammar``.
+    """
+    terms = grammar.terminal_map()
+    upper = prefix.upper()
+    names = {t: upper + t for t in terms}
+    names.update({r.name: prefix + r.name for r in grammar.rules})
+    ignore_rule = prefix + "ignored_"
+    rules: list[Rule] = []
+    for rule in grammar.rules:
+        alts = []
+        for alt in rule.alternatives:
+            out: list[str] = []
+            for sym in alt:
+                if grammar.ignore and sym in terms:
+                    out.append(ignore_rule)
+                out.append(names[sym])
+            alts.append(tuple(out))
+        rules.append(Rule(names[rule.name], tuple(alts)))
+    start = names[grammar.start]
+    if grammar.ignore:
+        loops = tuple((names[t], ignore_rule) for t in dict.fromkeys(grammar.ignore))
+        rules.append(Rule(ignore_rule, ((), *loops)))
+        start = prefix + "top_"
+        rules.append(Rule(start, ((names[grammar.start], ignore_rule),)))
+    terminals = tuple(Terminal(names[t.name], t.regex) for t in grammar.terminals)
+    return Embedded(start, tuple(rules), terminals)
+
+
+def without_trailing(grammar: Grammar, chars: CharSet) -> Grammar:
+    """Return the grammar of the strings of ``grammar`` that do not end in one of ``chars``.
+
+    A non-empty string ends where its last non-empty lexeme ends, so every rule that can come
+    last gets a *final* copy whose last non-nullable symbol is final too, and a final terminal
+    is the terminal intersected with "does not end in ``chars``". Nullable symbols after it are
+    dropped (they derive the empty string there). The grammar must have no ignored terminals
+    (they could come last); terminals must not match the empty string.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        A grammar with no ``ignore`` and no nullable terminal (a normalised one).
+    chars : CharSet
+        The characters the strings must not end with.
+
+    Returns
+    -------
+    Grammar
+        The restricted grammar (start rule ``<start>_final_``), not normalised.
+
+    Raises
+    ------
+    ValueError
+        If the grammar has ignored terminals.
+    """
+    if grammar.ignore:
+        raise ValueError("without_trailing: the grammar has %ignore terminals")
+    rules = grammar.rule_map()
+    nullable = _nullable_rules(grammar.rules)
+    not_ending = Complement(Concat((ANY_TEXT, chars)))
+    final: dict[str, str] = {}
+    new_rules: list[Rule] = []
+    new_terms: list[Terminal] = []
+    pending = [grammar.start]
+    final[grammar.start] = grammar.start + "_final_"
+    while pending:
+        name = pending.pop()
+        alts: list[tuple[str, ...]] = []
+        for alt in rules[name].alternatives:
+            for i in range(len(alt) - 1, -1, -1):
+                sym = alt[i]
+                if sym not in final:
+                    final[sym] = sym + ("_final_" if sym in rules else "_FINAL_")
+                    if sym in rules:
+                        pending.append(sym)
+                    else:
+                        regex = grammar.terminal_map()[sym].regex
+                        new_terms.append(Terminal(final[sym], Intersect((regex, not_ending))))
+                alts.append((*alt[:i], final[sym]))
+                if sym not in nullable:
+                    break
+            else:
+                alts.append(())
+        new_rules.append(Rule(final[name], tuple(dict.fromkeys(alts))))
+    return Grammar(
+        rules=(*new_rules, *grammar.rules),
+        terminals=(*grammar.terminals, *new_terms),
+        start=final[grammar.start],
+        _meta=grammar._meta,
+    )
+
+
+def _nullable_rules(rules: Sequence[Rule]) -> set[str]:
+    """Return the names of the rules that derive the empty string (terminals never do)."""
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for rule in rules:
+            if rule.name not in nullable and any(
+                all(s in nullable for s in alt) for alt in rule.alternatives
+            ):
+                nullable.add(rule.name)
+                changed = True
+    return nullable
+
+
+def map_regex(node: Regex, rewrite: Callable[[Regex], Regex]) -> Regex:
+    """Return ``node`` with ``rewrite`` applied bottom-up to every composite node and leaf.
+
+    :class:`~constrain.ir.Automaton` nodes are passed to ``rewrite`` whole.
+    """
+    if isinstance(node, (Concat, Alt, Intersect)):
+        node = type(node)(tuple(map_regex(i, rewrite) for i in node.items))
+    elif isinstance(node, Repeat):
+        node = Repeat(map_regex(node.item, rewrite), node.min, node.max)
+    elif isinstance(node, Complement):
+        node = Complement(map_regex(node.item, rewrite))
+    return rewrite(node)
+
+
+def _any_of(strings: Iterable[str]) -> Regex:
+    items = tuple(Literal(s) for s in dict.fromkeys(strings))
+    return items[0] if len(items) == 1 else Alt(items)
+
+
+def contains_any(strings: Iterable[str]) -> Regex:
+    """Return the language of the texts that contain at least one of ``strings``."""
+    return Concat((ANY_TEXT, _any_of(strings), ANY_TEXT))
+
+
+def free_text(excluded: Iterable[str], max_chars: int | None = None) -> Regex:
+    """Return the texts (the empty one included) that contain none of ``excluded``.
+
+    Parameters
+    ----------
+    excluded : iterable of str
+        Non-empty strings that must not occur.
+    max_chars : int, optional
+        At most this many characters (code points).
+
+    Returns
+    -------
+    Regex
+        The language, as regex IR.
+    """
+    strings = [s for s in excluded if s]
+    text = ANY_TEXT if max_chars is None else Repeat(ANY_CHAR, 0, max_chars)
+    if not strings:
+        return text
+    return Intersect((text, Complement(contains_any(strings))))
+
+
+def until_first(
+    trigger: str, triggers: Sequence[str], excluded: Sequence[str], max_chars: int | None = None
+) -> Regex:
+    """Return free text up to and including the first trigger found, when it is ``trigger``.
+
+    The text ``w + trigger`` is accepted when no trigger ends before its end (the scan stops at
+    the first trigger it completes), no longer trigger ending with ``trigger`` ends there too
+    (the longest trigger ending at a position wins) and no excluded string occurs in it.
+
+    Parameters
+    ----------
+    trigger : str
+        The trigger that ends the text (non-empty).
+    triggers : sequence of str
+        Every trigger scanned for (``trigger`` among them).
+    excluded : sequence of str
+        Strings that must not occur in the text, trigger included.
+    max_chars : int, optional
+        At most this many characters of free text before the trigger.
+
+    Returns
+    -------
+    Regex
+        The language, as regex IR.
+    """
+    free = ANY_TEXT if max_chars is None else Repeat(ANY_CHAR, 0, max_chars)
+    parts: list[Regex] = [
+        Concat((free, Literal(trigger))),
+        Complement(Concat((ANY_TEXT, _any_of(triggers), ANY_CHAR, ANY_TEXT))),
+    ]
+    longer = [t for t in triggers if len(t) > len(trigger) and t.endswith(trigger)]
+    if longer:
+        parts.append(Complement(Concat((ANY_TEXT, _any_of(longer)))))
+    strings = [s for s in excluded if s]
+    if strings:
+        parts.append(Complement(contains_any(strings)))
+    return Intersect(tuple(parts))

@@ -1,0 +1,565 @@
+r"""Stage 1: the structural-tag front end, XGrammar's structural tag JSON -> Grammar IR.
+
+A structural tag describes an agent's turn: free text, thinking blocks and tool calls in a chat
+template's own syntax, where only some regions follow a JSON Schema, a regex or a grammar. Two
+spellings are read:
+
+- the current one, ``{"type": "structural_tag", "format": {...}}``, with the format types
+  ``const_string``, ``json_schema``, ``regex``, ``grammar`` (Lark syntax), ``any_text``,
+  ``sequence``, ``or``, ``tag``, ``triggered_tags``, ``tags_with_separator``, ``optional``,
+  ``star``, ``plus``, ``repeat`` and ``dispatch``;
+- the legacy one, ``{"triggers": [...], "tags": [{"begin", "schema", "end"}, ...]}`` (also with
+  ``"structures"`` for ``"tags"``), which means ``triggered_tags`` over JSON Schema tags.
+
+The language is XGrammar's on the same spec (see ``docs/tool_calling.md``): free text ends at
+the first trigger it completes (the longest trigger ending there), excluded strings never occur
+in free text (nor across its end into the trigger), free text inside a tag also excludes the
+tag's end strings, ``json_schema`` is XGrammar's JSON (any whitespace between tokens, none
+around the value, no undeclared properties or items where some are declared) and ``regex``
+patterns have ECMAScript semantics (``\d`` is ASCII). Formats that match special tokens by id
+(``token``, ``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``,
+``any_text.max_tokens``) and the non-JSON argument styles are refused with
+:class:`~constrain.errors.GrammarError` naming the JSON pointer of the format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from constrain.errors import GrammarError, JsonSchemaError
+from constrain.frontends.compose import embed, free_text, map_regex, until_first, without_trailing
+from constrain.ir import Alt, CharSet, Grammar, Literal, Regex, Repeat, Rule, Terminal
+
+__all__ = ["parse_structural_tag", "xgrammar_json_schema"]
+
+Fragment = tuple[str, ...]
+"""A sequence of grammar symbols, the IR of one format."""
+
+_JSON_WS = CharSet(((9, 10), (13, 13), (32, 32)))
+_UNBOUNDED = frozenset({"any_text", "triggered_tags", "dispatch"})
+_TOKEN_FORMATS = frozenset(
+    {"token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"}
+)
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
+_SUBSCHEMAS = (
+    "additionalProperties unevaluatedProperties items additionalItems unevaluatedItems contains "
+    "propertyNames not if then else"
+).split()
+
+
+def parse_structural_tag(spec: Any) -> Grammar:
+    """Return the grammar of an XGrammar structural tag.
+
+    Parameters
+    ----------
+    spec : dict or str
+        ``{"type": "structural_tag", "format": {...}}``, or the legacy
+        ``{"triggers": [...], "tags": [{"begin", "schema", "end"}, ...]}``, or either as JSON
+        text.
+
+    Returns
+    -------
+    Grammar
+        The grammar, normalised.
+
+    Raises
+    ------
+    GrammarError
+        If the spec is malformed or uses an unsupported format; ``location`` is the JSON
+        pointer of the offending element (``#/format/elements/1``).
+    JsonSchemaError
+        If an embedded JSON Schema cannot be enforced; the pointer runs from the spec's root
+        into the schema.
+    RegexError
+        Never directly: a bad ``regex`` pattern is reported as a GrammarError at its pointer.
+    """
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as err:
+            raise GrammarError(f"structural tag is not valid JSON: {err}", "#") from err
+    if not isinstance(spec, Mapping):
+        raise GrammarError(f"a structural tag is a JSON object, got {type(spec).__name__}", "#")
+    builder = _Builder()
+    if "format" in spec:
+        if spec.get("type", "structural_tag") != "structural_tag":
+            raise GrammarError(f"type must be 'structural_tag', got {spec['type']!r}", "#/type")
+        top = builder.format(spec["format"], "#/format", None)
+    elif "triggers" in spec:
+        top = builder.format(_legacy_format(spec), "#", None)
+    else:
+        raise GrammarError(
+            "a structural tag needs 'format' ({'type': 'structural_tag', 'format': ...}) or "
+            "'triggers' and 'tags' (the legacy form)",
+            "#",
+        )
+    return builder.grammar(top)
+
+
+def xgrammar_json_schema(schema: Any, max_whitespace: int | None, pointer: str) -> Grammar:
+    r"""Return the grammar of the JSON XGrammar's structural tags accept for a schema.
+
+    XGrammar's ``json_schema`` format reads the schema in strict mode (an object schema that
+    declares ``properties`` or ``patternProperties`` admits no other key unless it says so; a
+    ``prefixItems`` array no other item) and allows any run of ``[ \t\n\r]`` between tokens
+    (at most ``max_whitespace`` characters when given) but none before or after the value.
+
+    Parameters
+    ----------
+    schema : dict or bool
+        The JSON Schema.
+    max_whitespace : int or None
+        Longest whitespace run; None: unbounded.
+    pointer : str
+        The JSON pointer of the schema in its document, prefixed to error pointers.
+
+    Returns
+    -------
+    Grammar
+        The grammar, not normalised.
+
+    Raises
+    ------
+    JsonSchemaError
+        With the pointer of the keyword (from ``pointer``) when the schema cannot be enforced.
+    """
+    if max_whitespace is not None and (
+        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
+    ):
+        raise JsonSchemaError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
+    bound = 1 if max_whitespace is None else max_whitespace
+    try:
+        grammar = Grammar.from_json_schema(
+            _strict(schema),
+            whitespace="flexible" if bound > 0 else "compact",
+            max_whitespace=max(bound, 1),
+        )
+    except JsonSchemaError as err:
+        message = str(err).removesuffix(f" (at {err.location})")
+        raise JsonSchemaError(message, pointer + err.pointer.removeprefix("#")) from err
+    if bound > 0:
+        if max_whitespace is None:  # XGrammar's default: any run of whitespace
+            grammar = _unbounded_whitespace(grammar, bound)
+        grammar = without_trailing(grammar, _JSON_WS)
+    return grammar
+
+
+def _unbounded_whitespace(grammar: Grammar, bound: int) -> Grammar:
+    r"""Return the JSON grammar with its layout runs ``[ \t\n\r]{0,bound}`` unbounded.
+
+    JSON string bodies never hold raw ``\n``, so a repeat of exactly this set is layout.
+    """
+
+    def rewrite(node: Regex) -> Regex:
+        if (
+            isinstance(node, Repeat)
+            and node.item == _JSON_WS
+            and (node.min, node.max) == (0, bound)
+        ):
+            return Repeat(_JSON_WS, 0, None)
+        return node
+
+    terminals = tuple(Terminal(t.name, map_regex(t.regex, rewrite)) for t in grammar.terminals)
+    return Grammar(grammar.rules, terminals, grammar.start, grammar.ignore, _meta=grammar._meta)
+
+
+def _strict(schema: Any) -> Any:
+    """Return the schema with XGrammar's strict mode written out as keywords (a copy)."""
+    if isinstance(schema, list):
+        return [_strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: _strict(v) for k, v in out[key].items()}
+    for key in (*_SUBSCHEMA_LISTS, *_SUBSCHEMAS):
+        if key in out and key not in _SUBSCHEMA_MAPS:
+            out[key] = _strict(out[key])
+    if (
+        ("properties" in out or "patternProperties" in out)
+        and "additionalProperties" not in out
+        and "unevaluatedProperties" not in out
+    ):
+        out["additionalProperties"] = False
+    if "prefixItems" in out and "items" not in out and "unevaluatedItems" not in out:
+        out["items"] = False
+    if isinstance(out.get("items"), list) and "additionalItems" not in out:
+        out["additionalItems"] = False
+    return out
+
+
+def _legacy_format(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the ``triggered_tags`` format of a legacy ``{"triggers", "tags"}`` spec."""
+    key = "tags" if "tags" in spec else "structures"
+    items = spec.get(key)
+    if not isinstance(items, list):
+        raise GrammarError(f"'{key}' must be a list of {{begin, schema, end}} objects", f"#/{key}")
+    tags = []
+    for i, item in enumerate(items):
+        where = f"#/{key}/{i}"
+        if not isinstance(item, Mapping):
+            raise GrammarError("a tag is an object with 'begin', 'schema' and 'end'", where)
+        schema = item.get("schema", item.get("parameters"))
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as err:
+                raise GrammarError(f"schema is not valid JSON: {err}", f"{where}/schema") from err
+        if schema is None:
+            raise GrammarError("the tag has no 'schema'", where)
+        content = {"type": "json_schema", "json_schema": schema}
+        tags.append({"type": "tag", "begin": item.get("begin"), "content": content})
+        tags[-1]["end"] = item.get("end")
+    return {"type": "triggered_tags", "triggers": spec.get("triggers"), "tags": tags}
+
+
+# --------------------------------------------------------------------------------------------
+# Formats -> rules and terminals
+# --------------------------------------------------------------------------------------------
+
+
+def _field(fmt: Mapping[str, Any], key: str, kind: type | tuple[type, ...], path: str) -> Any:
+    """Return ``fmt[key]`` checked against ``kind`` (a GrammarError at its pointer if not)."""
+    if key not in fmt:
+        raise GrammarError(f"the format needs '{key}'", path)
+    value = fmt[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise GrammarError(f"'{key}' must be {names}, got {value!r}", f"{path}/{key}")
+    return value
+
+
+def _strings(value: Any, path: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise GrammarError(f"expected a list of strings, got {value!r}", path)
+    return list(value)
+
+
+def _optional_bool(fmt: Mapping[str, Any], key: str, path: str) -> bool:
+    return bool(_field(fmt, key, bool, path)) if key in fmt else False
+
+
+class _Builder:
+    """Collect the rules and terminals of one structural tag."""
+
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+        self.terminals: dict[Regex, str] = {}
+        self.extra_terminals: list[Terminal] = []
+        self.num_rules = 0
+        self.num_embedded = 0
+
+    def grammar(self, top: Fragment) -> Grammar:
+        """Return the normalised grammar whose start rule derives ``top``."""
+        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
+        grammar = Grammar(
+            rules=(Rule("start", (top,)), *self.rules),
+            terminals=terminals + tuple(self.extra_terminals),
+            start="start",
+        )
+        return grammar.normalise()
+
+    def term(self, regex: Regex) -> str:
+        """Return the terminal of ``regex`` (interned)."""
+        name = self.terminals.get(regex)
+        if name is None:
+            name = self.terminals[regex] = f"S{len(self.terminals)}"
+        return name
+
+    def literal(self, text: str) -> Fragment:
+        """Return the fragment of a constant string (empty for ``""``)."""
+        return (self.term(Literal(text)),) if text else ()
+
+    def rule(self, alternatives: Sequence[Fragment], name: str | None = None) -> str:
+        """Add a rule and return its name (a fresh one unless ``name`` is given)."""
+        if name is None:
+            name = self.fresh()
+        self.rules.append(Rule(name, tuple(alternatives)))
+        return name
+
+    def fresh(self) -> str:
+        """Return an unused rule name."""
+        self.num_rules += 1
+        return f"st{self.num_rules}"
+
+    def add_embedded(self, grammar: Grammar) -> Fragment:
+        """Add a sub-grammar under a fresh prefix and return its start symbol."""
+        self.num_embedded += 1
+        part = embed(grammar, f"g{self.num_embedded}_")
+        self.rules.extend(part.rules)
+        self.extra_terminals.extend(part.terminals)
+        return (part.start,)
+
+    # -- dispatch on the format type ---------------------------------------------------------
+
+    def format(self, fmt: Any, path: str, ends: tuple[str, ...] | None) -> Fragment:
+        """Return the fragment of one format.
+
+        ``ends`` are the end strings of the innermost enclosing tag (None at the top level):
+        free text inside the tag never contains them.
+        """
+        if not isinstance(fmt, Mapping):
+            raise GrammarError(f"a format is a JSON object, got {fmt!r}", path)
+        kind = fmt.get("type")
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is not None:
+            return handler(self, fmt, path, ends)
+        if kind in _TOKEN_FORMATS:
+            raise GrammarError(
+                f"format {kind!r} matches special tokens by id, which constrain's grammars "
+                "cannot express yet; write the token's text with const_string instead",
+                path,
+            )
+        if kind == "qwen_xml_parameter":
+            raise GrammarError("format 'qwen_xml_parameter' (XML arguments) is not supported", path)
+        known = ", ".join(sorted(_HANDLERS))
+        raise GrammarError(f"unknown format type {kind!r}; supported: {known}", path)
+
+    def const_string(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        return self.literal(_field(fmt, "value", str, path))
+
+    def regex(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        from constrain.errors import RegexError
+        from constrain.frontends.regex import parse_regex
+
+        pattern = _field(fmt, "pattern", str, path)
+        try:
+            regex = parse_regex(pattern, flavor="ecmascript")
+        except RegexError as err:
+            raise GrammarError(f"invalid regex: {err}", f"{path}/pattern") from err
+        return (self.term(regex),)
+
+    def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        style = fmt.get("style", "json")
+        if style != "json":
+            raise GrammarError(
+                f"style {style!r} is not supported: only 'json' arguments", f"{path}/style"
+            )
+        if fmt.get("excludes"):
+            raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
+        if fmt.get("any_order"):
+            raise GrammarError(
+                "any_order in json_schema is not supported (XGrammar's any_order drops the "
+                "required and uniqueness checks)",
+                f"{path}/any_order",
+            )
+        schema = _field(fmt, "json_schema", (dict, bool), path)
+        max_ws = fmt.get("max_whitespace_cnt")
+        return self.add_embedded(xgrammar_json_schema(schema, max_ws, f"{path}/json_schema"))
+
+    def grammar_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        from constrain.errors import LarkGrammarError
+
+        text = _field(fmt, "grammar", str, path)
+        syntax = fmt.get("syntax", "ebnf")
+        if syntax != "lark":
+            raise GrammarError(
+                f"grammar syntax {syntax!r} is not supported; give the grammar in Lark syntax "
+                'with "syntax": "lark"',
+                f"{path}/syntax",
+            )
+        try:
+            grammar = Grammar.from_lark(text)
+        except LarkGrammarError as err:
+            raise GrammarError(f"invalid Lark grammar: {err}", f"{path}/grammar") from err
+        return self.add_embedded(grammar)
+
+    def any_text(self, fmt: Mapping[str, Any], path: str, ends: tuple[str, ...] | None) -> Fragment:
+        if fmt.get("max_tokens") is not None:
+            raise GrammarError(
+                "any_text.max_tokens counts tokens, which the grammar cannot express; use "
+                "max_chars",
+                f"{path}/max_tokens",
+            )
+        excludes = _strings(fmt.get("excludes", []), f"{path}/excludes")
+        max_chars = fmt.get("max_chars")
+        if max_chars is not None:
+            max_chars = _field(fmt, "max_chars", int, path)
+        return (self.term(free_text([*excludes, *(ends or ())], max_chars)),)
+
+    def sequence(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        elements = _field(fmt, "elements", list, path)
+        out: list[str] = []
+        for i, element in enumerate(elements):
+            out.extend(self.format(element, f"{path}/elements/{i}", ends))
+        return tuple(out)
+
+    def or_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        elements = _field(fmt, "elements", list, path)
+        if not elements:
+            raise GrammarError("'or' needs at least one element", f"{path}/elements")
+        alts = [self.format(e, f"{path}/elements/{i}", ends) for i, e in enumerate(elements)]
+        return (self.rule(alts),)
+
+    def tag(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        begin, body = self.tag_parts(fmt, path)
+        return (*self.literal(begin), *body)
+
+    def tag_parts(self, fmt: Any, path: str) -> tuple[str, Fragment]:
+        """Return a tag's begin string and the fragment of its content and end."""
+        if not isinstance(fmt, Mapping) or fmt.get("type", "tag") != "tag":
+            raise GrammarError("expected a format of type 'tag'", path)
+        if isinstance(fmt.get("begin"), Mapping) or isinstance(fmt.get("end"), Mapping):
+            raise GrammarError(
+                "a tag whose begin or end is a token format matches special tokens by id, "
+                "which constrain's grammars cannot express yet",
+                path,
+            )
+        begin = _field(fmt, "begin", str, path)
+        raw_end = _field(fmt, "end", (str, list), path)
+        ends = [raw_end] if isinstance(raw_end, str) else _strings(raw_end, f"{path}/end")
+        if not ends:
+            raise GrammarError("'end' needs at least one string", f"{path}/end")
+        content = fmt.get("content")
+        if not any(ends) and _is_unbounded(content):
+            raise GrammarError(
+                "the tag's content is free text, so at least one end string must be non-empty",
+                f"{path}/end",
+            )
+        inner = tuple(e for e in ends if e)
+        body = self.format(content, f"{path}/content", inner)
+        if len(ends) == 1:
+            end = self.literal(ends[0])
+        else:
+            end = (self.term(Alt(tuple(Literal(e) for e in dict.fromkeys(ends)))),)
+            if "" in ends:
+                end = (self.rule([end, ()]),)
+        return begin, (*body, *end)
+
+    def triggered_tags(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        triggers = _strings(_field(fmt, "triggers", list, path), f"{path}/triggers")
+        if not triggers or not all(triggers):
+            raise GrammarError("triggers must be non-empty strings", f"{path}/triggers")
+        tags = _field(fmt, "tags", list, path)
+        excluded = [*_strings(fmt.get("excludes", []), f"{path}/excludes"), *(ends or ())]
+        groups: dict[str, list[Fragment]] = {t: [] for t in triggers}
+        direct: list[Fragment] = []
+        for i, tag in enumerate(tags):
+            where = f"{path}/tags/{i}"
+            begin, body = self.tag_parts(tag, where)
+            matched = [t for t in groups if begin.startswith(t)]
+            if len(matched) != 1:
+                problem = "no trigger" if not matched else f"several triggers {matched}"
+                raise GrammarError(
+                    f"the tag's begin {begin!r} starts with {problem}; each tag must be "
+                    "matched by exactly one trigger (a prefix of its begin)",
+                    f"{where}/begin",
+                )
+            groups[matched[0]].append((*self.literal(begin[len(matched[0]) :]), *body))
+            direct.append((*self.literal(begin), *body))
+        for j, (trigger, bodies) in enumerate(groups.items()):
+            if not bodies:
+                raise GrammarError(f"trigger {trigger!r} begins no tag", f"{path}/triggers/{j}")
+        at_least_one = _optional_bool(fmt, "at_least_one", path)
+        stop_after_first = _optional_bool(fmt, "stop_after_first", path)
+        if at_least_one and stop_after_first:
+            return (self.rule(direct),)
+        loop = self.dispatch_rule(groups, excluded, loop=not stop_after_first)
+        if at_least_one:  # XGrammar: the first tag comes at once, free text only after it
+            return (self.rule([(*d, loop) for d in direct]),)
+        return (loop,)
+
+    def dispatch_rule(
+        self, groups: Mapping[str, list[Fragment]], excluded: list[str], *, loop: bool
+    ) -> str:
+        """Return the rule of free text dispatching on triggers: ``FREE | until(t) group ...``.
+
+        ``groups[t]`` are the fragments that may follow trigger ``t``; with ``loop`` free text
+        resumes after each of them, otherwise the rule ends there.
+        """
+        triggers = list(groups)
+        name = self.fresh()
+        alts: list[Fragment] = [(self.term(free_text([*triggers, *excluded])),)]
+        for trigger, fragments in groups.items():
+            head = self.term(until_first(trigger, triggers, excluded))
+            alts.extend((head, *f, *((name,) if loop else ())) for f in fragments)
+        return self.rule(alts, name)
+
+    def dispatch(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        rules = _field(fmt, "rules", list, path)
+        groups: dict[str, list[Fragment]] = {}
+        for i, pair in enumerate(rules):
+            where = f"{path}/rules/{i}"
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[0]):
+                raise GrammarError("a dispatch rule is a [pattern, format] pair", where)
+            if not isinstance(pair[0], str):
+                raise GrammarError("the pattern must be a non-empty string", f"{where}/0")
+            groups.setdefault(pair[0], []).append(self.format(pair[1], f"{where}/1", ends))
+        excluded = [*_strings(fmt.get("excludes", []), f"{path}/excludes"), *(ends or ())]
+        loop = _field(fmt, "loop", bool, path) if "loop" in fmt else True
+        return (self.dispatch_rule(groups, excluded, loop=loop),)
+
+    def tags_with_separator(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        tags = _field(fmt, "tags", list, path)
+        separator = self.literal(_field(fmt, "separator", str, path))
+        alts = []
+        for i, tag in enumerate(tags):
+            begin, body = self.tag_parts(tag, f"{path}/tags/{i}")
+            alts.append((*self.literal(begin), *body))
+        if not alts:
+            raise GrammarError("tags_with_separator needs at least one tag", f"{path}/tags")
+        one = self.rule(alts)
+        at_least_one = _optional_bool(fmt, "at_least_one", path)
+        if _optional_bool(fmt, "stop_after_first", path):
+            return (one,) if at_least_one else (self.rule([(one,), ()]),)
+        rest = self.fresh()
+        self.rule([(), (*separator, one, rest)], rest)
+        return (one, rest) if at_least_one else (self.rule([(one, rest), ()]),)
+
+    def repeat(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        kind = fmt["type"]
+        low, high = {"optional": (0, 1), "star": (0, -1), "plus": (1, -1)}.get(kind, (0, 0))
+        if kind == "repeat":
+            low, high = _field(fmt, "min", int, path), _field(fmt, "max", int, path)
+            if low < 0 or (high != -1 and high < low):
+                raise GrammarError(
+                    f"repeat bounds must be 0 <= min <= max, got {low}, {high}", path
+                )
+        body = self.format(fmt.get("content"), f"{path}/content", ends)
+        tail: Fragment
+        if high == -1:
+            star = self.fresh()
+            self.rule([(), (*body, star)], star)
+            tail = (star,)
+        else:
+            tail = ()
+            for _ in range(high - low):
+                tail = (self.rule([(), (*body, *tail)]),)
+        return (*(body * low), *tail)
+
+
+def _is_unbounded(fmt: Any) -> bool:
+    """Whether a format holds free text outside any nested tag (it needs an end string)."""
+    if not isinstance(fmt, Mapping):
+        return False
+    kind = fmt.get("type")
+    if kind in _UNBOUNDED:
+        return True
+    if kind in ("sequence", "or"):
+        return any(_is_unbounded(e) for e in fmt.get("elements", ()))
+    if kind in ("optional", "star", "plus", "repeat"):
+        return _is_unbounded(fmt.get("content"))
+    return False
+
+
+_HANDLERS: dict[str, Callable[[_Builder, Mapping[str, Any], str, Any], Fragment]] = {
+    "const_string": _Builder.const_string,
+    "regex": _Builder.regex,
+    "json_schema": _Builder.json_schema,
+    "grammar": _Builder.grammar_format,
+    "any_text": _Builder.any_text,
+    "sequence": _Builder.sequence,
+    "or": _Builder.or_format,
+    "tag": _Builder.tag,
+    "triggered_tags": _Builder.triggered_tags,
+    "tags_with_separator": _Builder.tags_with_separator,
+    "dispatch": _Builder.dispatch,
+    "optional": _Builder.repeat,
+    "star": _Builder.repeat,
+    "plus": _Builder.repeat,
+    "repeat": _Builder.repeat,
+}
