@@ -1,11 +1,13 @@
 """Call numba kernels without the dispatcher's per-call type resolution.
 
 A numba dispatcher types every argument on every call (``typeof``: ~70 ns per array, more for
-tuples) before it picks the compiled overload; the matcher's kernels take ~35 arrays, so that is
+tuples) before it picks the compiled overload; the matcher's kernels take ~35 arrays, which was
 3 µs of a 6 µs accept. :func:`entry_point` resolves the overload once for the exact argument types
 of a call and returns its compiled entry, which only unboxes. The caller must then pass arguments
 of exactly those types (same dtypes, dimensions, layouts, read-only flags): the entry does not
 check them. The matcher does so for arrays it owns; anything else goes through the dispatcher.
+The kernels take their arrays grouped in a few plain tuples (``kernels/README.md`` section 0);
+the costs below count the arrays inside them.
 
 Resolving through numba's ``typeof`` costs ~40 µs per argument, so resolved entries are cached
 process-wide by a cheap fingerprint of the arguments (type, dtype, dimensions, layout and

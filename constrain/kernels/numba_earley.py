@@ -12,7 +12,7 @@ The public kernels take two structures, plain tuples (see ``kernels/README.md``)
   ``(item_rule, item_next_nt, item_next_t, rule_lhs, rule_first_item, nt_rules_indptr,
   nt_rules, nullable, final_item)`` from ``ParserTables``, then ``num_terminals`` and the limit
   ``max_set_items``. Kernels that call these pass ``par`` alone, not the whole grammar: a
-  callee that is not inlined increfs and decrefs every array of its tuple arguments;
+  callee that LLVM does not inline can incref and decref every array of its tuple arguments;
 - ``chart`` (one per matcher, rebuilt by the matcher when it grows an array): ``(items, sets,
   set_bits, counts, scratch, memo)``:
 
