@@ -4,7 +4,8 @@
 vocabulary (cached per model), decodes with the method ``sampler=`` names
 (:mod:`constrain.decoding.registry`) and parses the text into the value asked for, validating
 it once more independently of the automata. :func:`stream` yields the text as it is produced.
-Both validate their options in one place, :class:`GenerationOptions`.
+Both validate their options in one place, :class:`GenerationOptions`, and build the
+constraint before loading a model, so a misuse fails at once.
 
 No output is ever returned silently invalid: when ``max_tokens`` ends generation before the
 grammar accepts, :class:`~constrain.IncompleteOutputError` carries the partial text.
@@ -13,15 +14,16 @@ grammar accepts, :class:`~constrain.IncompleteOutputError` carries the partial t
 from __future__ import annotations
 
 import codecs
+import json
+import math
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
-
-import torch
 
 from constrain.decoding.method import (
     DecodeJob,
@@ -32,6 +34,7 @@ from constrain.decoding.method import (
 )
 from constrain.decoding.registry import resolve_method
 from constrain.decoding.speculative import (
+    DRAFTER_NAMES,
     SpeculativeMethod,
     SpeculativeSpec,
     resolve_drafters,
@@ -40,10 +43,14 @@ from constrain.decoding.speculative import (
 from constrain.diffusion.denoising import DiffusionModel
 from constrain.diffusion.route import generate_diffusion
 from constrain.errors import IncompleteOutputError
+from constrain.frontends.json_schema.open_ends import open_ends
+from constrain.frontends.pydantic import pydantic_schema
+from constrain.integrations.progress import LOGGER, notice_kernel_compilation
 from constrain.integrations.transformers import Model, load_model
 from constrain.ir import Grammar
 from constrain.matcher import Matcher
-from constrain.output import output_type
+from constrain.output import DEFAULT_NUMBER_DIGITS, OutputType, output_type
+from constrain.sampling import RandomStreams
 from constrain.sampling.base import Sampler
 
 if TYPE_CHECKING:
@@ -58,6 +65,7 @@ Batch = list[str] | Sequence[Sequence[Message]]
 prompts work too, typed ``Any``)."""
 ModelT = TypeVar("ModelT", bound="BaseModel")
 SamplerSpec = str | Sampler | DecodingMethod | None
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')  # a JSON object key and its colon
 
 _DEFAULT: list[Model] = []
 _DEFAULT_LOCK = threading.Lock()
@@ -80,7 +88,10 @@ class GenerationResult:
     text: str
     """The generated text, exactly as the grammar saw it."""
     finish_reason: str
-    """``"stop"``: the model ended (EOS) or the grammar admits no continuation."""
+    """``"stop"``: the model ended (EOS) or the grammar admits no continuation. ``"length"``:
+    ``max_tokens`` ended generation where the grammar accepts, so the value is complete and
+    valid but the model had not finished it (a warning on the ``"constrain"`` logger says so;
+    raise ``max_tokens`` or bound the constraint if the value looks cut)."""
     prompt_tokens: int
     output_tokens: int
     seconds: float
@@ -154,7 +165,12 @@ class GenerationOptions:
     Raises
     ------
     TypeError
-        If none of ``schema``, ``regex``, ``grammar`` and ``choices`` is given.
+        If none of ``schema``, ``regex``, ``grammar`` and ``choices`` is given, or an option
+        has the wrong type.
+    ValueError
+        If an option is out of range (``max_tokens`` or ``max_draft`` below 1, a negative or
+        NaN ``temperature``, ``top_k`` below 0, ``top_p`` outside (0, 1]) or ``speculative``
+        names an unknown drafter.
     """
 
     schema: Any = None
@@ -179,6 +195,39 @@ class GenerationOptions:
     def __post_init__(self) -> None:
         if all(v is None for v in self.constraint.values()):
             raise TypeError("give one of schema=, regex=, grammar= or choices=")
+        for name in ("max_tokens", "max_draft", "top_k", "seed"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool)) and not (
+                name == "seed" and value is None
+            ):
+                raise TypeError(f"{name}= must be an int, got {value!r}")
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise TypeError(f"{name}= must be a number, got {value!r}")
+        for name, kind in (("chat", bool), ("overlap", bool), ("system", str)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"{name}= must be a {kind.__name__} or None, got {value!r}")
+        if self.max_tokens < 1 or self.max_draft < 1:
+            raise ValueError(
+                f"max_tokens and max_draft must be at least 1, got {self.max_tokens} and "
+                f"{self.max_draft}"
+            )
+        if math.isnan(self.temperature) or self.temperature < 0 or self.top_k < 0:
+            raise ValueError(
+                f"temperature must be >= 0 and top_k >= 0, got {self.temperature} and {self.top_k}"
+            )
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        spec = self.speculative
+        names = [spec] if isinstance(spec, str) else spec if isinstance(spec, Sequence) else []
+        known = (*DRAFTER_NAMES, "all") if isinstance(spec, str) else DRAFTER_NAMES
+        for item in names:
+            if isinstance(item, str) and item.lower() not in known:
+                raise ValueError(
+                    f"unknown drafter {item!r}; choose from {', '.join(DRAFTER_NAMES)} or 'all'"
+                )
 
     @property
     def constraint(self) -> dict[str, Any]:
@@ -225,10 +274,12 @@ class _Prepared:
         self.batch = _is_batch(prompt)
         prompts = list(prompt) if self.batch else [prompt]
         _check_prompts(prompts)
-        model = _resolve_model(options.model)
+        self.options = options
+        self.output = output_type(**options.constraint, json_options=options.json_options)
+        model = _resolve_model(options.model)  # after every argument is checked
         self.model = model
         self.max_tokens = options.max_tokens
-        self.output = output_type(**options.constraint, json_options=options.json_options)
+        notice_kernel_compilation()
         t1 = time.perf_counter()
         compiled = model.compile(self.output.grammar)
         self.compile_seconds = time.perf_counter() - t1
@@ -243,7 +294,7 @@ class _Prepared:
             output_kind=self.output.kind,
             max_tokens=options.max_tokens,
             sampling=options.sampling,
-            generator=_generator(model, options.seed),
+            generator=_generator(model, options.seed, len(prompts)),
             chat=chat,
             system=system,
             overlap=options.overlap,
@@ -285,15 +336,44 @@ class _Prepared:
         if incomplete:
             rows = ", ".join(str(i) for i, _ in incomplete)
             where = f" (rows {rows} of {len(res.token_ids)})" if self.batch else ""
-            err = IncompleteOutputError(
+            first = incomplete[0][1]
+            raise IncompleteOutputError(
                 f"max_tokens={self.max_tokens} ended generation before the output was complete"
-                f"{where}; raise max_tokens, or bound the output in the schema (maxLength, "
-                "maxItems) or the grammar",
+                f"{where}; it ends with {first[-60:]!r}. {self._open_hint(first)}",
                 incomplete[0][1],
                 dict(incomplete),
             )
-            raise err
+        cut = [i for i, r in enumerate(out) if r.finish_reason == "length"]
+        if cut:
+            which = f"rows {', '.join(map(str, cut))}: " if self.batch else ""
+            LOGGER.warning(
+                "%sthe output is complete for the grammar but max_tokens=%d ended it, not the "
+                "model (finish_reason 'length'); raise max_tokens if it looks cut",
+                which,
+                self.max_tokens,
+            )
         return out
+
+    def _open_hint(self, text: str) -> str:
+        """Say how to bound the output: the open places of a schema, by JSON pointer.
+
+        The places under the last key the partial ``text`` wrote come first (best effort).
+        """
+        if self.output.kind not in ("json", "pydantic", "type"):
+            return "Raise max_tokens, or bound the repetitions of the regex or grammar."
+        opts = dict(self.options.json_options or {})
+        spots = open_ends(
+            _json_schema(self.options.schema, self.output, opts),
+            max_number_digits=opts.get("max_number_digits", DEFAULT_NUMBER_DIGITS),
+        )
+        if not spots:
+            return "Raise max_tokens."
+        keys = _KEY.findall(text)
+        if keys:
+            last = f"/properties/{keys[-1]}"
+            spots.sort(key=lambda spot: last not in spot.partition(": ")[0])
+        listed = "; ".join(spots[:6]) + ("; ..." if len(spots) > 6 else "")
+        return f"Raise max_tokens, or bound what the schema leaves open: {listed}."
 
 
 @overload
@@ -481,7 +561,9 @@ def generate(
         ``GenerationResult.details`` is the :class:`~constrain.decoding.DiffusionResult`;
         ``log_weight`` is NaN (not computed).
     max_tokens : int, optional
-        Most output tokens per prompt (default 512).
+        Most output tokens per prompt (default 512). An output it ends where the grammar
+        accepts is returned with ``finish_reason="length"`` and a warning on the
+        ``"constrain"`` logger; one it ends before raises :class:`IncompleteOutputError`.
     temperature, top_k, top_p : optional
         Sampling: ``temperature=0`` (default) is greedy.
     seed : int, optional
@@ -512,7 +594,10 @@ def generate(
         a float). ``whitespace`` defaults to ``"spaced"`` here (``", "`` and ``": "`` separators, as
         ``json.dumps`` writes): models write JSON with spaces, and forbidding them costs
         accuracy (``docs/sampling.md``); pass ``{"whitespace": "compact"}`` for the shortest
-        output or ``"flexible"`` to let the model choose (bounded).
+        output or ``"flexible"`` to let the model choose (bounded). ``max_number_digits``
+        defaults to 15 here: a number the schema leaves unbounded is written plainly with at
+        most 15 digits before and 15 after the point (listed in the grammar's warnings), so a
+        greedy model cannot write digits until ``max_tokens``; ``None`` lifts it.
     overlap : bool, optional
         Compute the next mask while the forward pass runs (default: when the model is on a GPU).
     speculative : bool, str, Drafter or list of those, optional
@@ -573,6 +658,17 @@ def generate(
     return values if batch else values[0]
 
 
+def _json_schema(schema: Any, output: OutputType, opts: Mapping[str, Any]) -> Any:
+    """Return the JSON Schema that ``output`` was built from (``schema=`` as output.py reads it)."""
+    if output.kind != "json":
+        return pydantic_schema(schema, extra_properties=bool(opts.get("extra_properties")))
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, str) and schema.lstrip().startswith(("{", "true", "false")):
+        return json.loads(schema)
+    return json.loads(Path(schema).read_text(encoding="utf-8"))
+
+
 def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[GenerationResult]:
     """``generate`` with a masked-diffusion model (:func:`generate_diffusion`)."""
     if options.top_k or options.top_p != 1.0 or options.overlap is not None or options.speculative:
@@ -605,12 +701,9 @@ def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[Generat
     ]
 
 
-def _generator(model: Model, seed: int | None) -> torch.Generator | None:
-    if seed is None:
-        return None
-    gen = torch.Generator(device=model.device)
-    gen.manual_seed(seed)
-    return gen
+def _generator(model: Model, seed: int | None, n: int) -> RandomStreams | None:
+    # one random stream per request, keyed seed + k: independent of the batch around it
+    return None if seed is None else RandomStreams.for_requests(seed, n, model.device)
 
 
 def stream(

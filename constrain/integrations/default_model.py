@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from constrain.errors import ModelNotFoundError
+from constrain.integrations.progress import notice_once
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -101,6 +102,11 @@ def convert_default_model(*, force: bool = False) -> Path:
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        notice_once(
+            "convert",
+            f"first use of the default model: converting {gguf.name} to a safetensors copy "
+            f"in {target.parent} (about 25 s and 1.2 GB of memory, once per machine)",
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
         try:

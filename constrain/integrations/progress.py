@@ -1,0 +1,96 @@
+"""What a slow first call says on standard error, and the third-party progress bars it hides.
+
+- :func:`notice_once` logs a message on the ``"constrain"`` logger at WARNING level once per
+  process (Python shows WARNING records on standard error when logging is not configured;
+  ``logging.getLogger("constrain").setLevel(logging.ERROR)`` silences them).
+- :func:`notice_kernel_compilation`: before the first compile of a process whose numba cache
+  does not hold constrain's kernels yet (a fresh install), say that compiling them takes about
+  a minute, once.
+- :func:`silence_progress_bars`: transformers' progress bars ("Loading weights") off for a
+  block; :func:`~constrain.integrations.transformers.load_model` uses it whenever standard
+  error is not a terminal, the command line also under ``--quiet``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = [
+    "LOGGER",
+    "kernels_cached",
+    "notice_kernel_compilation",
+    "notice_once",
+    "silence_progress_bars",
+]
+
+LOGGER = logging.getLogger("constrain")
+"""The logger of constrain's notices (first-run work, outputs cut by ``max_tokens``)."""
+
+_NOTICED: set[str] = set()
+_NOTICE_LOCK = threading.Lock()
+_KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def notice_once(key: str, message: str) -> None:
+    """Log ``message`` at WARNING level, the first time ``key`` is noticed in this process."""
+    with _NOTICE_LOCK:
+        if key in _NOTICED:
+            return
+        _NOTICED.add(key)
+    LOGGER.warning(message)
+
+
+def kernels_cached() -> bool:
+    """Return whether numba's on-disk cache holds constrain's matcher kernels (best effort).
+
+    Looks where numba's cache locators put them: ``$NUMBA_CACHE_DIR`` followed by the source
+    folder's absolute path when that variable is set, else the ``__pycache__`` folder next to
+    the kernels or the user-wide ``~/.cache/numba`` mirror of their path. True under
+    ``NUMBA_DISABLE_JIT=1`` (nothing is compiled).
+    """
+    if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        return True
+    mirror = _KERNELS.relative_to(_KERNELS.anchor)
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    if root:
+        folders = [Path(root) / mirror]
+    else:
+        folders = [_KERNELS / "__pycache__", Path.home() / ".cache" / "numba" / mirror]
+    tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    return any(
+        folder.is_dir() and any(folder.glob(f"numba_match.*.{tag}.nbi")) for folder in folders
+    )
+
+
+def notice_kernel_compilation() -> None:
+    """Say once, when numba's cache lacks constrain's kernels, that compiling them takes time."""
+    if not kernels_cached():
+        notice_once(
+            "kernels",
+            "first run in this environment: compiling constrain's numba kernels into numba's "
+            "on-disk cache (about a minute on 2 cores; later runs reuse it)",
+        )
+
+
+@contextlib.contextmanager
+def silence_progress_bars(silence: bool = True) -> Iterator[None]:
+    """Turn transformers' progress bars off while the block runs (when ``silence``).
+
+    Bars already off stay off; bars this turned off are turned back on afterwards.
+    """
+    from transformers.utils import logging as hf_logging
+
+    if not silence or not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
