@@ -25,7 +25,9 @@ Commands
 
 Every command exits with 0 on success, 1 on an error or a rejected text (the message goes to
 standard error) and 2 on a usage error. Progress bars and spinners go to standard error, only
-when it is a terminal, and never with ``--quiet``.
+when it is a terminal; notices (first-run work, an output ``--max-tokens`` ended) as
+``constrain: ...`` lines; neither with ``--quiet``. Each ``generate`` loads the model (1-2 s):
+for many prompts give ``--batch-file``, or load once in Python (``constrain.load_model()``).
 
 (The console script is ``constrain-llm``: the name ``constrain`` belongs to another PyPI
 project.)
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from constrain.errors import CliError, ConstrainError, JsonSchemaError, caret_context
+from constrain.integrations.progress import notices_to, silence_progress_bars
 from constrain.ir import Grammar
 
 if TYPE_CHECKING:
@@ -192,12 +195,25 @@ def _constraint_kwargs(args: argparse.Namespace, *, lenient: bool | None = None)
         path = Path(args.schema)
         if not path.is_file():
             raise CliError(f"--schema {args.schema!r}: no such file")
+        _check_json_file(path)
         return {"schema": path, "json_options": opts}
     if args.regex is not None:
         return {"regex": args.regex}
     if getattr(args, "choices", None) is not None:
         return {"choices": args.choices}
     return {"grammar": args.grammar}
+
+
+def _check_json_file(path: Path) -> None:
+    """Raise CliError naming the line and column of a JSON syntax error in ``path``."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CliError(
+            f"--schema {str(path)!r}: not valid JSON at line {err.lineno}, column {err.colno}: "
+            f"{err.msg}\n{caret_context(text, err.pos)}"
+        ) from None
 
 
 def _output(args: argparse.Namespace, *, lenient: bool | None = None) -> OutputType:
@@ -254,7 +270,7 @@ def _schema_problems(args: argparse.Namespace, err: JsonSchemaError) -> tuple[li
     if getattr(args, "lenient", False):
         return [_pointer_message(err)], False
     try:
-        problems = list(_output(args, lenient=True).grammar.warnings)
+        problems = _not_enforced(_output(args, lenient=True).grammar.warnings)
         fixable = True
     except JsonSchemaError as other:
         problems, fixable = [_pointer_message(other)], False
@@ -315,12 +331,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
-    warnings = output.grammar.warnings
-    if warnings:
-        print(f"{len(warnings)} keyword(s) not enforced (--lenient):")
-        for line in warnings:
-            print(f"  {line}")
+    warnings = _not_enforced(output.grammar.warnings)
+    bounded = [w for w in output.grammar.warnings if w not in warnings]
+    for title, lines in (
+        ("keyword(s) not enforced (--lenient)", warnings),
+        ("number(s) with bounded digits, as generate writes them", bounded),
+    ):
+        if lines:
+            print(f"{len(lines)} {title}:\n" + "\n".join(f"  {line}" for line in lines))
     return 0
+
+
+def _not_enforced(warnings: Sequence[str]) -> list[str]:
+    """Return the warnings that name keywords not enforced (not ``max_number_digits`` notes)."""
+    from constrain.frontends.json_schema.emit import NUMBER_DIGITS_NOTE
+
+    return [w for w in warnings if not w.endswith(NUMBER_DIGITS_NOTE)]
 
 
 def _check_text(args: argparse.Namespace, compiled: CompiledGrammar) -> int:
@@ -403,7 +429,7 @@ def _load(args: argparse.Namespace) -> Model:
     from constrain.integrations.transformers import load_model
 
     show = _progress_enabled(args)
-    with _spinner("loading model", show):
+    with _spinner("loading model", show), silence_progress_bars(not show):
         return default_model() if args.model is None else load_model(args.model)
 
 
@@ -654,13 +680,18 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     quiet = argparse.ArgumentParser(add_help=False)
-    quiet.add_argument("-q", "--quiet", action="store_true", help="no progress bars on stderr")
+    quiet.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars or notices on stderr"
+    )
 
     g = sub.add_parser(
         "generate",
         parents=[quiet],
         help="generate constrained output with a language model",
-        description="Generate with a language model under a constraint; print the value.",
+        description="Generate under a constraint; print the value. Each call loads the model "
+        "(1-2 s; the first use also converts it and compiles kernels, 1-2 min, once). For many "
+        "prompts: --batch-file, or in Python model = constrain.load_model() once, then "
+        "constrain.generate(..., model=model).",
     )
     g.add_argument("prompt", nargs="?", help="the prompt (or use --batch-file)")
     _add_constraint(g, choices=True, pydantic=True)
@@ -737,7 +768,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": _cmd_demo,
     }
     try:
-        return commands[args.command](args)
+        with notices_to(sys.stderr, quiet=getattr(args, "quiet", False)):
+            return commands[args.command](args)
     except _UsageError as err:
         sub = subparsers[args.command]
         sub.print_usage(sys.stderr)

@@ -6,6 +6,7 @@
 - :func:`notice_kernel_compilation`: before the first compile of a process whose numba cache
   does not hold constrain's kernels yet (a fresh install), say that compiling them takes about
   a minute, once.
+- :func:`notices_to`: the command line's ``constrain: ...`` lines on standard error.
 - :func:`silence_progress_bars`: transformers' progress bars ("Loading weights") off for a
   block; :func:`~constrain.integrations.transformers.load_model` uses it whenever standard
   error is not a terminal, the command line also under ``--quiet``.
@@ -20,12 +21,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 __all__ = [
     "LOGGER",
     "kernels_cached",
     "notice_kernel_compilation",
     "notice_once",
+    "notices_to",
     "silence_progress_bars",
 ]
 
@@ -94,3 +97,22 @@ def silence_progress_bars(silence: bool = True) -> Iterator[None]:
         yield
     finally:
         hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+
+
+@contextlib.contextmanager
+def notices_to(stream: IO[str], *, quiet: bool = False) -> Iterator[None]:
+    """Write the ``"constrain"`` logger's records to ``stream`` while the block runs.
+
+    Each record is one ``constrain: <message>`` line; with ``quiet`` only errors are written.
+    The records do not propagate to the root logger meanwhile (no second copy).
+    """
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("constrain: %(message)s"))
+    handler.setLevel(logging.ERROR if quiet else logging.WARNING)
+    LOGGER.addHandler(handler)
+    propagate, LOGGER.propagate = LOGGER.propagate, False
+    try:
+        yield
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.propagate = propagate

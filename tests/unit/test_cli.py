@@ -619,3 +619,45 @@ def test_generate_passes_the_sampler(
     capsys.readouterr()
     assert main(["generate", "hi", "--choices", "a", "--particles", "4"]) == 2
     assert "--particles" in capsys.readouterr().err
+
+
+def test_check_names_the_line_and_column_of_a_json_syntax_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"type": "object",\n "properties": {"a": {"type": "integer",}}}\n')
+    assert main(["check", "--schema", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"--schema {str(path)!r}: not valid JSON at line 2, column 41" in err
+    assert "JSONDecodeError" not in err and err.rstrip().endswith("^")
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_notices_go_to_stderr_unless_quiet(
+    quiet: bool,
+    fake_generate: list[dict[str, object]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+
+    from constrain import generation
+
+    fake = generation.generate
+
+    def generate_and_notice(prompt: object, **kwargs: object) -> object:
+        logging.getLogger("constrain").warning("max_tokens=7 ended it")
+        return fake(prompt, **kwargs)
+
+    monkeypatch.setattr(generation, "generate", generate_and_notice)
+    assert main(["generate", "hi", "--choices", "a", *(["--quiet"] if quiet else [])]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "a\n"
+    assert captured.err == ("" if quiet else "constrain: max_tokens=7 ended it\n")
+
+
+def test_generate_help_says_each_call_loads_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Each call loads the model" in out and "model = constrain.load_model()" in out

@@ -49,7 +49,11 @@ from constrain.ir import (
     Terminal,
 )
 
-__all__ = ["Emitter", "compile_json_schema"]
+__all__ = ["NUMBER_DIGITS_NOTE", "Emitter", "compile_json_schema", "digit_bound"]
+
+NUMBER_DIGITS_NOTE = "(max_number_digits)"
+"""How a warning about ``max_number_digits`` ends (the other warnings name keywords not
+enforced)."""
 
 Alternative = tuple[str, ...]
 
@@ -333,7 +337,7 @@ class Emitter:
             digits = self.options.max_number_digits
             note = (
                 f"{where}: numbers written plainly, at most {digits} digits before and "
-                f"{digits} after the point (max_number_digits)"
+                f"{digits} after the point {NUMBER_DIGITS_NOTE}"
             )
             if note not in self.ctx.warnings:
                 self.ctx.warnings.append(note)
