@@ -58,7 +58,11 @@ _MAX_FORCED = 4096
 
 
 def _bitmask_rows(bitmask: Any) -> np.ndarray:
-    """Return a writable uint32 numpy view of a CPU int32 bitmask (torch or numpy)."""
+    """Return a writable uint32 numpy view of a CPU int32 bitmask (torch or numpy).
+
+    Only a C-contiguous, writable int32 array reaches the fill kernel, which is compiled for that
+    one type (a read-only or strided array would compile another specialisation, or fail).
+    """
     if isinstance(bitmask, np.ndarray):
         arr = bitmask
     else:
@@ -75,6 +79,8 @@ def _bitmask_rows(bitmask: Any) -> np.ndarray:
         arr = arr.reshape(1, -1)
     if arr.ndim != 2 or not arr.flags.c_contiguous:
         raise ValueError(f"bitmask must be a contiguous (batch, words) array, got {arr.shape}")
+    if not arr.flags.writeable:
+        raise ValueError("bitmask is read-only; pass a writable array (allocate_token_bitmask)")
     return arr.view(np.uint32)
 
 
@@ -147,7 +153,7 @@ class Matcher:
         # the row of the last (bitmask, index) filled, and its padding words past the vocabulary
         self._last_index = -1
         empty = np.zeros(0, dtype=np.uint32)
-        self._last_row: tuple[np.ndarray, np.ndarray, bool] = (empty, empty, True)
+        self._last_row: tuple[np.ndarray, np.ndarray] = (empty, empty)
         # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
         self._job = np.zeros((4, 1), dtype=np.int64)
         self._result = np.zeros(1, dtype=np.int32)
@@ -489,6 +495,16 @@ class Matcher:
             Whether the row must be applied to the logits (``False`` only when every token is
             allowed, which a grammar-constrained matcher never reports).
 
+        Raises
+        ------
+        TypeError
+            If the bitmask is not int32.
+        ValueError
+            If the bitmask is not on the CPU, not a C-contiguous 1-D or 2-D array, read-only,
+            or narrower than the vocabulary.
+        IndexError
+            If ``index`` is not a row of the bitmask.
+
         Notes
         -----
         Semantics, as a loop::
@@ -498,7 +514,7 @@ class Matcher:
                 set_bit(bitmask[index], t, allowed)
         """
         if bitmask is self._last_bitmask and index == self._last_index:
-            row, padded, direct = self._last_row
+            row, padded = self._last_row
         else:
             if bitmask is self._last_bitmask:
                 rows = self._last_rows
@@ -517,19 +533,15 @@ class Matcher:
                 )
             padded = rows[index, words:]
             row = rows[index, :words]
-            direct = bool(row.flags.c_contiguous and row.flags.writeable)
             self._last_index = index
-            self._last_row = (row, padded, direct)
+            self._last_row = (row, padded)
         if padded.shape[0]:
             padded[:] = 0
-        self._fill_row(row, direct)
+        self._fill_row(row)
         return True
 
-    def _fill_row(self, row: np.ndarray, direct: bool | None = None) -> None:
-        """Write the row (``words`` uint32); one kernel call in the common case.
-
-        ``direct``: whether ``row`` is C-contiguous and writable (looked up when None).
-        """
+    def _fill_row(self, row: np.ndarray) -> None:
+        """Write the row (``words`` uint32, C-contiguous, writable); one kernel call mostly."""
         if self._terminated:
             row[:] = 0
             self._set_eos(row)
@@ -544,13 +556,7 @@ class Matcher:
                 self._hyp, n, entry_ids, row, self._grammar, snap.arrays, self._chart,
                 self._fill_work,
             )  # fmt: skip
-            if direct is None:
-                direct = bool(row.flags.c_contiguous and row.flags.writeable)
-            kernel: Any
-            if direct:
-                kernel = self._fill_kernel or self._entry("fill", fill_row_kernel, args)
-            else:
-                kernel = fill_row_kernel  # a row of another layout: let numba type it
+            kernel = self._fill_kernel or self._entry("fill", fill_row_kernel, args)
             res = kernel(*args)
             if res >= 0:
                 break

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,26 @@ __all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
 
 _NFA_STATES_PER_DFA_STATE = 4
 _NFA_SLACK = 4096
+
+
+_ARRAY_DTYPES: dict[str, np.dtype[Any]] = {
+    "byte_class": np.dtype(np.uint8),
+    "trans": np.dtype(np.int32),
+    "accept_bits": np.dtype(np.uint64),
+    "alive_bits": np.dtype(np.uint64),
+}
+
+
+def _read_only(a: np.ndarray[Any, Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """Return ``a`` as a read-only, aligned, C-contiguous native array of ``dtype``.
+
+    No copy when ``a`` already is one; a writable ``a`` stays writable (the result is a view).
+    """
+    out = np.require(a, dtype=dtype, requirements=("C", "A"))
+    if out is a and a.flags.writeable:
+        out = a.view()
+    out.flags.writeable = False
+    return out
 
 
 def _bits(row: UInt64Array) -> list[int]:
@@ -73,6 +94,13 @@ class LexerDfa:
     accept_bits: UInt64Array
     alive_bits: UInt64Array
     names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        # The one boundary where lexer arrays enter (built, empty or loaded from a file): each
+        # becomes a read-only, C-contiguous array of its exact dtype, so the kernels that take
+        # them see one type whatever the origin and are compiled once (no JIT on a request).
+        for name, dtype in _ARRAY_DTYPES.items():
+            object.__setattr__(self, name, _read_only(getattr(self, name), dtype))
 
     @property
     def num_terminals(self) -> int:
@@ -243,7 +271,4 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     byte_class, trans, reps = minimize_classes(
         subsets.trans, subsets.byte_class, init_block, num_blocks
     )
-    lexer = LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)
-    for arr in (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits):
-        arr.flags.writeable = False
-    return lexer
+    return LexerDfa(byte_class, trans, accept_bits[reps], alive_bits[reps], names)
