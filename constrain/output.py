@@ -28,6 +28,8 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -157,14 +159,15 @@ def _json_output(schema: Any, opts: dict[str, Any], label: str) -> OutputType:
         schema, default=jsonschema.Draft202012Validator
     )
     checker = None if opts.get("formats") == "ignore" else validator_cls.FORMAT_CHECKER
-    validator = validator_cls(schema, format_checker=checker)
+    validator = _exact_numbers(validator_cls)(schema, format_checker=checker)
 
     def parse(text: str) -> Any:
         try:
             value = json.loads(text)
+            exact = json.loads(text, parse_float=_ExactFloat)
         except ValueError as err:
             raise OutputValidationError(f"the output is not JSON: {err}", text) from err
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+        errors = sorted(validator.iter_errors(exact), key=lambda e: list(e.path))
         if errors:
             where = "/".join(str(p) for p in errors[0].absolute_path)
             raise OutputValidationError(
@@ -173,6 +176,68 @@ def _json_output(schema: Any, opts: dict[str, Any], label: str) -> OutputType:
         return value
 
     return OutputType(grammar, "json", label, parse)
+
+
+class _ExactFloat(float):
+    """A JSON number parsed as a float that remembers its text, as an exact decimal."""
+
+    decimal: Decimal
+
+    def __new__(cls, text: str) -> _ExactFloat:
+        value = super().__new__(cls, text)
+        value.decimal = Decimal(text)
+        return value
+
+
+def _exact(value: Any) -> Fraction:
+    """Return the exact value of a JSON number: an output's text, a schema float's ``repr``.
+
+    The grammar reads the schema's numbers the same way (``Decimal(repr(x))``), so the check
+    and the grammar agree on every input.
+    """
+    if isinstance(value, _ExactFloat):
+        return Fraction(value.decimal)
+    if isinstance(value, float):
+        return Fraction(Decimal(repr(value)))
+    return Fraction(value)
+
+
+def _exact_numbers(validator_cls: Any) -> Any:
+    """Return ``validator_cls`` with ``multipleOf`` and the bounds in exact decimal arithmetic.
+
+    jsonschema divides floats (``0.684 / 1e-12`` is not an integer in binary), where the
+    grammar works in decimals; these keywords compare the output's number as written with the
+    schema's number as written. Draft 4 and older keep their own bounds (boolean exclusives).
+    """
+    import jsonschema
+
+    def number(validator: Any, instance: Any) -> bool:
+        return bool(validator.is_type(instance, "number"))
+
+    def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Any:
+        if number(validator, instance) and (_exact(instance) / _exact(divisor)).denominator != 1:
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {divisor!r}")
+
+    def bound(word: str, fails: Callable[[Fraction, Fraction], bool]) -> Any:
+        def check(validator: Any, limit: Any, instance: Any, schema: Any) -> Any:
+            if number(validator, instance) and fails(_exact(instance), _exact(limit)):
+                yield jsonschema.ValidationError(f"{instance!r} is {word} {limit!r}")
+
+        return check
+
+    keywords: dict[str, Any] = {"multipleOf": multiple_of}
+    modern = (
+        jsonschema.Draft6Validator,
+        jsonschema.Draft7Validator,
+        jsonschema.Draft201909Validator,
+        jsonschema.Draft202012Validator,
+    )
+    if validator_cls in modern:
+        keywords["minimum"] = bound("less than the minimum of", lambda x, y: x < y)
+        keywords["maximum"] = bound("greater than the maximum of", lambda x, y: x > y)
+        keywords["exclusiveMinimum"] = bound("not greater than", lambda x, y: x <= y)
+        keywords["exclusiveMaximum"] = bound("not less than", lambda x, y: x >= y)
+    return jsonschema.validators.extend(validator_cls, keywords)
 
 
 def _pydantic_output(schema: Any, opts: dict[str, Any]) -> OutputType:

@@ -371,3 +371,43 @@ def test_parse_errors_say_it_is_a_bug() -> None:
             ot.parse(bad)
         assert "this is a bug in constrain" in str(info.value)
         assert info.value.text == bad
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ({"type": "number", "multipleOf": 1e-12}, "0.684"),  # the case
+        ({"type": "number", "multipleOf": 0.1}, "0.3"),  # 0.3 / 0.1 = 2.9999999999999996
+        ({"type": "number", "multipleOf": 0.01}, "-1234567890123.47"),
+        ({"type": "number", "minimum": 0.1}, "0.1"),
+        ({"type": "number", "exclusiveMinimum": 0.1}, "0.1000000000001"),
+        ({"type": "number", "multipleOf": 0.7, "maximum": 2.1}, "2.1"),
+    ],
+)
+def test_numbers_the_grammar_accepts_pass_the_final_check(
+    schema: dict[str, Any], text: str
+) -> None:
+    ot = output_type(schema=schema)
+    m = Matcher(Compiler(byte_vocabulary()).compile(ot.grammar))
+    assert m.accept_bytes(text) and m.is_accepting()  # the grammar's decimal arithmetic
+    assert ot.parse(text) == json.loads(text)  # the check agrees; the value is a plain float
+    assert type(ot.parse(text)) is type(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ({"type": "number", "multipleOf": 0.1}, "0.35"),
+        ({"type": "number", "multipleOf": 1e-12}, "0.0000000000001"),
+        ({"type": "number", "exclusiveMaximum": 0.3}, "0.3"),
+        ({"type": "number", "minimum": 0.1}, "0.09999999999999999"),
+    ],
+)
+def test_numbers_the_grammar_rejects_fail_the_final_check(
+    schema: dict[str, Any], text: str
+) -> None:
+    ot = output_type(schema=schema)
+    m = Matcher(Compiler(byte_vocabulary()).compile(ot.grammar))
+    assert not (m.accept_bytes(text) and m.is_accepting())
+    with pytest.raises(OutputValidationError):
+        ot.parse(text)
