@@ -71,6 +71,7 @@ from constrain.decoding.method import DecodeJob, MethodOutcome, SamplingOptions
 from constrain.errors import InternalError, SamplerError
 from constrain.matcher import Matcher
 from constrain.sampling.masked import gumbel_argmax
+from constrain.sampling.streams import Randomness, RandomStreams, draw_uniform
 
 __all__ = ["ASAp", "ASApSample", "NamedASAp"]
 
@@ -278,7 +279,7 @@ class ASAp:
         max_tokens: int,
         n: int = 1,
         eos_ids: Sequence[int] | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
         key: Hashable = None,
     ) -> list[ASApSample]:
         """Draw ``n`` samples one after the other, refining the trie after each.
@@ -298,7 +299,7 @@ class ASAp:
             Number of samples (default 1).
         eos_ids : sequence of int, optional
             End-of-sequence ids (default: the matcher's vocabulary's).
-        generator : torch.Generator, optional
+        generator : torch.Generator or RandomStreams, optional
             Randomness (on the logits' device). With the same seed, the first sample of a new
             trie is the one :class:`~constrain.sampling.MaskedSampler` at the same temperature
             draws.
@@ -348,7 +349,7 @@ class ASAp:
         max_tokens: int,
         n: int = 1,
         eos_ids: Sequence[int] | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
         key: Hashable = None,
     ) -> DecodeResult:
         """Like :meth:`sample`, as a :class:`~constrain.decoding.DecodeResult` (one row a sample).
@@ -383,7 +384,7 @@ class ASAp:
         matcher: Matcher,
         max_tokens: int,
         eos: tuple[int, ...],
-        generator: torch.Generator | None,
+        generator: Randomness,
     ) -> ASApSample:
         cursor = _Cursor(factory, matcher)
         path: list[int] = []
@@ -448,10 +449,9 @@ class ASAp:
         lse_allowed = torch.logsumexp(scores[idx].double(), dim=-1)
         node.log_u = node.log_e = float(lse_allowed - lse_all)
 
-    def _pick_explored(self, node: _Node, log_z: float, generator: torch.Generator | None) -> int:
+    def _pick_explored(self, node: _Node, log_z: float, generator: Randomness) -> int:
         """Pick an explored child with ``P Ẽ / Z``; return -1 for the unexplored mass."""
-        device = generator.device if generator is not None else torch.device("cpu")
-        u = float(torch.rand((), generator=generator, dtype=torch.float64, device=device))
+        u = float(draw_uniform((), generator))
         acc = 0.0
         last = -1
         for tok, child in node.children.items():
@@ -471,7 +471,7 @@ class ASAp:
         node: _Node,
         logits: torch.Tensor,
         allowed: np.ndarray,
-        generator: torch.Generator | None,
+        generator: Randomness,
     ) -> int:
         """Sample an unexplored allowed token with probability ``∝ P(t | w)``; add the child.
 
@@ -513,14 +513,17 @@ class ASAp:
 def _sample_rows(job: DecodeJob, trie_for: Callable[[list[int]], ASAp]) -> MethodOutcome:
     """Draw one sample per prompt of ``job``, from the ASAp object ``trie_for(prompt_ids)``."""
     tokens, reasons, weights, complete, details = [], [], [], [], []
-    for ids, m in zip(job.prompt_ids, job.matchers, strict=True):
+    for k, (ids, m) in enumerate(zip(job.prompt_ids, job.matchers, strict=True)):
+        rng = job.generator
+        if isinstance(rng, RandomStreams):  # prompt k draws from its own stream
+            rng = rng.rows([k])
         (got,) = trie_for(ids).sample(
             functools.partial(job.model.start, [ids]),
             m,
             max_tokens=job.max_tokens,
             n=1,
             eos_ids=job.model.eos_ids,
-            generator=job.generator,
+            generator=rng,
             key=(tuple(ids),),
         )
         tokens.append(list(got.token_ids))

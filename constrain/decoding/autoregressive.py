@@ -43,6 +43,7 @@ from constrain.matcher import Matcher
 from constrain.sampling.awrs import AWRS
 from constrain.sampling.base import Sampler
 from constrain.sampling.masked import MaskedSampler
+from constrain.sampling.streams import Randomness
 
 __all__ = [
     "DecodeResult",
@@ -92,7 +93,7 @@ def decode(
     eos_ids: Sequence[int],
     max_tokens: int,
     pad_id: int | None = None,
-    generator: torch.Generator | None = None,
+    generator: Randomness = None,
     overlap: bool | None = None,
     on_tokens: Callable[[list[int], list[int]], None] | None = None,
 ) -> DecodeResult:
@@ -113,7 +114,7 @@ def decode(
         Most tokens generated per row (EOS not counted).
     pad_id : int, optional
         Fed to finished rows (default ``eos_ids[0]``).
-    generator : torch.Generator, optional
+    generator : torch.Generator or RandomStreams, optional
         Randomness for the sampler.
     overlap : bool, optional
         Compute the next bitmasks in a worker thread while the forward pass runs. Default: when
@@ -160,7 +161,7 @@ def iter_decode(
     eos_ids: Sequence[int],
     max_tokens: int,
     pad_id: int | None = None,
-    generator: torch.Generator | None = None,
+    generator: Randomness = None,
     overlap: bool | None = None,
 ) -> Generator[tuple[list[int], list[int]], None, DecodeResult]:
     """Like :func:`decode`, as a generator.

@@ -49,6 +49,7 @@ from constrain.decoding.method import DecodeJob, MethodOutcome, SamplingOptions
 from constrain.matcher import Matcher
 from constrain.sampling.base import Sample, Sampler
 from constrain.sampling.masked import MaskedSampler
+from constrain.sampling.streams import Randomness, RandomStreams
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["DCCD", "DCCDResult", "DCCDTemplate", "Draft", "DraftInfo"]
@@ -157,7 +158,7 @@ class _ScoringSampler:
         self,
         logits: torch.Tensor,
         matchers: Sequence[Matcher | None],
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> Sample:
         logp = torch.log_softmax(logits.float(), dim=-1)  # before the inner sampler edits logits
         chosen = self.inner.sample(logits, matchers, generator)
@@ -305,7 +306,7 @@ class DCCD:
         *,
         chat: bool | None = None,
         system: str | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> list[DraftInfo]:
         """Draft ``k`` unconstrained answers for every prompt, in one batch; select per prompt.
 
@@ -316,6 +317,8 @@ class DCCD:
         sys_msg = self.draft_system if self.draft_system is not None else system
         ids = [drafter.encode_prompt(p, chat=chat, system=sys_msg) for p in prompts]
         rows = [p for p in ids for _ in range(self.k)]
+        if isinstance(generator, RandomStreams):  # prompt i's drafts: children of its stream
+            generator = generator.spawn(self.k)
         scorer = _ScoringSampler(MaskedSampler(self.draft_temperature))
         res = decode(
             drafter.start(rows),
@@ -397,7 +400,7 @@ class DCCD:
         *,
         chat: bool | None = None,
         system: str | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
         format: str = "JSON",
     ) -> list[tuple[list[int], DraftInfo]]:
         """Draft for every prompt (batched) and return ``(structurer prompt ids, draft info)``.
@@ -425,7 +428,7 @@ class DCCD:
         sampler: Sampler | None = None,
         chat: bool | None = None,
         system: str | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
         overlap: bool | None = None,
         format: str = "JSON",
     ) -> DCCDResult:
@@ -445,7 +448,7 @@ class DCCD:
             The structurer's sampler (default: greedy :class:`MaskedSampler`).
         chat, system : optional
             As :func:`constrain.generate`.
-        generator : torch.Generator, optional
+        generator : torch.Generator or RandomStreams, optional
             Randomness for sampled drafts and the structurer's sampler.
         overlap : bool, optional
             See :func:`constrain.decoding.decode`.

@@ -26,6 +26,7 @@ import torch
 
 from constrain.compiler import CompiledGrammar
 from constrain.matcher import Matcher
+from constrain.sampling.streams import Randomness
 from constrain.vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # autoregressive.py imports this module for its TokenMethod
@@ -112,7 +113,7 @@ class DecodeJob:
     ``"pydantic"``, ``"type"``, ``"regex"``, ``"grammar"`` or ``"choices"``)."""
     max_tokens: int
     sampling: SamplingOptions
-    generator: torch.Generator | None = None
+    generator: Randomness = None
     chat: bool | None = None
     system: str | None = None
     overlap: bool | None = None

@@ -39,6 +39,7 @@ from constrain.errors import InternalError, SamplerError
 from constrain.matcher import Matcher
 from constrain.sampling.awrs import AWRS
 from constrain.sampling.base import Sampler
+from constrain.sampling.streams import Randomness, RandomStreams, draw_uniform
 
 __all__ = [
     "SMC",
@@ -177,10 +178,9 @@ def resample_indices(
     return idx.astype(np.int64)
 
 
-def _uniforms(n: int, generator: torch.Generator | None) -> np.ndarray:
-    device = generator.device if generator is not None else torch.device("cpu")
-    u = torch.rand(n, generator=generator, device=device, dtype=torch.float64)
-    return u.cpu().numpy()  # type: ignore[no-any-return]
+def _uniforms(n: int, generator: Randomness) -> np.ndarray:
+    """``n`` uniforms: from a generator, or one draw of ``n`` from a single stream."""
+    return draw_uniform((n,), generator).cpu().numpy()  # type: ignore[no-any-return]
 
 
 def _logmeanexp(lw: np.ndarray) -> float:
@@ -388,7 +388,7 @@ class SMC:
         eos_ids: Sequence[int],
         max_tokens: int,
         pad_id: int | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> SMCResult:
         """Run SMC for one prompt.
 
@@ -406,8 +406,11 @@ class SMC:
             Most tokens per output (EOS not counted).
         pad_id : int, optional
             Fed to finished particles (default ``eos_ids[0]``).
-        generator : torch.Generator, optional
-            Randomness of the proposal (on the logits' device) and of resampling.
+        generator : torch.Generator or RandomStreams, optional
+            Randomness of the proposal (on the logits' device) and of resampling. Streams: one
+            per run (a single one here); the particles draw from its children
+            (:meth:`RandomStreams.spawn`), resampling and the final choice from the stream
+            itself, so a run's draws do not depend on the other runs of a batch.
 
         Returns
         -------
@@ -416,7 +419,8 @@ class SMC:
         Raises
         ------
         ValueError
-            For a negative ``max_tokens``, no EOS id, or a session of another batch size.
+            For a negative ``max_tokens``, no EOS id, a session of another batch size, or
+            streams that are not one per run.
         SamplerError
             If the potential returns NaN or ``+inf``.
         InternalError
@@ -439,7 +443,7 @@ class SMC:
         eos_ids: Sequence[int],
         max_tokens: int,
         pad_id: int | None = None,
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> list[SMCResult]:
         """Run independent SMC runs side by side, one per matcher, in one session.
 
@@ -460,6 +464,13 @@ class SMC:
         eos = {int(e) for e in eos_ids}
         eos_list = sorted(eos)
         pad = int(eos_ids[0]) if pad_id is None else int(pad_id)
+        run_rngs: list[Randomness] = [generator] * runs
+        particle_rng: Randomness = generator
+        if isinstance(generator, RandomStreams):
+            if len(generator) != runs:
+                raise ValueError(f"{len(generator)} random streams for {runs} SMC runs")
+            run_rngs = [generator.rows([r]) for r in range(runs)]
+            particle_rng = generator.spawn(n)
         phi0 = self._phi("", False) if self.potential is not None else 0.0
         forks = [m.fork() for m in matchers]
         parts = _Particles([forks[r] for r in range(runs) for _ in range(n)], phi0)
@@ -482,9 +493,9 @@ class SMC:
                 if steps == max_tokens:
                     self._force_end(parts, live, logits, eos_list)
                     break
-                self._step(parts, live, logits, eos, generator)
+                self._step(parts, live, logits, eos, particle_rng)
                 steps += 1
-                reorder = self._maybe_resample(parts, runs, ess_hist, resamples, generator)
+                reorder = self._maybe_resample(parts, run_rngs, ess_hist, resamples)
                 if reorder is not None:
                     session.reorder(torch.tensor(reorder, dtype=torch.long))
                     if not share:
@@ -497,7 +508,10 @@ class SMC:
             if pool is not None:
                 pool.shutdown(wait=True)
         seconds = time.perf_counter() - t_start
-        uniforms = _uniforms(runs, generator)
+        if isinstance(generator, RandomStreams):
+            uniforms = np.concatenate([_uniforms(1, rng) for rng in run_rngs])
+        else:
+            uniforms = _uniforms(runs, generator)
         results = []
         for r in range(runs):
             rows = range(r * n, (r + 1) * n)
@@ -560,7 +574,7 @@ class SMC:
         live: list[int],
         logits: torch.Tensor,
         eos: set[int],
-        generator: torch.Generator | None,
+        generator: Randomness,
     ) -> None:
         """Extend every live particle by one proposed token and update its weight."""
         view: list[Matcher | None] = [
@@ -624,13 +638,16 @@ class SMC:
     def _maybe_resample(
         self,
         parts: _Particles,
-        runs: int,
+        run_rngs: list[Randomness],
         ess_hist: list[list[float]],
         resamples: list[int],
-        generator: torch.Generator | None,
     ) -> list[int] | None:
-        """Resample the runs whose ESS fell below the threshold; return the row permutation."""
+        """Resample the runs whose ESS fell below the threshold; return the row permutation.
+
+        ``run_rngs`` holds each run's randomness (the same generator for all, or its stream).
+        """
         n = self.n_particles
+        runs = len(run_rngs)
         order: list[int] | None = None
         for r in range(runs):
             lo, hi = r * n, (r + 1) * n
@@ -639,7 +656,7 @@ class SMC:
             ess_hist[r].append(ess)
             if ess == 0.0 or ess >= self.ess_threshold * n or not any(parts.alive[lo:hi]):
                 continue
-            idx = resample_indices(lw, _uniforms(n, generator), self.resample)
+            idx = resample_indices(lw, _uniforms(n, run_rngs[r]), self.resample)
             if order is None:
                 order = list(range(runs * n))
             order[lo:hi] = (idx + lo).tolist()

@@ -14,8 +14,15 @@ Each iteration, for every live row of the batch:
    MaskedSampler` samples at that step, temperature/top-k/top-p included). Drafts are
    deterministic proposals (a point mass ``q``), so Leviathan et al.'s rule reduces to: accept
    ``d_j`` with probability ``p'(d_j)``; on rejection draw from ``p'`` with ``d_j`` removed,
-   renormalised; if all ``k`` are accepted, draw a bonus token from position ``k + 1``. Each
-   emitted token is therefore distributed exactly as in non-speculative masked sampling. In
+   renormalised; if all ``k`` are accepted, draw a bonus token from position ``k + 1``. This
+   is implemented as a coupling: the token of position ``j`` is drawn from ``p'`` by the
+   Gumbel-max trick with the row's next random draw, exactly as non-speculative masked
+   sampling draws it, and ``d_j`` is accepted iff it is that token (probability ``p'(d_j)``;
+   on rejection the token is a draw from ``p'`` without ``d_j``). Each emitted token is
+   therefore distributed exactly as in non-speculative masked sampling, and, with per-row
+   random streams (:class:`~constrain.sampling.RandomStreams`, what ``generate(seed=...)``
+   uses), it is the very token non-speculative sampling would draw from the same logits,
+   whatever was drafted: the adaptive draft length changes the speed, never the output. In
    greedy mode a draft is accepted iff it is the masked argmax (ties go to the lower id, as in
    ``torch.argmax``), so the output is the non-speculative greedy output.
 3. **Commit.** The matcher keeps the accepted drafts and the emitted token (the rest was never
@@ -67,7 +74,8 @@ from constrain.decoding.method import (
 )
 from constrain.errors import InternalError
 from constrain.matcher import Matcher
-from constrain.sampling.masked import MaskedSampler
+from constrain.sampling.masked import MaskedSampler, gumbel_argmax, tempered_scores
+from constrain.sampling.streams import Randomness, RandomStreams
 
 __all__ = [
     "DRAFTER_NAMES",
@@ -235,35 +243,28 @@ _PROBE_EVERY = 16
 
 
 class _Target:
-    """The masked target distribution of one position (what MaskedSampler samples)."""
+    """The masked target distribution (what MaskedSampler samples) and its randomness."""
 
-    def __init__(
-        self, temperature: float, top_k: int, top_p: float, generator: torch.Generator | None
-    ) -> None:
+    def __init__(self, temperature: float, top_k: int, top_p: float, generator: Randomness) -> None:
         self.temperature = temperature
         self.top_k = top_k
         self.top_p = top_p
         self.generator = generator
 
-    def probs(self, masked: torch.Tensor) -> torch.Tensor:
-        """``masked`` (C,) float logits with -inf on disallowed tokens -> probabilities."""
-        scores = masked / self.temperature
-        if self.top_k and self.top_k < scores.shape[-1]:
-            kth = torch.topk(scores, self.top_k).values[-1]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        if self.top_p < 1.0:
-            sorted_scores, order = torch.sort(scores, descending=True)
-            p = sorted_scores.softmax(dim=-1)
-            drop = p.cumsum(dim=-1) - p >= self.top_p  # always keeps the first
-            sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
-            scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
-        return scores.double().softmax(dim=-1)
+    def randomness(self, batch: int) -> list[Randomness]:
+        """Return what each of ``batch`` rows draws from: its own stream, or the generator.
 
-    def uniform(self) -> float:
-        return float(torch.rand((), generator=self.generator, dtype=torch.float64))
-
-    def draw(self, probs: torch.Tensor) -> int:
-        return int(torch.multinomial(probs, 1, generator=self.generator))
+        Raises
+        ------
+        ValueError
+            If the streams are not one per row.
+        """
+        gen = self.generator
+        if not isinstance(gen, RandomStreams):
+            return [gen] * batch
+        if len(gen) != batch:
+            raise ValueError(f"{len(gen)} random streams for {batch} rows")
+        return [gen.rows([i]) for i in range(batch)]
 
 
 class _Verifier:
@@ -307,8 +308,18 @@ class _Verifier:
             m.rollback(1)
         return ok
 
-    def greedy(self, m: Matcher | None, logits: torch.Tensor, draft: int | None) -> int:
-        """Return the masked argmax (checking only a few tokens when ``draft`` is it)."""
+    def greedy(
+        self, m: Matcher | None, logits: torch.Tensor, draft: int | None, rng: Randomness
+    ) -> int:
+        """Return the masked argmax (checking only a few tokens when ``draft`` is it).
+
+        ``rng`` is not used: greedy verification draws nothing.
+
+        Raises
+        ------
+        InternalError
+            If the grammar allows no token (a bug in constrain).
+        """
         if draft is not None:
             z = logits
             zd = z[draft]
@@ -331,22 +342,30 @@ class _Verifier:
             )
         return int(masked.argmax())
 
-    def sample(self, m: Matcher | None, logits: torch.Tensor, draft: int | None) -> int:
-        """Accept ``draft`` with probability p'(draft), else draw from p' without it."""
+    def sample(
+        self, m: Matcher | None, logits: torch.Tensor, draft: int | None, rng: Randomness
+    ) -> int:
+        """Draw this position's token from p' with one Gumbel-max draw from ``rng``.
+
+        The caller accepts ``draft`` iff it is the token drawn: probability ``p'(draft)``, and
+        on rejection the token is a draw from ``p'`` without ``draft``, Leviathan et al.'s rule
+        for a point-mass proposal. The draw does not depend on ``draft`` (the parameter keeps
+        :meth:`greedy`'s signature), so the output does not depend on what was drafted.
+
+        Raises
+        ------
+        InternalError
+            If the grammar allows no token (a bug in constrain).
+        """
         masked = logits.float() if m is None else self._mask(m, logits)
-        probs = self.target.probs(masked)
-        if not bool(torch.isfinite(probs).all()) or float(probs.sum()) <= 0.0:
+        target = self.target
+        scores = tempered_scores(masked.view(1, -1), target.temperature, target.top_k, target.top_p)
+        if bool(torch.isneginf(scores).all()) or bool(torch.isnan(scores).any()):
             raise InternalError(
                 "no token is allowed here: the grammar has no continuation and no end. This is "
                 "a bug in constrain; please report it with the grammar."
             )
-        if draft is None:
-            return self.target.draw(probs)
-        p = float(probs[draft])
-        if p >= 1.0 or self.target.uniform() < p:
-            return draft
-        probs[draft] = 0.0
-        return self.target.draw(probs / probs.sum())
+        return int(gumbel_argmax(scores, rng)[0])
 
 
 def speculative_decode(
@@ -361,7 +380,7 @@ def speculative_decode(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
-    generator: torch.Generator | None = None,
+    generator: Randomness = None,
     pad_id: int | None = None,
     backend: str = "auto",
     adaptive: bool = True,
@@ -388,8 +407,10 @@ def speculative_decode(
     temperature, top_k, top_p
         The masked target distribution (``temperature=0``: greedy), as in
         :class:`~constrain.sampling.MaskedSampler`.
-    generator : torch.Generator, optional
-        Randomness (acceptance tests and draws).
+    generator : torch.Generator or RandomStreams, optional
+        Randomness of the draws: a generator shared by the rows, or one stream per row (then
+        a row's output depends on its stream, logits and drafts' verification alone: not on
+        the other rows, the draft lengths or the clock).
     pad_id : int, optional
         Token put in padding positions (default ``eos_ids[0]``).
     backend : str
@@ -397,7 +418,8 @@ def speculative_decode(
     adaptive : bool
         Let each drafter draft only as much as pays, from its running acceptance rate and the
         measured cost of multi-position passes (:class:`_Policy`): a drafter the model keeps
-        rejecting is switched off (and probed now and then).
+        rejecting is switched off (and probed now and then). This changes how many positions
+        a pass verifies, not the tokens drawn (one draw per output position).
 
     Returns
     -------
@@ -426,7 +448,7 @@ def iter_speculative_decode(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
-    generator: torch.Generator | None = None,
+    generator: Randomness = None,
     pad_id: int | None = None,
     backend: str = "auto",
     adaptive: bool = True,
@@ -439,8 +461,8 @@ def iter_speculative_decode(
     Raises
     ------
     ValueError
-        For a negative ``max_tokens``, ``max_draft`` or ``temperature``, no EOS id, or as many
-        prompts as matchers.
+        For a negative ``max_tokens``, ``max_draft`` or ``temperature``, no EOS id, or not one
+        prompt (and, with streams, one random stream) per matcher.
     InternalError
         If a matcher rejects a token verification chose (a bug in constrain).
     """
@@ -499,6 +521,7 @@ class _Loop:
             stats.drafted.setdefault(d.name, 0)
             stats.accepted.setdefault(d.name, 0)
         self.choose = verifier.greedy if verifier.target.temperature == 0.0 else verifier.sample
+        self.rngs = verifier.target.randomness(batch)
         self.out: list[list[int]] = [[] for _ in range(batch)]
         self.finish = ["length"] * batch
         self.histories = [list(p) for p in prompts]
@@ -545,7 +568,7 @@ class _Loop:
         toks: list[list[int]] = []
         t0 = time.perf_counter()
         for i in range(self.batch):
-            tok = self.choose(self.matchers[i], logits[i], None)
+            tok = self.choose(self.matchers[i], logits[i], None, self.rngs[i])
             if self.commit(i, tok):
                 self.live.append(i)
             if tok not in self.eos:
@@ -627,7 +650,7 @@ class _Loop:
         going = True
         for j in range(len(draft) + 1):
             proposed = draft[j] if j < len(draft) else None
-            tok = self.choose(m, logits[j], proposed)
+            tok = self.choose(m, logits[j], proposed, self.rngs[i])
             going = self.commit(i, tok)
             if tok not in self.eos:
                 new.append(tok)

@@ -10,5 +10,6 @@ sampling. Sequence-level methods (SMC, ASAp, DCCD) run a decoding loop and live 
 from constrain.sampling.awrs import AWRS
 from constrain.sampling.base import Sample, Sampler
 from constrain.sampling.masked import MaskedSampler
+from constrain.sampling.streams import RandomStreams
 
-__all__ = ["AWRS", "MaskedSampler", "Sample", "Sampler"]
+__all__ = ["AWRS", "MaskedSampler", "RandomStreams", "Sample", "Sampler"]

@@ -21,6 +21,7 @@ import torch
 from constrain.errors import InternalError, SamplerError
 from constrain.matcher import Matcher
 from constrain.sampling.base import Sample
+from constrain.sampling.streams import Randomness, draw_uniform
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["AWRS"]
@@ -175,7 +176,7 @@ class AWRS:
         self,
         logits: torch.Tensor,
         matchers: Sequence[Matcher | None],
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> Sample:
         """Choose one token per row by adaptive rejection; estimate the allowed mass.
 
@@ -185,8 +186,8 @@ class AWRS:
             The model's next-token logits (not modified).
         matchers : sequence of Matcher or None
             One per row (not advanced); ``None`` leaves the row unconstrained.
-        generator : torch.Generator, optional
-            Source of randomness, on the device of ``logits``.
+        generator : torch.Generator or RandomStreams, optional
+            Source of randomness, on the device of ``logits`` (streams: one per row).
 
         Returns
         -------
@@ -219,7 +220,7 @@ class AWRS:
                 idx = torch.tensor(rows, dtype=torch.long, device=device)
                 scores[idx] = scores[idx].masked_fill(never, float("-inf"))
         lse = torch.logsumexp(scores, dim=-1)
-        uniform = torch.rand(scores.shape, device=device, generator=generator)
+        uniform = draw_uniform(scores.shape, generator, device=device, dtype=torch.float32)
         uniform.clamp_(min=torch.finfo(uniform.dtype).tiny)  # u = 0 would drop a token
         keys = scores - torch.log(-torch.log(uniform))
         chosen = keys.argmax(dim=-1)

@@ -22,6 +22,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 import torch
 
 from constrain.matcher import Matcher
+from constrain.sampling.streams import Randomness
 
 __all__ = ["Sample", "Sampler"]
 
@@ -52,7 +53,14 @@ class Sampler(Protocol):
         self,
         logits: torch.Tensor,
         matchers: Sequence[Matcher | None],
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> Sample:
-        """Return the next token and the incremental log-weight of every row of ``logits``."""
+        """Return the next token and the incremental log-weight of every row of ``logits``.
+
+        ``generator`` is a ``torch.Generator``, ``None`` (torch's default one) or
+        :class:`~constrain.sampling.RandomStreams` with one stream per row, which
+        ``generate(seed=...)`` passes; :func:`~constrain.sampling.streams.draw_uniform` draws
+        from any of them, and a row should draw once per call, so that its draws do not depend
+        on the other rows of the batch.
+        """
         ...

@@ -23,8 +23,9 @@ from constrain.bitmask import BITMASK_BACKENDS, BitmaskApplier, allocate_token_b
 from constrain.errors import InternalError
 from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.sampling.base import Sample
+from constrain.sampling.streams import Randomness, draw_uniform
 
-__all__ = ["MaskedSampler"]
+__all__ = ["MaskedSampler", "gumbel_argmax", "tempered_scores"]
 
 # Smallest allowed mass (relative to the row's largest term) that the one-exp log-weight
 # trusts; float32 exp loses terms below 1e-38, at most V * 1e-38 < 1e-31 of it in all.
@@ -122,7 +123,7 @@ class MaskedSampler:
         self,
         logits: torch.Tensor,
         matchers: Sequence[Matcher | None],
-        generator: torch.Generator | None = None,
+        generator: Randomness = None,
     ) -> Sample:
         """Mask ``logits`` (in place) with the prepared bitmask and choose one token per row.
 
@@ -132,8 +133,8 @@ class MaskedSampler:
             The model's next-token logits; modified in place.
         matchers : sequence of Matcher or None
             One per row; ``None`` leaves the row unconstrained.
-        generator : torch.Generator, optional
-            Source of randomness when ``temperature > 0``.
+        generator : torch.Generator or RandomStreams, optional
+            Source of randomness when ``temperature > 0`` (streams: one per row).
 
         Returns
         -------
@@ -141,6 +142,8 @@ class MaskedSampler:
 
         Raises
         ------
+        ValueError
+            If ``logits`` is not ``(len(matchers), C)``.
         InternalError
             If a constrained row allows no token at all (a bug in constrain: a matcher never
             reaches a state without continuation or EOS).
@@ -220,26 +223,55 @@ class MaskedSampler:
             )
         return lw
 
-    def _choose(self, logits: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    def _choose(self, logits: torch.Tensor, generator: Randomness) -> torch.Tensor:
         if self.temperature == 0.0:
             return _argmax(logits)
-        if self.temperature == 1.0 and logits.dtype == torch.float32:
-            scores = logits  # read only below
-        else:
-            scores = logits.float() / self.temperature
-        if self.top_k and self.top_k < scores.shape[-1]:
-            kth = torch.topk(scores, self.top_k, dim=-1).values[..., -1:]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        if self.top_p < 1.0:
-            sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
-            probs = sorted_scores.softmax(dim=-1)
-            drop = probs.cumsum(dim=-1) - probs >= self.top_p  # always keeps the first
-            sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
-            scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+        scores = tempered_scores(logits, self.temperature, self.top_k, self.top_p)
         return gumbel_argmax(scores, generator)
 
 
-def gumbel_argmax(scores: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def tempered_scores(
+    logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> torch.Tensor:
+    """Return the scores :class:`MaskedSampler` samples from: ``logits / temperature``, cut.
+
+    ``top_k`` keeps the ``top_k`` highest scores of each row (``0``: all), ``top_p`` the
+    smallest set of highest scores whose probability reaches ``top_p``; the rest become
+    ``-inf``. Speculative verification draws from the same scores.
+
+    Parameters
+    ----------
+    logits : (..., C) float torch.Tensor
+        Masked logits (``-inf`` on disallowed tokens); not modified, but returned as is at
+        temperature 1 in float32 with no cut.
+    temperature : float
+        Positive.
+    top_k : int, optional
+        Tokens kept per row (``0``: all).
+    top_p : float, optional
+        Nucleus mass kept per row (``1.0``: all).
+
+    Returns
+    -------
+    (..., C) float torch.Tensor
+    """
+    if temperature == 1.0 and logits.dtype == torch.float32:
+        scores = logits  # read only below
+    else:
+        scores = logits.float() / temperature
+    if top_k and top_k < scores.shape[-1]:
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
+        probs = sorted_scores.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs >= top_p  # always keeps the first
+        sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+        scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+    return scores
+
+
+def gumbel_argmax(scores: torch.Tensor, generator: Randomness = None) -> torch.Tensor:
     """Draw one index per row from ``softmax(scores)`` with the Gumbel-max trick.
 
     The draw is ``argmax(scores + G)`` along the last axis, with ``G = -log(E)``,
@@ -254,15 +286,22 @@ def gumbel_argmax(scores: torch.Tensor, generator: torch.Generator | None = None
     ----------
     scores : (..., C) float torch.Tensor
         Unnormalised log-probabilities (``-inf``: never chosen); not modified.
-    generator : torch.Generator, optional
-        On the device of ``scores``; the default generator when ``None``.
+    generator : torch.Generator or RandomStreams, optional
+        A generator on the device of ``scores`` (the default one when ``None``), or streams:
+        one per row of ``scores`` (each draws its row), or one for all of it
+        (:func:`~constrain.sampling.streams.draw_uniform`).
 
     Returns
     -------
     (...) int64 torch.Tensor
         The chosen indices, on the device of ``scores``.
+
+    Raises
+    ------
+    ValueError
+        If the streams do not match the rows of ``scores``.
     """
-    u = torch.rand(scores.shape, generator=generator, dtype=torch.float64, device=scores.device)
+    u = draw_uniform(scores.shape, generator, device=scores.device)
     # U = 0 (probability 2^-53) would give E = inf and lose the entry even when it is the only
     # finite one: clamp it to the smallest normal float64 instead (E = 708). The largest U,
     # 1 - 2^-53, gives E = 1.1e-16 and G = 36.7: G is always finite, so -inf stays -inf.
