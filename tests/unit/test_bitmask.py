@@ -379,3 +379,19 @@ def test_zero_disallowed_declines_what_it_cannot_do(rng: np.random.Generator) ->
     assert not applier.zero_disallowed(values, [0, 2])  # out of range
     assert not applier.zero_disallowed(torch.ones(3, 64))  # more rows than the buffer
     assert bool((values == 1).all())
+
+
+def test_a_read_only_bitmask_is_refused_at_once() -> None:
+    # the issue: a read-only array surfaced as a numba typing error after seconds of compiling
+    from constrain import Compiler, Grammar, Matcher
+    from constrain.matcher import fill_next_token_bitmasks
+    from constrain.testing import byte_vocabulary
+
+    vocab = byte_vocabulary()
+    m = Matcher(Compiler(vocab).compile(Grammar.from_regex("ab+")))
+    frozen = allocate_token_bitmask(2, vocab.size).numpy().copy()
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        m.fill_next_token_bitmask(frozen, 0)
+    with pytest.raises(ValueError, match="read-only"):
+        fill_next_token_bitmasks([m], frozen)

@@ -17,8 +17,9 @@ from constrain import Compiler, Grammar, Matcher
 from constrain.decoding import DecodeResult, decode
 from constrain.decoding.autoregressive import iter_decode
 from constrain.errors import InternalError
-from constrain.sampling import MaskedSampler, Sample, Sampler
+from constrain.sampling import MaskedSampler, RandomStreams, Sample, Sampler
 from constrain.sampling.masked import gumbel_argmax
+from constrain.sampling.streams import draw_uniform
 from constrain.testing import byte_vocabulary
 
 VOCAB = byte_vocabulary()  # ids 0..255 are bytes, 256 is EOS
@@ -750,3 +751,28 @@ def test_decode_argument_validation() -> None:
                 eos_ids=[EOS],
                 max_tokens=4,
             )
+
+
+def test_random_streams_are_keyed_per_row_and_counter() -> None:
+    alone = RandomStreams.for_requests(5, 1)
+    batch = RandomStreams.for_requests(4, 3)
+    for _ in range(3):  # draw n of key 5 is the same alone and as row 1 of a batch
+        assert torch.equal(alone.uniform(7)[0], batch.uniform(7)[1])
+    view = batch.rows([2])
+    assert not torch.equal(view.uniform(7), RandomStreams([6]).uniform(7))  # counter 3, not 0
+    kids = RandomStreams([5]).spawn(2)
+    assert len(kids) == 2 and not torch.equal(kids.uniform(4)[0], kids.uniform(4)[1])
+    with pytest.raises(ValueError, match="leading axis"):
+        draw_uniform((2, 3), RandomStreams([1, 2, 3]))
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_masked_sampling_with_streams_does_not_depend_on_the_batch(temperature: float) -> None:
+    logits = torch.randn(3, 300, generator=torch.Generator().manual_seed(0))
+    sampler = MaskedSampler(temperature)
+    streams = RandomStreams.for_requests(10, 3)
+    together = [sampler.sample(logits.clone(), [None] * 3, streams).token_ids for _ in range(4)]
+    for k in range(3):
+        one = RandomStreams.for_requests(10 + k, 1)
+        alone = [sampler.sample(logits[k : k + 1].clone(), [None], one).token_ids for _ in range(4)]
+        assert [int(t[k]) for t in together] == [int(t[0]) for t in alone]
