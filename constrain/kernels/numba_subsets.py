@@ -189,6 +189,87 @@ def _hash_kernel(members, k):  # type: ignore[no-untyped-def]
     return h
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _start_subset(start, keep_start, eptr, edst, keep, live, mark, gen, stack, members):  # type: ignore[no-untyped-def]
+    """Write the initial subset to ``members``; return its size (0 when ``start`` is dead)."""
+    k = 0
+    if live[start]:
+        mark[start] = gen
+        stack[0] = start
+        k = _closure_kernel(stack, 1, eptr, edst, keep, live, mark, gen, members)
+        if keep_start and not keep[start]:
+            members[k] = start
+            k += 1
+            members[:k] = np.sort(members[:k])
+    return k
+
+
+# The per-class steps (the reuse of the previous class's result, the lookup of a subset) are kept
+# in place (measured): as helpers (``@njit(inline="always")``) the kernel took 5.22-5.29 ms
+# instead of 4.16-4.20 ms (+26%) on the 12 subset constructions of building the SQL grammar's
+# lexer, a JSON Schema with four long patterns and the JSON grammar (sum of per-call minima of
+# 10 replays, 3 alternating runs per version); numba increfs and decrefs the arrays a helper
+# takes at every call. The helpers below run once per state or per growth.
+@njit(cache=True, nogil=True, inline="always")
+def _targets_by_class(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill, bucket):  # type: ignore[no-untyped-def]
+    """Bucket the live byte-edge targets of subset ``pool[a:b]`` by class (counting sort).
+
+    Class ``c``'s targets end up in ``bucket[count[c]:count[c + 1]]``; returns the total and
+    the bucket (grown when too small). ``count`` has ``C + 1`` entries, ``fill`` ``C``.
+    """
+    C = fill.shape[0]
+    count[:] = 0
+    total = 0
+    for i in range(a, b):
+        m = pool[i]
+        for e in range(bptr[m], bptr[m + 1]):
+            if live[bdst[e]]:
+                for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                    count[c + 1] += 1
+                total += bcls_hi[e] - bcls_lo[e] + 1
+    if total == 0:
+        return total, bucket
+    if bucket.shape[0] < total:
+        bucket = np.empty(2 * total, np.int32)
+    for c in range(C):
+        count[c + 1] += count[c]
+        fill[c] = count[c]
+    for i in range(a, b):
+        m = pool[i]
+        for e in range(bptr[m], bptr[m + 1]):
+            t = bdst[e]
+            if live[t]:
+                for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                    bucket[fill[c]] = t
+                    fill[c] += 1
+    return total, bucket
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _grow_states(trans, set_ptr, hashes, n):  # type: ignore[no-untyped-def]
+    """Double the room for states of ``trans``, ``set_ptr`` and ``hashes`` (``n`` used)."""
+    cap = 2 * trans.shape[0]
+    grown = np.full((cap, trans.shape[1]), -1, np.int32)
+    grown[:n] = trans[:n]
+    grown_ptr = np.zeros(cap + 1, np.int64)
+    grown_ptr[: n + 1] = set_ptr[: n + 1]
+    grown_hash = np.zeros(cap, np.int64)
+    grown_hash[:n] = hashes[:n]
+    return grown, grown_ptr, grown_hash
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rehash(hashes, n, hcap):  # type: ignore[no-untyped-def]
+    """Return a table of ``hcap`` slots (a power of two) indexing states ``0 .. n - 1``."""
+    htab = np.full(hcap, -1, np.int32)
+    for q in range(n):
+        slot = hashes[q] & (hcap - 1)
+        while htab[slot] >= 0:
+            slot = (slot + 1) & (hcap - 1)
+        htab[slot] = q
+    return htab
+
+
 @njit(cache=True, nogil=True)
 def determinize_kernel(  # type: ignore[no-untyped-def]
     bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, start, num_classes, max_states, keep_start
@@ -239,27 +320,17 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     mark = np.zeros(n_nfa, np.int64)
     stack = np.empty(n_nfa + 1, np.int32)
     members = np.empty(n_nfa + 1, np.int32)
-    cap = 16
-    trans = np.full((cap, C), -1, np.int32)
-    set_ptr = np.zeros(cap + 1, np.int64)
-    hashes = np.zeros(cap, np.int64)
+    trans = np.full((16, C), -1, np.int32)
+    set_ptr = np.zeros(16 + 1, np.int64)
+    hashes = np.zeros(16, np.int64)
     pool = np.empty(64, np.int32)
-    hcap = 64
-    htab = np.full(hcap, -1, np.int32)
+    htab = np.full(64, -1, np.int32)
     count = np.zeros(C + 1, np.int64)
     fill = np.zeros(C, np.int64)
     bucket = np.empty(64, np.int32)
 
     gen = 1
-    k = 0
-    if live[start]:
-        mark[start] = gen
-        stack[0] = start
-        k = _closure_kernel(stack, 1, eptr, edst, keep, live, mark, gen, members)
-        if keep_start and not keep[start]:
-            members[k] = start
-            k += 1
-            members[:k] = np.sort(members[:k])
+    k = _start_subset(start, keep_start, eptr, edst, keep, live, mark, gen, stack, members)
     if k == 0:
         return 0, 0, trans[:0], set_ptr[:1], pool[:0]
     if pool.shape[0] < k:
@@ -268,39 +339,19 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     set_ptr[1] = k
     h = _hash_kernel(members, k)
     hashes[0] = h
-    htab[h & (hcap - 1)] = 0
+    htab[h & (htab.shape[0] - 1)] = 0
     n = 1
     pool_len = k
 
     s = 0
     while s < n:
-        a = set_ptr[s]
-        b = set_ptr[s + 1]
-        count[:] = 0
-        total = 0
-        for i in range(a, b):
-            m = pool[i]
-            for e in range(bptr[m], bptr[m + 1]):
-                if live[bdst[e]]:
-                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
-                        count[c + 1] += 1
-                    total += bcls_hi[e] - bcls_lo[e] + 1
+        total, bucket = _targets_by_class(
+            set_ptr[s], set_ptr[s + 1], pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill,
+            bucket,
+        )  # fmt: skip
         if total == 0:
             s += 1
             continue
-        if bucket.shape[0] < total:
-            bucket = np.empty(2 * total, np.int32)
-        for c in range(C):
-            count[c + 1] += count[c]
-            fill[c] = count[c]
-        for i in range(a, b):
-            m = pool[i]
-            for e in range(bptr[m], bptr[m + 1]):
-                t = bdst[e]
-                if live[t]:
-                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
-                        bucket[fill[c]] = t
-                        fill[c] += 1
         prev = -1
         for c in range(C):
             if count[c] == count[c + 1]:
@@ -330,7 +381,7 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
             if k == 0:
                 continue
             h = _hash_kernel(members, k)
-            slot = h & (hcap - 1)
+            slot = h & (htab.shape[0] - 1)
             d = -1
             while htab[slot] >= 0:
                 q = htab[slot]
@@ -344,21 +395,12 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
                     if same:
                         d = q
                         break
-                slot = (slot + 1) & (hcap - 1)
-            if d < 0:
+                slot = (slot + 1) & (htab.shape[0] - 1)
+            if d < 0:  # a new state
                 if n >= max_states:
                     return 1, n + 1, trans[:0], set_ptr[:1], pool[:0]
-                if n == cap:
-                    cap *= 2
-                    grown = np.full((cap, C), -1, np.int32)
-                    grown[:n] = trans[:n]
-                    trans = grown
-                    grown_ptr = np.zeros(cap + 1, np.int64)
-                    grown_ptr[: n + 1] = set_ptr[: n + 1]
-                    set_ptr = grown_ptr
-                    grown_hash = np.zeros(cap, np.int64)
-                    grown_hash[:n] = hashes[:n]
-                    hashes = grown_hash
+                if n == trans.shape[0]:
+                    trans, set_ptr, hashes = _grow_states(trans, set_ptr, hashes, n)
                 if pool_len + k > pool.shape[0]:
                     grown_pool = np.empty(2 * (pool_len + k), np.int32)
                     grown_pool[:pool_len] = pool[:pool_len]
@@ -370,14 +412,8 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
                 htab[slot] = n
                 d = n
                 n += 1
-                if 2 * n > hcap:
-                    hcap *= 2
-                    htab = np.full(hcap, -1, np.int32)
-                    for q in range(n):
-                        slot = hashes[q] & (hcap - 1)
-                        while htab[slot] >= 0:
-                            slot = (slot + 1) & (hcap - 1)
-                        htab[slot] = q
+                if 2 * n > htab.shape[0]:
+                    htab = _rehash(hashes, n, 2 * htab.shape[0])
             trans[s, c] = d
         s += 1
     return 0, n, trans[:n], set_ptr[: n + 1], pool[:pool_len]
