@@ -13,7 +13,6 @@ and can be saved to and loaded from disk in a versioned ``.npz`` format.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -26,15 +25,14 @@ import numpy as np
 from constrain._version import __version__
 from constrain.automata.lexer import EmptyTerminalError, LexerDfa, build_lexer
 from constrain.automata.pda import ParserTables, build_parser_tables
-from constrain.errors import SavedFileError
+from constrain.compiled_file import read_compiled_file, write_compiled_file
+from constrain.errors import CompileLimitError, GrammarError, SavedFileError
 from constrain.ir import Grammar
 from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["CompileLimits", "CompiledGrammar", "Compiler"]
-
-FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,30 +64,6 @@ class CompileLimits:
     max_hypotheses: int = 1024
     mask_cache_bytes: int = 256 * 2**20
     precompute_ms: float = 5.0
-
-
-def _dataclass_arrays(obj: Any, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    arrays: dict[str, np.ndarray] = {}
-    meta: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, np.ndarray):
-            arrays[f"{prefix}.{f.name}"] = value
-        else:
-            meta[f.name] = list(value) if isinstance(value, tuple) else value
-    return arrays, meta
-
-
-def _dataclass_from(cls: Any, data: Any, prefix: str, meta: dict[str, Any]) -> Any:
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}.{f.name}"
-        if key in data:
-            kwargs[f.name] = data[key]
-        else:
-            value = meta[f.name]
-            kwargs[f.name] = tuple(value) if isinstance(value, list) else value
-    return cls(**kwargs)
 
 
 def continuation_bits(lexer: LexerDfa) -> np.ndarray:
@@ -221,60 +195,67 @@ class CompiledGrammar:
         )
 
     def save(self, path: str | Path) -> None:
-        """Save to a versioned ``.npz`` file (token tables are rebuilt lazily after loading).
+        """Save to a versioned, checksummed ``.npz`` file (:mod:`constrain.compiled_file`).
+
+        The file holds the grammar IR, the lexer and the limits; the parser tables are rebuilt
+        and the token tables filled lazily after :meth:`load`. Any grammar that compiles can be
+        saved, and loads back with the same masks.
 
         Parameters
         ----------
         path : str or Path
-            Destination file.
+            Destination file, written atomically (a temporary file in its folder, renamed).
+
+        Raises
+        ------
+        OSError
+            If the file cannot be written.
         """
-        lex_arrays, lex_meta = _dataclass_arrays(self.lexer, "lexer")
-        par_arrays, par_meta = _dataclass_arrays(self.parser, "parser")
-        header = {
-            "format_version": FORMAT_VERSION,
-            "constrain_version": __version__,
-            "vocab_fingerprint": self.vocab.fingerprint,
-            "grammar": self.grammar.to_lark(),
-            "start": self.grammar.start,
-            "lexer": lex_meta,
-            "parser": par_meta,
-            "limits": dataclasses.asdict(self.limits),
-        }
-        with open(path, "wb") as fh:
-            arrays: dict[str, Any] = {"header": np.array(json.dumps(header)), **lex_arrays}
-            arrays.update(par_arrays)
-            np.savez(fh, **arrays)
+        write_compiled_file(
+            Path(path),
+            grammar=self.grammar,
+            lexer=self.lexer,
+            vocab_fingerprint=self.vocab.fingerprint,
+            limits=dataclasses.asdict(self.limits),
+            constrain_version=__version__,
+        )
 
     @classmethod
     def load(cls, path: str | Path, vocab: Vocabulary) -> CompiledGrammar:
         """Load a grammar saved by :meth:`save` for the same vocabulary.
 
+        The file is untrusted input: it is validated (format version, checksum, the grammar
+        IR, every array's shape, dtype and index ranges) before any kernel sees it.
+
+        Parameters
+        ----------
+        path : str or Path
+            A file written by :meth:`save`.
+        vocab : Vocabulary
+            The vocabulary it was compiled for.
+
+        Returns
+        -------
+        CompiledGrammar
+            Masks identical to those of the grammar that was saved.
+
         Raises
         ------
         SavedFileError
-            If the file is not a compiled grammar, has another format version or was compiled
-            for another vocabulary.
+            If the file cannot be read, is not a compiled grammar, has another format version,
+            was compiled for another vocabulary, or is damaged or inconsistent in any way (the
+            message names the file and the problem).
         """
-        with np.load(path, allow_pickle=False) as data:
-            try:
-                header = json.loads(str(data["header"]))
-            except KeyError as err:
-                raise SavedFileError(path, "not a constrain compiled grammar") from err
-            version = header.get("format_version")
-            if version != FORMAT_VERSION:
-                raise SavedFileError(
-                    path,
-                    f"compiled-grammar format {version}, this constrain ({__version__}) reads "
-                    f"format {FORMAT_VERSION}; recompile the grammar",
-                )
-            if header["vocab_fingerprint"] != vocab.fingerprint:
-                raise SavedFileError(
-                    path, "compiled for another vocabulary; compile it for this tokenizer"
-                )
-            lexer = _dataclass_from(LexerDfa, data, "lexer", header["lexer"])
-            parser = _dataclass_from(ParserTables, data, "parser", header["parser"])
-        grammar = Grammar.from_lark(header["grammar"], start=header["start"])
-        return cls(grammar, vocab, lexer, parser, CompileLimits(**header["limits"]))
+        path = Path(path)
+        types = {f.name: type(f.default) for f in dataclasses.fields(CompileLimits)}
+        saved = read_compiled_file(path, vocab.fingerprint, types)
+        limits = CompileLimits(**saved.limits)
+        names = list(saved.lexer.names)
+        try:
+            parser = build_parser_tables(saved.grammar, names, max_items=limits.max_grammar_items)
+        except (GrammarError, CompileLimitError) as err:
+            raise SavedFileError(path, f"corrupt compiled grammar: {err}") from None
+        return cls(saved.grammar, vocab, saved.lexer, parser, limits)
 
 
 class Compiler:

@@ -124,7 +124,7 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.frontends",),
     ("constrain.vocab",),
     ("constrain.tables", "constrain.kernels"),
-    ("constrain.compiler",),
+    ("constrain.compiler", "constrain.compiled_file"),  # compiled grammars and their files
     ("constrain.matcher",),
     ("constrain.bitmask",),
     ("constrain.sampling",),  # token-level samplers: logits + matchers -> tokens
