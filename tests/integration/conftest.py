@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-import constrain
+from constrain import generation
 from constrain.integrations.transformers import Model, ModelNotFoundError
 
 
@@ -30,9 +30,9 @@ def _one_torch_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def model() -> Model:
-    """The embedded default model, loaded once per test session."""
+    """The embedded default model, loaded once per process (shared with tests/test_docs.py)."""
     try:
-        return constrain.load_model()
+        return generation.default_model()
     except ModelNotFoundError as err:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(str(err))
