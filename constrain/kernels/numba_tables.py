@@ -183,6 +183,12 @@ def walk_single_kernel(
     return 0
 
 
+# 314 lines, kept whole (measured): with the successor of a configuration set on a byte class (the
+# ~110 lines under ``nid == -2``, run per trie node not yet memoised) as a helper
+# (``@njit(inline="always")``), the kernel took 61-73 ms instead of 38-47 ms (+63%, medians
+# 69.9 / 42.8 ms) over 30 recorded walks of fresh JSON and SQL compiles on Llama 3.2 (fresh set
+# stores each, sum of per-call minima of 3 replays, 5 alternating runs per version, same
+# outputs): numba increfs and decrefs the ~25 arrays that helper takes at every call.
 @njit(cache=True, nogil=True)
 def build_entry_kernel(
     s0: int,
