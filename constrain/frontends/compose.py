@@ -6,6 +6,8 @@ their grammar from these pieces:
 - :func:`embed`: a grammar's rules and terminals renamed under a prefix, so that several
   grammars can live in one; its ``%ignore`` terminals become explicit optional symbols before
   each of its terminals and at its end, so they stay inside the embedded part;
+- :func:`splice`: a grammar whose placeholder symbols are replaced by whole embedded grammars
+  (``%json``, ``%grammar`` in Lark), its own ``%ignore`` kept out of them;
 - :func:`without_trailing`: the same language less the strings that end in given characters
   (a JSON value without the layout whitespace after its last token);
 - :func:`map_regex`: a bottom-up rewrite of a regex IR tree;
@@ -15,7 +17,7 @@ their grammar from these pieces:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from constrain.ir import (
@@ -40,6 +42,7 @@ __all__ = [
     "embed",
     "free_text",
     "map_regex",
+    "splice",
     "until_first",
     "without_trailing",
 ]
@@ -92,26 +95,111 @@ def embed(grammar: Grammar, prefix: str) -> Embedded:
     upper = prefix.upper()
     names = {t: upper + t for t in terms}
     names.update({r.name: prefix + r.name for r in grammar.rules})
-    ignore_rule = prefix + "ignored_"
-    rules: list[Rule] = []
-    for rule in grammar.rules:
-        alts = []
-        for alt in rule.alternatives:
-            out: list[str] = []
-            for sym in alt:
-                if grammar.ignore and sym in terms:
-                    out.append(ignore_rule)
-                out.append(names[sym])
-            alts.append(tuple(out))
-        rules.append(Rule(names[rule.name], tuple(alts)))
+    rules = [
+        Rule(names[r.name], tuple(tuple(names[s] for s in alt) for alt in r.alternatives))
+        for r in grammar.rules
+    ]
     start = names[grammar.start]
     if grammar.ignore:
-        loops = tuple((names[t], ignore_rule) for t in dict.fromkeys(grammar.ignore))
-        rules.append(Rule(ignore_rule, ((), *loops)))
+        ignored = [names[t] for t in grammar.ignore]
+        rules = _explicit_ignore(rules, {names[t] for t in terms}, ignored, prefix + "ignored_")
+        rules.append(Rule(prefix + "top_", ((start, prefix + "ignored_"),)))
         start = prefix + "top_"
-        rules.append(Rule(start, ((names[grammar.start], ignore_rule),)))
     terminals = tuple(Terminal(names[t.name], t.regex) for t in grammar.terminals)
     return Embedded(start, tuple(rules), terminals)
+
+
+def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
+    """Return ``grammar`` with placeholder symbols replaced by whole embedded grammars.
+
+    The rules of ``grammar`` use the keys of ``parts`` as symbols (neither rules nor terminals
+    of ``grammar``); each occurrence derives the language of that part, embedded with
+    :func:`embed` under a prefix no name of ``grammar`` starts with, so the part keeps its own
+    layout. The ``%ignore`` terminals of ``grammar`` are made explicit around its own lexemes
+    and around each part (an optional run before each and one at the end): from the outside a
+    part is one lexeme, with the outer layout allowed before and after it, never inside it.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        The enclosing grammar, not normalised (it uses the placeholders).
+    parts : mapping of str to Grammar
+        The grammar each placeholder stands for.
+
+    Returns
+    -------
+    Grammar
+        The composed grammar, not normalised, with no ``ignore``; its start rule keeps its
+        name, and the parts' warnings are added to its own.
+    """
+    taken = {r.name for r in grammar.rules} | {t.name for t in grammar.terminals}
+    lowered = {name.lower() for name in taken}
+    starts: dict[str, str] = {}
+    rules: list[Rule] = []
+    terminals: list[Terminal] = list(grammar.terminals)
+    warnings = list(grammar.warnings)
+    k = 0
+    for placeholder, part in parts.items():
+        while any(name.startswith(f"e{k}_") for name in lowered):
+            k += 1
+        embedded = embed(part, f"e{k}_")
+        k += 1
+        starts[placeholder] = embedded.start
+        rules.extend(embedded.rules)
+        terminals.extend(embedded.terminals)
+        warnings.extend(part.warnings)
+    outer = [
+        Rule(r.name, tuple(tuple(starts.get(s, s) for s in alt) for alt in r.alternatives))
+        for r in grammar.rules
+    ]
+    start = grammar.start
+    if grammar.ignore:
+        ignore_rule = _fresh("ignored_", taken)
+        body = _fresh(start + "_body_", taken | {ignore_rule})
+        outer = [
+            Rule(
+                body if r.name == start else r.name,
+                tuple(tuple(body if s == start else s for s in alt) for alt in r.alternatives),
+            )
+            for r in outer
+        ]
+        lexemes = {t.name for t in grammar.terminals} | set(starts.values())
+        outer = _explicit_ignore(outer, lexemes, grammar.ignore, ignore_rule)
+        outer.append(Rule(start, ((body, ignore_rule),)))
+    meta = {**grammar._meta, "warnings": tuple(warnings)} if warnings else grammar._meta
+    return Grammar(rules=(*outer, *rules), terminals=tuple(terminals), start=start, _meta=meta)
+
+
+def _explicit_ignore(
+    rules: Sequence[Rule], lexemes: set[str], ignore: Sequence[str], ignore_rule: str
+) -> list[Rule]:
+    """Return ``rules`` with an optional run of ``ignore`` before every lexeme symbol.
+
+    The run is the new rule ``ignore_rule`` (also returned); the caller adds the run after the
+    start rule.
+    """
+    out: list[Rule] = []
+    for rule in rules:
+        alts = []
+        for alt in rule.alternatives:
+            symbols: list[str] = []
+            for sym in alt:
+                if sym in lexemes:
+                    symbols.append(ignore_rule)
+                symbols.append(sym)
+            alts.append(tuple(symbols))
+        out.append(Rule(rule.name, tuple(alts)))
+    loops = tuple((t, ignore_rule) for t in dict.fromkeys(ignore))
+    out.append(Rule(ignore_rule, ((), *loops)))
+    return out
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    """Return ``base``, or ``base`` with a number added, whichever no name in ``taken`` is."""
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
 
 
 def without_trailing(grammar: Grammar, chars: CharSet) -> Grammar:

@@ -16,6 +16,11 @@ what they mean in Lark. What comes back is plain BNF: this module only maps it t
   replaced by the lookaround-free regex of the same language, found from the compiled pattern
   text, so it works under any name and for any one-character delimiter.
 
+Composition (``docs/grammars.md``): before lark's loader sees the text, ``%json`` (an inline or
+file JSON Schema) and ``%grammar`` (a ``.lark`` file) are replaced by placeholder terminals and
+their grammars spliced in afterwards (:func:`constrain.frontends.compose.splice`, which keeps
+the outer ``%ignore`` out of them); ``%regex "pattern"`` becomes the pattern's Lark literal.
+
 Ignored on purpose, because they change which parse Lark picks, never the language: terminal
 and rule priorities (``A.2``, ``rule.2``), ``!rule``, ``?rule``, aliases and ``_``-prefixes.
 
@@ -30,15 +35,27 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import itertools
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from lark.exceptions import LarkError, UnexpectedInput
 from lark.lexer import PatternRE, PatternStr, TerminalDef
 
-from constrain.errors import GrammarError, LarkGrammarError, RegexError, caret_context, line_col
+from constrain.errors import (
+    GrammarError,
+    JsonSchemaError,
+    LarkGrammarError,
+    RegexError,
+    caret_context,
+    line_col,
+)
+from constrain.frontends.compose import splice
+from constrain.frontends.regex import parse_regex
 from constrain.ir import (
     Alt,
     CharSet,
@@ -50,8 +67,10 @@ from constrain.ir import (
     Rule,
     Terminal,
     ignorecase_literal,
+    is_terminal_name,
     matches_empty,
 )
+from constrain.ir.printer import terminal_to_lark
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -88,6 +107,14 @@ def parse_lark(
 ) -> Grammar:
     r"""Return the normalised IR of a Lark grammar.
 
+    Besides Lark's own syntax, a rule may embed other languages (``docs/grammars.md``,
+    "Composition"): ``%json {...}`` (an inline JSON Schema) or ``%json "file.json"``, each
+    optionally followed by a JSON object of :meth:`Grammar.from_json_schema` options;
+    ``%grammar "file.lark"`` (optionally followed by ``{"start": "rule"}``); and ``%regex
+    "pattern"`` (a Python ``re`` pattern given as a JSON string, usable wherever ``/.../`` is).
+    An embedded part keeps its own layout: the enclosing grammar's ``%ignore`` may come before
+    and after it, never inside it.
+
     Parameters
     ----------
     text : str
@@ -96,7 +123,9 @@ def parse_lark(
         The start rule.
     source : str, optional
         Where the text comes from, for messages. Lark resolves relative ``%import`` statements
-        from this file's folder (``"<string>"``: the running script's folder).
+        from this file's folder (``"<string>"``: the running script's folder); when it is an
+        absolute path, relative ``%json`` and ``%grammar`` files are read from its folder too
+        (otherwise they must be absolute).
     import_paths : sequence of str or callable, optional
         Extra folders (or Lark import loaders) searched first by ``%import``.
 
@@ -108,8 +137,11 @@ def parse_lark(
     Raises
     ------
     LarkGrammarError
-        If the grammar is invalid or uses something that cannot be generated; the error
-        carries ``line`` and ``column`` when the position is known.
+        If the grammar is invalid or uses something that cannot be generated, including an
+        embedded schema, file or pattern that cannot be read or compiled; the error carries
+        ``line`` and ``column`` when the position is known.
+    CompileLimitError
+        If an embedded JSON Schema hits a compile limit.
 
     Examples
     --------
@@ -117,12 +149,22 @@ def parse_lark(
     >>> [t.name for t in g.terminals]
     ['NUMBER', 'A']
     """
-    lark_grammar = _load(text, source, list(import_paths))
+    path = Path(source)
+    stack = (path.resolve(),) if path.is_absolute() else ()
+    return _parse(text, start, source, list(import_paths), stack)
+
+
+def _parse(
+    text: str, start: str, source: str, import_paths: list[ImportPath], stack: tuple[Path, ...]
+) -> Grammar:
+    """Return :func:`parse_lark` of ``text``; ``stack`` holds the files being embedded."""
+    lark_text, parts = _embed_directives(text, stack)
+    lark_grammar = _load(lark_text, text, source, import_paths)
     _check_definitions(lark_grammar, text, start)
     term_defs, lark_rules, ignore = _call_lark(text, lambda: lark_grammar.compile([start], set()))
 
     terminals = [_terminal(t, text) for t in term_defs]
-    names = {t.name for t in terminals}
+    names = {t.name for t in terminals} | set(parts)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     for lark_rule in lark_rules:
         alt = tuple(str(sym.name) for sym in lark_rule.expansion)  # plain str, not lark Tokens
@@ -131,7 +173,7 @@ def parse_lark(
                 raise _declared_error(sym.name, text)
         alternatives.setdefault(str(lark_rule.origin.name), []).append(alt)
     for name in ignore:
-        if name not in names:
+        if name not in names or name in parts:
             raise _declared_error(name, text)
     grammar = Grammar(
         rules=tuple(Rule(name, tuple(alts)) for name, alts in alternatives.items()),
@@ -139,6 +181,8 @@ def parse_lark(
         start=start,
         ignore=tuple(dict.fromkeys(map(str, ignore))),
     )
+    if parts:
+        grammar = splice(grammar, parts)
     try:
         return grammar.normalise()
     except GrammarError as err:
@@ -149,8 +193,8 @@ def parse_lark(
 def parse_lark_file(path: Path, *, start: str = "start") -> Grammar:
     """Return the normalised IR of a ``.lark`` file.
 
-    Relative ``%import`` statements (``%import .common.NAME``) are resolved from the file's
-    folder.
+    Relative ``%import`` statements (``%import .common.NAME``) and relative ``%json`` and
+    ``%grammar`` files are resolved from the file's folder.
 
     Parameters
     ----------
@@ -168,11 +212,13 @@ def parse_lark_file(path: Path, *, start: str = "start") -> Grammar:
     ------
     LarkGrammarError
         If the grammar is invalid (see :func:`parse_lark`).
+    CompileLimitError
+        If an embedded JSON Schema hits a compile limit.
     OSError
         If the file cannot be read.
     """
     path = Path(path).resolve()
-    return parse_lark(path.read_text(encoding="utf-8"), start=start, source=str(path))
+    return _parse(path.read_text(encoding="utf-8"), start, str(path), [], (path,))
 
 
 def builtin_names() -> list[str]:
@@ -228,11 +274,15 @@ def _builtin_files() -> dict[str, Traversable]:
     }
 
 
-def _load(text: str, source: str, import_paths: list[ImportPath]) -> Any:
+def _load(lark_text: str, text: str, source: str, import_paths: list[ImportPath]) -> Any:
+    """Load ``lark_text`` (``text`` with its directives replaced) with lark's loader.
+
+    Errors are located in ``text``: the replacements keep every line and column of the rest.
+    """
     from lark import load_grammar as lark_loader
 
     load: Any = lark_loader.load_grammar
-    grammar, _used_files = _call_lark(text, lambda: load(text, source, import_paths, False))
+    grammar, _used_files = _call_lark(text, lambda: load(lark_text, source, import_paths, False))
     return grammar
 
 
@@ -354,6 +404,264 @@ def _declared_error(name: str, text: str) -> LarkGrammarError:
 
 
 # --------------------------------------------------------------------------------------------
+# Composition: %json, %grammar and %regex directives
+# --------------------------------------------------------------------------------------------
+
+# What the scan skips (strings, regexes, comments) and the directives it looks for.
+_LEXEME_OR_DIRECTIVE = re.compile(
+    r'"(?:[^"\\\n]|\\.)*"|/(?!/)(?:\\.|[^/\\\n])*/|//[^\n]*|#[^\n]*|%(json|regex|grammar)\b'
+)
+# The start of a statement: a %-statement (group 1) or a rule or terminal definition (group 2).
+_STATEMENT = re.compile(
+    r"^[ \t]*(?:%override[ \t]+|%extend[ \t]+)?"
+    r"(?:(%\w+)|[?!]?(\w+)[ \t]*(?:\{[^}\n]*\})?(?:\.-?\d+)?[ \t]*:)",
+    re.MULTILINE,
+)
+_JSON = json.JSONDecoder()
+_JSON_SPACE = " \t\n\r"
+_ARGUMENT = {
+    "json": "a JSON Schema (an object) or a schema file name (a string)",
+    "grammar": "a .lark file name (a string)",
+    "regex": "a pattern (a string)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Directive:
+    """One ``%json``, ``%grammar`` or ``%regex`` of a grammar text, with its offsets."""
+
+    kind: str
+    start: int
+    end: int
+    value: Any
+    value_at: int
+    options: dict[str, Any] = field(default_factory=dict)
+    options_at: int = 0
+
+
+def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str, Grammar]]:
+    """Return ``text`` for lark's loader and the grammar each of its placeholders stands for.
+
+    A ``%json`` or ``%grammar`` becomes a fresh terminal name, ``%declare``-d on a line added
+    at the end, standing for the embedded grammar returned with it; a ``%regex`` becomes the
+    Lark literal of its pattern. A replacement is padded to the directive's width and keeps
+    its line breaks (ending each line but the last with a backslash, Lark's line
+    continuation), so lark's lines and columns still point into ``text``.
+    """
+    base = stack[-1].parent if stack else None
+    used = set(re.findall(r"\w+", text))
+    pieces: list[str] = []
+    parts: dict[str, Grammar] = {}
+    copied = scan = 0
+    while (m := _LEXEME_OR_DIRECTIVE.search(text, scan)) is not None:
+        scan = m.end()
+        if m[1] is None:
+            continue
+        directive = _read_directive(text, m)
+        span = text[directive.start : directive.end]
+        if directive.kind == "regex":
+            replacement = _regex_literal(directive, text).ljust(len(span))
+        else:
+            _check_in_rule("".join(pieces) + text[copied : directive.start], directive, text)
+            name = next(f"_E{k}" for k in itertools.count(len(parts)) if f"_E{k}" not in used)
+            used.add(name)
+            parts[name] = (
+                _json_part(directive, text, base)
+                if directive.kind == "json"
+                else _grammar_part(directive, text, stack)
+            )
+            replacement = _lay_out(name, span)
+        pieces += [text[copied : directive.start], replacement]
+        copied = scan = directive.end
+    pieces.append(text[copied:])
+    if parts:
+        pieces.append(f"\n%declare {' '.join(parts)}\n")
+    return "".join(pieces), parts
+
+
+def _lay_out(name: str, span: str) -> str:
+    """Return ``name`` over the lines of ``span``: same widths, backslash-continued lines."""
+    lines = span.split("\n")
+    if len(lines) == 1:
+        return name.ljust(len(span))
+    first = f"{name} \\".ljust(len(lines[0]))
+    middle = ["\\".ljust(len(line)) for line in lines[1:-1]]
+    return "\n".join([first, *middle, " " * len(lines[-1])])
+
+
+def _read_directive(text: str, m: re.Match[str]) -> _Directive:
+    """Return the directive whose keyword ``m`` matched: its argument and options read."""
+    kind = m[1]
+    at = _skip(text, m.end())
+    needs = f"%{kind} needs {_ARGUMENT[kind]} after it"
+    value, end = _json_at(text, at, needs)
+    if kind == "regex" and isinstance(value, dict):
+        raise _error_at_offset(
+            "structured %regex {...} (llguidance's substring_*) is not supported; give a "
+            'pattern string, %regex "..."',
+            text,
+            at,
+        )
+    if not isinstance(value, str) and not (kind == "json" and isinstance(value, (dict, bool))):
+        raise _error_at_offset(f"{needs}, got {json.dumps(value)[:40]}", text, at)
+    after = _skip(text, end)
+    if kind == "regex" or not text.startswith("{", after):
+        return _Directive(kind, m.start(), end, value, at)
+    options, end = _json_at(text, after, f"the options of %{kind} must be a JSON object")
+    return _Directive(kind, m.start(), end, value, at, options, after)
+
+
+def _skip(text: str, at: int, chars: str = " \t") -> int:
+    """Return the offset of the first character from ``at`` on that is not in ``chars``."""
+    while at < len(text) and text[at] in chars:
+        at += 1
+    return at
+
+
+def _json_at(text: str, at: int, message: str) -> tuple[Any, int]:
+    """Return the JSON value starting at ``at`` and where it ends."""
+    try:
+        value, end = _JSON.raw_decode(text, at)
+    except json.JSONDecodeError as err:
+        raise _error_at_offset(f"{message}: {err.msg}", text, err.pos) from err
+    return value, end
+
+
+def _check_in_rule(before: str, directive: _Directive, text: str) -> None:
+    """Refuse a ``%json`` or ``%grammar`` outside a rule (``before``: the text up to it)."""
+    statement = next(reversed(list(_STATEMENT.finditer(before))), None)
+    if statement is None or statement[1] is not None:
+        where = "outside any rule" if statement is None else f"in a {statement[1]} statement"
+        problem = f"%{directive.kind} can only be used in a rule's body, not {where}"
+    elif is_terminal_name(statement[2]):
+        problem = (
+            f"%{directive.kind} embeds a context-free grammar, so it cannot be part of terminal "
+            f"{statement[2]}; use it in a rule (a lowercase name)"
+        )
+    else:
+        return
+    raise _error_at_offset(problem, text, directive.start)
+
+
+def _file(directive: _Directive, text: str, base: Path | None) -> tuple[Path, str]:
+    """Return the resolved path of a directive's file argument and the file's text."""
+    path = Path(directive.value)
+    if not path.is_absolute():
+        if base is None:
+            raise _error_at_offset(
+                f"%{directive.kind} {directive.value!r} is a relative path and this grammar "
+                "text has no folder to resolve it from; load the grammar with "
+                "Grammar.from_lark_file, or give an absolute path",
+                text,
+                directive.value_at,
+            )
+        path = base / path
+    path = path.resolve()
+    try:
+        return path, path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise _error_at_offset(
+            f"%{directive.kind} cannot read {str(path)!r}: {err}", text, directive.value_at
+        ) from err
+
+
+def _json_part(directive: _Directive, text: str, base: Path | None) -> Grammar:
+    """Return the grammar of a ``%json`` directive (Grammar.from_json_schema's)."""
+    schema = directive.value
+    if isinstance(schema, str):
+        path, schema_text = _file(directive, text, base)
+        try:
+            schema = json.loads(schema_text)
+        except json.JSONDecodeError as err:
+            raise _error_at_offset(
+                f"%json file {str(path)!r} is not valid JSON: {err}", text, directive.value_at
+            ) from err
+    try:
+        return Grammar.from_json_schema(schema, **directive.options)
+    except GrammarError as err:
+        at = directive.value_at
+        if isinstance(err, JsonSchemaError) and isinstance(directive.value, dict):
+            at = _pointer_offset(text, at, err.pointer)
+        raise _error_at_offset(f"%json schema: {err}", text, at) from err
+    except (TypeError, ValueError) as err:
+        raise _error_at_offset(
+            f"%json options: {err} (the options are Grammar.from_json_schema's keywords)",
+            text,
+            directive.options_at,
+        ) from err
+
+
+def _pointer_offset(text: str, at: int, pointer: str) -> int:
+    """Return where the value at ``pointer`` starts in the JSON text at ``at`` (or its parent)."""
+    for token in pointer.removeprefix("#").split("/")[1:]:
+        found = _member_at(text, at, token.replace("~1", "/").replace("~0", "~"))
+        if found is None:
+            break
+        at = found
+    return at
+
+
+def _member_at(text: str, at: int, key: str) -> int | None:
+    """Return where member ``key`` (name or index) of the JSON container at ``at`` starts."""
+    if text[at] not in "{[":
+        return None
+    is_object, i, index = text[at] == "{", at + 1, 0
+    while True:
+        i = _skip(text, i, _JSON_SPACE)
+        if text[i] in "}]":
+            return None
+        name = str(index)
+        if is_object:
+            name, i = _JSON.raw_decode(text, i)
+            i = _skip(text, text.index(":", i) + 1, _JSON_SPACE)
+        if name == key:
+            return i
+        _value, i = _JSON.raw_decode(text, i)
+        i = _skip(text, i, _JSON_SPACE + ",")
+        index += 1
+
+
+def _grammar_part(directive: _Directive, text: str, stack: tuple[Path, ...]) -> Grammar:
+    """Return the grammar of a ``%grammar`` directive (the file's, parsed like this one)."""
+    start = directive.options.get("start", "start")
+    if set(directive.options) - {"start"} or not isinstance(start, str):
+        raise _error_at_offset(
+            'the only option of %grammar is the start rule, {"start": "name"}',
+            text,
+            directive.options_at,
+        )
+    path, sub_text = _file(directive, text, stack[-1].parent if stack else None)
+    if path in stack:
+        chain = " -> ".join(p.name for p in (*stack, path))
+        raise _error_at_offset(
+            f"%grammar {directive.value!r} embeds itself ({chain})", text, directive.value_at
+        )
+    try:
+        return _parse(sub_text, start, str(path), [], (*stack, path))
+    except LarkGrammarError as err:
+        raise _error_at_offset(
+            f"%grammar {directive.value!r}: {err}", text, directive.value_at
+        ) from err
+
+
+def _regex_literal(directive: _Directive, text: str) -> str:
+    """Return the Lark literal (``/.../`` or a string) of a ``%regex`` pattern."""
+    try:
+        regex = parse_regex(directive.value)
+        literal = terminal_to_lark(regex)
+    except GrammarError as err:
+        raise _error_at_offset(f"%regex: {err}", text, directive.value_at) from err
+    if matches_empty(regex):
+        raise _error_at_offset(
+            "%regex: the pattern matches the empty string; a token must have at least one "
+            "character (make its use optional instead)",
+            text,
+            directive.value_at,
+        )
+    return literal
+
+
+# --------------------------------------------------------------------------------------------
 # Terminals
 # --------------------------------------------------------------------------------------------
 
@@ -407,8 +715,6 @@ def _regex_terminal(term: TerminalDef, text: str) -> Regex:
             text,
             _terminal_offset(term, text),
         )
-    from constrain.frontends.regex import parse_regex
-
     bits = 0
     for flag in flags:
         bits |= _FLAG_BITS[flag]
