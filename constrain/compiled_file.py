@@ -371,7 +371,7 @@ def _check_content(
     trans = arrays["lexer.trans"]
     accept, alive = arrays["lexer.accept_bits"], arrays["lexer.alive_bits"]
     num_states, num_classes = trans.shape
-    words = -(-len(names) // 64)
+    words = max(1, -(-len(names) // 64))
     if byte_class.shape != (256,):
         raise ValueError(f"lexer.byte_class has shape {byte_class.shape}, expected (256,)")
     if not 1 <= num_states <= max(1, limits.get("max_lexer_states", num_states)):
@@ -388,7 +388,7 @@ def _check_content(
                 f"lexer.{label} has shape {bits.shape}, expected ({num_states}, {words}) for "
                 f"{len(names)} terminals"
             )
-    if len(names) % 64 and words:
+    if len(names) % 64 or not names:
         beyond = np.uint64(~((1 << (len(names) % 64)) - 1) & (2**64 - 1))
         if ((alive[:, -1] & beyond) != 0).any():
             raise ValueError("lexer.alive_bits names a terminal the grammar does not have")

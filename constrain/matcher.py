@@ -55,6 +55,10 @@ _MEMO_SIZE = 1 << 12
 _SHARED_HYPS = 32
 _ROW_MEMO = 4
 _MAX_FORCED = 4096
+# the byte data of jump-forward probes, read-only like the data of accept_bytes (a frombuffer of
+# bytes): simulate_kernel is compiled for read-only data only
+_EVERY_BYTE = np.arange(256, dtype=np.uint8)
+_EVERY_BYTE.flags.writeable = False
 
 
 def _bitmask_rows(bitmask: Any) -> np.ndarray:
@@ -634,18 +638,17 @@ class Matcher:
             return b""
         saved = self._snapshot()
         out = bytearray()
-        every_byte = np.arange(256, dtype=np.uint8)
         lo = np.arange(256, dtype=np.int64)
         hi = lo + 1
         result = np.zeros(256, dtype=np.int32)
         try:
             while len(out) < _MAX_FORCED and not self.is_accepting():
-                self._run(every_byte, lo, hi, result)
+                self._run(_EVERY_BYTE, lo, hi, result)
                 choices = np.flatnonzero(result > 0)
                 if choices.shape[0] != 1:
                     break
                 b = int(choices[0])
-                n = self._advance(every_byte, b, b + 1)
+                n = self._advance(_EVERY_BYTE, b, b + 1)
                 self._hyp[:, :n] = self._cur[:, :n]
                 self._n = n
                 out.append(b)

@@ -67,7 +67,7 @@ def _bits(row: UInt64Array) -> list[int]:
 class LexerDfa:
     """A DFA over bytes that runs every terminal's automaton at once.
 
-    Semantics as a loop (``T`` terminals, ``W = ceil(T / 64)`` words per bitset)::
+    Semantics as a loop (``T`` terminals, ``W = max(1, ceil(T / 64))`` words per bitset)::
 
         state = 0                                   # lexeme boundary
         for byte in lexeme:
@@ -242,7 +242,8 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     empty = [name for name, entry in zip(names, bounds[:-1], strict=True) if not live[entry]]
     if empty:
         raise EmptyTerminalError(empty)
-    num_words = -(-len(names) // 64)
+    # at least one word, as the parser's bitsets: kernels read word 0 even without terminals
+    num_words = max(1, -(-len(names) // 64))
     subsets = determinize(
         nfa, max_states=max_states, limit_name="max_lexer_states", keep_start=True, live=live
     )
