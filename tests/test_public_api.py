@@ -132,7 +132,7 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.output",),
     ("constrain.diffusion",),  # the diffusion feature, its generate() route included
     ("constrain.integrations",),  # model adapters: transformers, masked LMs, vLLM
-    ("constrain.generation", "constrain.cli", "constrain.__main__"),  # the facades
+    ("constrain.generation", "constrain.cli", "constrain.__main__", "constrain.warmup"),  # facades
 ]
 KERNELS = "constrain.kernels"
 # Modules outside the ladder: the testing helpers may import anything (and only the facades of

@@ -1,0 +1,145 @@
+"""The install warm-up: compile every matcher, table and automaton kernel into numba's cache.
+
+``python -m constrain.warmup`` (run by ``make install``, before the demo) drives the engine
+through every path that dispatches a numba kernel from Python: compiling grammars of every kind
+(regexes, the empty regex, Lark with ignored terminals, JSON Schemas with intersections,
+complements, counting automata and long counted strings), saving and loading a compiled
+grammar, filling masks (single and batched in threads), accepting, validating, rolling back,
+forking, jump-forward, and applying bitmasks to float32, float16 and bfloat16 logits. Kernels
+take one fixed type per argument (``constrain.kernels.jit_guard``), so afterwards no constrain
+call compiles anything: a fresh process loads the machine code from the cache. It prints how
+many kernel signatures it compiled and how many it found in the cache.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+
+from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+from constrain.compiler import CompiledGrammar, Compiler
+from constrain.ir import Grammar
+from constrain.kernels.entry import RESOLVE_AFTER
+from constrain.kernels.jit_guard import jit_report
+from constrain.matcher import Matcher, fill_next_token_bitmasks
+from constrain.vocab.vocabulary import Vocabulary
+
+__all__ = ["warm_up"]
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 1, "multipleOf": 3},
+        "name": {"type": "string", "maxLength": 40, "pattern": "^[A-Z][a-z]+$"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1},
+        "score": {"type": "number", "exclusiveMaximum": 10},
+        "nested": {"type": "object", "additionalProperties": {"type": "boolean"}},
+    },
+    "required": ["id"],
+    "not": {"required": ["score", "tags"]},
+}
+_LARK = """
+start: pair ("," pair)*
+pair: KEY "=" (NUMBER | WORD | list)
+list: "[" [WORD ("," WORD)*] "]"
+KEY: /[a-z_]+/
+WORD: /[A-Za-z]+/
+%import common.NUMBER
+%import common.WS
+%ignore WS
+"""
+
+
+def _grammars() -> list[Grammar]:
+    return [
+        Grammar.from_regex(r"\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}"),
+        Grammar.from_regex(""),
+        Grammar.from_regex("(yes|no|maybe)"),
+        Grammar.from_lark(_LARK),
+        Grammar.builtin("json"),
+        Grammar.from_json_schema(_SCHEMA),
+        Grammar.from_json_schema(_SCHEMA, whitespace="flexible"),
+        # long counted string bodies: bounded state classes, token classes, single walks
+        Grammar.from_json_schema({"type": "string", "maxLength": 3000}),
+        Grammar.from_regex("[a-z]{1,3000}"),
+    ]
+
+
+def _drive(compiled: CompiledGrammar, steps: int) -> None:
+    """Fill, accept, validate, roll back, fork and jump forward along the first allowed tokens.
+
+    More than ``RESOLVE_AFTER`` fills and accepts, so the hot sites resolve their compiled
+    entries (``constrain.kernels.entry``) as a long generation does.
+    """
+    bitmask = allocate_token_bitmask(1, compiled.vocab.size)
+    matcher = Matcher(compiled)
+    for _ in range(steps):
+        matcher.fill_next_token_bitmask(bitmask)
+        allowed = matcher.allowed_token_ids()
+        candidates = [t for t in allowed.tolist() if t not in compiled.vocab.eos_ids]
+        if not candidates:
+            break
+        token = candidates[len(candidates) // 2]
+        matcher.validate_tokens([token, token])
+        matcher.forced_bytes()
+        matcher.is_accepting()
+        if not matcher.accept_token(token):
+            break
+    if matcher.num_accepted_tokens:
+        matcher.rollback(1)
+    other = matcher.fork()
+    other.accept_bytes(b"1")
+    matchers = [Matcher(compiled) for _ in range(4)] + [other]
+    batch = allocate_token_bitmask(len(matchers), compiled.vocab.size)
+    fill_next_token_bitmasks(matchers, batch, num_threads=2)
+
+
+def warm_up(vocab: Vocabulary) -> None:
+    """Run every kernel path once, compiling (or loading from numba's cache) each kernel.
+
+    Parameters
+    ----------
+    vocab : Vocabulary
+        Any vocabulary (the kernels' types do not depend on it; a real one reaches the token
+        classes that only large vocabularies build).
+    """
+    compiler = Compiler(vocab, cache_bytes=0)
+    for grammar in _grammars():
+        compiled = compiler.compile(grammar)
+        _drive(compiled, 2 * RESOLVE_AFTER + 2)
+        # what the token tables compute inside long string bodies once it pays (time-based)
+        compiled.lexer.bounded_classes(vocab.max_token_length + 1, [0])
+    # more token-table entries than a new index holds (one per lexer state here): it grows
+    compiler.compile(Grammar.from_regex("[0-9]{1,1200}")).precompute(60.0)
+    with tempfile.TemporaryDirectory(prefix="constrain-warmup-") as folder:
+        path = Path(folder) / "g.npz"
+        compiler.compile(Grammar.from_json_schema(_SCHEMA)).save(path)
+        _drive(CompiledGrammar.load(path, vocab), 4)
+    width = (vocab.size + 31) // 32
+    bitmask = allocate_token_bitmask(2, vocab.size)
+    bitmask[:, ::2] = 0
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        logits = torch.zeros((2, 32 * width + 7), dtype=dtype)
+        apply_token_bitmask_inplace(logits, bitmask, backend="numba")
+        apply_token_bitmask_inplace(logits, bitmask, backend="numba", indices=[1])
+
+
+def main() -> None:
+    """Warm up on the Llama 3.2 vocabulary and print what was compiled and what was cached."""
+    from constrain.testing import llama3_vocabulary
+
+    warm_up(llama3_vocabulary())
+    report = jit_report()
+    compiled = sum(r["cache_misses"] for r in report.values())
+    cached = sum(r["cache_hits"] for r in report.values())
+    kernels = sum(len(r["signatures"]) for r in report.values())
+    print(
+        f"constrain warm-up: {len(report)} kernels, {kernels} signatures: {compiled} compiled, "
+        f"{cached} loaded from numba's cache"
+    )
+
+
+if __name__ == "__main__":
+    main()
