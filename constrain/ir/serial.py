@@ -110,7 +110,11 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
                 continue
             stack.append((node, True))
             stack.extend((kid, False) for kid in reversed(_children(node)) if kid not in index)
-    meta = {k: v if isinstance(v, str) else list(v) for k, v in grammar._meta.items()}
+    meta = {
+        k: v if isinstance(v, str) else list(v)
+        for k, v in grammar._meta.items()
+        if k in _META_KEYS  # what a front end notes about its grammar (informative, uncompared)
+    }
     return {
         "start": grammar.start,
         "ignore": list(grammar.ignore),
@@ -258,13 +262,14 @@ def grammar_from_data(data: Any) -> Grammar:
                 ),
             )
         )
-    meta = data["meta"]
-    if type(meta) is not dict or not set(meta) <= _META_KEYS:
+    if type(data["meta"]) is not dict or not set(data["meta"]) <= _META_KEYS:
         raise r.fail("meta", f"expected a mapping with keys among {sorted(_META_KEYS)}")
-    if "source" in meta:
-        r.text(meta["source"], "meta")
-    if "warnings" in meta:
-        meta["warnings"] = tuple(r.text(w, "meta") for w in r.seq(meta["warnings"], "meta"))
+    meta: dict[str, Any] = {}
+    if "source" in data["meta"]:
+        meta["source"] = r.text(data["meta"]["source"], "meta")
+    if "warnings" in data["meta"]:
+        warnings = r.seq(data["meta"]["warnings"], "meta")
+        meta["warnings"] = tuple(r.text(w, "meta") for w in warnings)
     grammar = Grammar(
         rules=tuple(rules),
         terminals=tuple(terminals),
