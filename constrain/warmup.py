@@ -1,14 +1,15 @@
-"""The install warm-up: compile every matcher, table and automaton kernel into numba's cache.
+"""The install warm-up: compile every numba kernel constrain calls into numba's on-disk cache.
 
 ``python -m constrain.warmup`` (run by ``make install``, before the demo) drives the engine
 through every path that dispatches a numba kernel from Python: compiling grammars of every kind
 (regexes, the empty regex, Lark with ignored terminals, JSON Schemas with intersections,
 complements, counting automata and long counted strings), saving and loading a compiled
 grammar, filling masks (single and batched in threads), accepting, validating, rolling back,
-forking, jump-forward, and applying bitmasks to float32, float16 and bfloat16 logits. Kernels
-take one fixed type per argument (``constrain.kernels.jit_guard``), so afterwards no constrain
-call compiles anything: a fresh process loads the machine code from the cache. It prints how
-many kernel signatures it compiled and how many it found in the cache.
+forking, jump-forward, applying bitmasks to float32, float16 and bfloat16 logits, a DINGO
+diffusion step and the CPU model head's skinny product. Kernels take one fixed type per
+argument (``constrain.kernels.jit_guard``), so afterwards no constrain call compiles anything:
+a fresh process loads the machine code from the cache. It prints how many kernel signatures it
+compiled and how many it found in the cache.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from constrain.compiler import CompiledGrammar, Compiler
+from constrain.diffusion.dingo_lave import dingo
+from constrain.diffusion.token_dfa import TokenDfa
+from constrain.integrations.cpu_layers import SkinnyLinear
 from constrain.ir import Grammar
 from constrain.kernels.entry import RESOLVE_AFTER
 from constrain.kernels.jit_guard import jit_report
@@ -96,6 +101,20 @@ def _drive(compiled: CompiledGrammar, steps: int) -> None:
     fill_next_token_bitmasks(matchers, batch, num_threads=2)
 
 
+def _other_kernels(compiler: Compiler) -> None:
+    """Run the kernels outside the grammar engine: a diffusion step and the CPU model head."""
+    compiled = compiler.compile(Grammar.from_regex(r"\d{3}-\d{4}"))
+    width = compiled.vocab.model_vocab_size
+    dingo(TokenDfa.from_compiled(compiled), np.zeros((4, width)), mask_logp=np.zeros(4))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the skinny kernel serves torch on few threads only
+    try:
+        with torch.inference_mode():
+            SkinnyLinear(64, 96)(torch.zeros((2, 64)))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def warm_up(vocab: Vocabulary) -> None:
     """Run every kernel path once, compiling (or loading from numba's cache) each kernel.
 
@@ -117,6 +136,7 @@ def warm_up(vocab: Vocabulary) -> None:
         path = Path(folder) / "g.npz"
         compiler.compile(Grammar.from_json_schema(_SCHEMA)).save(path)
         _drive(CompiledGrammar.load(path, vocab), 4)
+    _other_kernels(compiler)
     width = (vocab.size + 31) // 32
     bitmask = allocate_token_bitmask(2, vocab.size)
     bitmask[:, ::2] = 0
