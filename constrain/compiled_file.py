@@ -374,8 +374,8 @@ def _check_content(
     words = max(1, -(-len(names) // 64))
     if byte_class.shape != (256,):
         raise ValueError(f"lexer.byte_class has shape {byte_class.shape}, expected (256,)")
-    if not 1 <= num_states <= max(1, limits.get("max_lexer_states", num_states)):
-        raise ValueError(f"lexer.trans has {num_states} states")
+    if not 1 <= num_states <= limits["max_lexer_states"]:
+        raise ValueError(f"lexer.trans has {num_states} states (max_lexer_states is the limit)")
     if not 1 <= num_classes <= 256 or int(byte_class.max()) >= num_classes:
         raise ValueError(f"lexer.byte_class names a class outside the {num_classes} of trans")
     if not np.bincount(byte_class, minlength=num_classes).all():
