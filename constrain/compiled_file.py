@@ -32,13 +32,8 @@ Every failure is a :class:`~constrain.errors.SavedFileError` naming the file and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-import struct
-import tempfile
-import tokenize
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from constrain import npz
 from constrain.automata.lexer import LexerDfa
 from constrain.errors import SavedFileError
 from constrain.ir import Grammar
@@ -75,22 +71,6 @@ _HEADER_FIELDS = frozenset(
 )
 _CHECKSUM_TAG = b"constrain.CompiledGrammar.checksum/2\x00"
 _MAX_INT = 2**62
-# what the zip and .npy header readers raise on damaged input (zipfile: BadZipFile, EOFError,
-# struct.error, NotImplementedError for unknown methods, RuntimeError for encrypted members;
-# numpy's header parser: ValueError, SyntaxError, tokenize.TokenError)
-_ZIP_ERRORS = (
-    SyntaxError,
-    tokenize.TokenError,
-    OSError,
-    EOFError,
-    ValueError,
-    TypeError,
-    struct.error,
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    NotImplementedError,
-    RuntimeError,
-)
 
 
 class SavedGrammar:
@@ -127,14 +107,7 @@ def checksum(arrays: Mapping[str, np.ndarray[Any, Any]]) -> str:
     str
         64 hexadecimal digits.
     """
-    h = hashlib.sha256(_CHECKSUM_TAG)
-    for name in sorted(arrays):
-        if name == "checksum":
-            continue
-        a = arrays[name]
-        h.update(f"{name}\x00{a.dtype.str}\x00{a.shape}\x00{a.nbytes}\x00".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
+    return npz.checksum(_CHECKSUM_TAG, arrays)
 
 
 def write_compiled_file(
@@ -182,19 +155,7 @@ def write_compiled_file(
     for name, (kind, _) in _LAYOUT.items():
         if name.startswith("lexer."):
             members[name] = np.ascontiguousarray(getattr(lexer, name[6:]), dtype=kind)
-    members["checksum"] = np.array(checksum(members))
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **members)  # type: ignore[arg-type]
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    npz.write_archive(path, _CHECKSUM_TAG, members)
 
 
 def read_compiled_file(
@@ -224,20 +185,19 @@ def read_compiled_file(
         names the file and the problem.
     """
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            size = os.fstat(fh.fileno()).st_size
+        size = npz.sniff(path)
     except OSError as err:
         raise SavedFileError(path, f"cannot read the file ({err})") from None
-    if head != b"PK\x03\x04":
-        what = "a pickle, which constrain never loads" if head[:1] == b"\x80" else "no .npz archive"
-        raise SavedFileError(path, f"not a constrain compiled grammar ({what})")
+    except npz.DamagedArchiveError as err:
+        raise SavedFileError(path, f"not a constrain compiled grammar ({err})") from None
     try:
         with zipfile.ZipFile(path) as zf:
             header, arrays = _read_members(zf, size)
     except _RefusedError as err:
         raise SavedFileError(path, str(err)) from None
-    except _ZIP_ERRORS as err:
+    except npz.DamagedArchiveError as err:
+        raise SavedFileError(path, f"corrupt compiled grammar: {err}") from None
+    except npz.ARCHIVE_ERRORS as err:
         raise SavedFileError(
             path, f"corrupt compiled grammar: unreadable archive ({err})"
         ) from None
@@ -257,19 +217,10 @@ def _read_members(
     zf: zipfile.ZipFile, size: int
 ) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, Any]]]:
     """Check the zip directory and the header's version, then read and checksum every member."""
-    infos: dict[str, zipfile.ZipInfo] = {}
-    for info in zf.infolist():
-        name = info.filename.removesuffix(".npy")
-        if name in infos:
-            raise _RefusedError(f"corrupt compiled grammar: entry {name!r} appears twice")
-        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
-            raise _RefusedError(f"corrupt compiled grammar: entry {name!r} is compressed")
-        infos[name] = info
+    infos = npz.member_infos(zf, size)
     if "header" not in infos:
         raise _RefusedError("not a constrain compiled grammar (no 'header' entry)")
-    if sum(info.file_size for info in infos.values()) > size:
-        raise _RefusedError("corrupt compiled grammar: entries larger than the file")
-    text = str(_read_member(zf, infos["header"], "header"))
+    text = str(npz.read_member(zf, infos["header"], "header", _LAYOUT))
     try:
         header = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError):
@@ -289,7 +240,7 @@ def _read_members(
     missing = sorted(set(_LAYOUT) - set(infos))
     if missing:
         raise _RefusedError(f"corrupt compiled grammar: entry {missing[0]!r} is missing")
-    arrays = {name: _read_member(zf, infos[name], name) for name in _LAYOUT}
+    arrays = {name: npz.read_member(zf, infos[name], name, _LAYOUT) for name in _LAYOUT}
     if str(arrays["checksum"]) != checksum(arrays):
         raise _RefusedError(
             "corrupt compiled grammar: checksum mismatch (the file was damaged or edited)"
@@ -305,39 +256,6 @@ def _read_members(
 
 def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
-
-
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> np.ndarray[Any, Any]:
-    """Read one ``.npy`` member after checking its header against the layout and its size."""
-
-    def bad(problem: str) -> _RefusedError:
-        return _RefusedError(f"corrupt compiled grammar: entry {name!r} {problem}")
-
-    if info.flag_bits & 0x1:
-        raise bad("is encrypted")
-    kind, rank = _LAYOUT[name]
-    with zf.open(info) as fh:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            raise bad(f"has .npy version {version}")
-        ok = (
-            dtype.str.startswith("<U") and dtype.itemsize > 0 if kind == "<U" else dtype.str == kind
-        )
-        if not ok:
-            raise bad(f"has dtype {dtype.str}, expected {kind}")
-        if len(shape) != rank or fortran or any(n < 0 for n in shape):
-            raise bad(f"has shape {shape}, expected {rank} dimension(s)")
-        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        if fh.tell() + nbytes != info.file_size:
-            raise bad(f"holds {info.file_size - fh.tell()} data bytes for shape {shape}")
-        data = fh.read(nbytes)
-        if len(data) != nbytes or fh.read(1):
-            raise bad("is truncated")
-    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def _check_limits(limits: Any, limit_types: Mapping[str, type]) -> dict[str, Any]:

@@ -116,7 +116,14 @@ def test_front_ends_are_light(tmp_path: Path) -> None:
 # Pipeline stages, earliest first (docs/architecture.md, STYLE.md section 4.3). A module may
 # import modules of its own stage or an earlier one. Prefixes match whole dotted components.
 STAGES: list[tuple[str, ...]] = [
-    ("constrain.errors", "constrain._types", "constrain._version", "constrain.grammars"),
+    # the foundations; constrain.npz reads and writes the .npz files of vocabularies and grammars
+    (
+        "constrain.errors",
+        "constrain._types",
+        "constrain._version",
+        "constrain.grammars",
+        "constrain.npz",
+    ),
     ("constrain.ir",),  # regex nodes, Grammar, case folding, printer
     ("constrain.automata",),  # IR -> byte-level DFAs and parser tables
     # front ends build IR; the JSON Schema one asks the automata language questions (is this key

@@ -185,17 +185,23 @@ def header_fields(raw: bytes) -> Iterator[Case]:
         yield f"object-array-{name}", buf.getvalue()
     yield "compressed", npz(arrays, compressed=True)
     yield "huge-declared-shape", _huge_header(raw)
+    # numpy's header parser raises tokenize.TokenError and SyntaxError on these
+    yield "npy-header-unterminated", _huge_header(raw, "{'descr': '<i4', 'shape': (3,")
+    yield "npy-header-syntax", _huge_header(raw, "{'descr': '<i4' 'shape': }")
+    yield "npy-header-not-a-dict", _huge_header(raw, "[1, 2, 3]")
 
 
-def _huge_header(raw: bytes) -> bytes:
-    """The node_end member's ``.npy`` header rewritten to declare 10**12 elements."""
+def _huge_header(
+    raw: bytes,
+    header: str = "{'descr': '<i4', 'fortran_order': False, 'shape': (1000000000000,), }",
+) -> bytes:
+    """The node_end member's ``.npy`` header rewritten (by default to declare 10**12 elements)."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(raw)) as src, zipfile.ZipFile(out, "w") as dst:
         for info in src.infolist():
             data = src.read(info)
             if info.filename == "node_end.npy":
                 payload = data[10 + int.from_bytes(data[8:10], "little") :]
-                header = "{'descr': '<i4', 'fortran_order': False, 'shape': (1000000000000,), }"
                 data = _npy_v1(header, payload)
             dst.writestr(info, data)
     return out.getvalue()

@@ -32,10 +32,6 @@ altered consistently and re-checksummed is refused as well. Every failure is a
 
 from __future__ import annotations
 
-import hashlib
-import os
-import struct
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from constrain import npz
 from constrain.errors import VocabularyError
 from constrain.vocab.trie import Trie, check_trie
 
@@ -83,19 +80,6 @@ _OPTIONAL = frozenset({"cache_key"})
 _MAX_STRING_CHARS = 256
 _MAX_ID = 2**31 - 1  # token ids and node indices are int32
 _CHECKSUM_TAG = b"constrain.Vocabulary.checksum/2\x00"
-# errors the zip and .npy header readers raise on damaged input (zipfile: BadZipFile, EOFError,
-# struct.error, NotImplementedError for unknown methods, RuntimeError for encrypted members)
-_ZIP_ERRORS = (
-    OSError,
-    EOFError,
-    ValueError,
-    TypeError,
-    struct.error,
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    NotImplementedError,
-    RuntimeError,
-)
 
 
 def checksum(arrays: Mapping[str, np.ndarray[Any, Any]]) -> str:
@@ -111,14 +95,7 @@ def checksum(arrays: Mapping[str, np.ndarray[Any, Any]]) -> str:
     str
         64 hexadecimal digits.
     """
-    h = hashlib.sha256(_CHECKSUM_TAG)
-    for name in sorted(arrays):
-        if name == "checksum":
-            continue
-        a = arrays[name]
-        h.update(f"{name}\x00{a.dtype.str}\x00{a.shape}\x00{a.nbytes}\x00".encode())
-        h.update(a.tobytes())  # C order whatever the layout
-    return h.hexdigest()
+    return npz.checksum(_CHECKSUM_TAG, arrays)
 
 
 def write_vocab_file(path: Path, arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
@@ -139,20 +116,7 @@ def write_vocab_file(path: Path, arrays: Mapping[str, np.ndarray[Any, Any]]) -> 
     members = {
         name: np.asarray(a, dtype=_file_dtype(name, a), order="C") for name, a in arrays.items()
     }
-    members["checksum"] = np.array(checksum(members))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **members)  # type: ignore[arg-type]
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    npz.write_archive(path, _CHECKSUM_TAG, members)
 
 
 def _file_dtype(name: str, a: np.ndarray[Any, Any]) -> Any:
@@ -182,20 +146,19 @@ def read_vocab_file(path: Path) -> dict[str, np.ndarray[Any, Any]]:
         problem.
     """
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            size = os.fstat(fh.fileno()).st_size
+        size = npz.sniff(path)
     except OSError as err:
         raise VocabularyError(f"cannot read vocabulary file {path}: {err}") from None
-    if head != b"PK\x03\x04":
-        what = "a pickle, which constrain never loads" if head[:1] == b"\x80" else "no .npz archive"
-        raise VocabularyError(f"{path} is not a constrain vocabulary file ({what})")
+    except npz.DamagedArchiveError as err:
+        raise VocabularyError(f"{path} is not a constrain vocabulary file ({err})") from None
     try:
         with zipfile.ZipFile(path) as zf:
             arrays = _read_members(zf, path, size)
     except VocabularyError:
         raise
-    except _ZIP_ERRORS as err:
+    except npz.DamagedArchiveError as err:
+        raise VocabularyError(f"corrupt vocabulary file {path}: {err}") from None
+    except npz.ARCHIVE_ERRORS as err:
         raise VocabularyError(
             f"corrupt vocabulary file {path}: unreadable archive ({err})"
         ) from None
@@ -209,27 +172,15 @@ def read_vocab_file(path: Path) -> dict[str, np.ndarray[Any, Any]]:
 
 def _read_members(zf: zipfile.ZipFile, path: Path, size: int) -> dict[str, np.ndarray[Any, Any]]:
     """Check the zip directory, then read ``format`` and ``version``, then every member."""
-    infos: dict[str, zipfile.ZipInfo] = {}
-    for info in zf.infolist():
-        name = info.filename.removesuffix(".npy")
-        if name in infos:
-            raise VocabularyError(f"corrupt vocabulary file {path}: entry {name!r} appears twice")
-        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
-            raise VocabularyError(
-                f"corrupt vocabulary file {path}: entry {name!r} is compressed (vocabulary "
-                "files are stored uncompressed)"
-            )
-        infos[name] = info
+    infos = npz.member_infos(zf, size)
     if "format" not in infos:
         raise VocabularyError(f"{path} is not a constrain vocabulary file (no 'format' entry)")
-    if sum(info.file_size for info in infos.values()) > size:
-        raise VocabularyError(f"corrupt vocabulary file {path}: entries larger than the file")
-    tag = _read_member(zf, infos["format"], "format", path)
+    tag = _read_member(zf, infos["format"], "format")
     if str(tag) != FORMAT_TAG:
         raise VocabularyError(
             f"{path} is not a constrain vocabulary file (format {str(tag)[:40]!r})"
         )
-    version = int(_read_member(zf, _entry(infos, "version", path), "version", path))
+    version = int(_read_member(zf, _entry(infos, "version"), "version"))
     if version != VOCAB_FORMAT_VERSION:
         raise VocabularyError(
             f"{path} has vocabulary format version {version}; this constrain reads version "
@@ -237,58 +188,24 @@ def _read_members(zf: zipfile.ZipFile, path: Path, size: int) -> dict[str, np.nd
         )
     unknown = sorted(set(infos) - set(_LAYOUT))
     if unknown:
-        raise VocabularyError(f"corrupt vocabulary file {path}: unexpected entry {unknown[0]!r}")
+        raise npz.DamagedArchiveError(f"unexpected entry {unknown[0][:40]!r}")
     arrays = {"format": tag}
     for name in _LAYOUT:
         if name not in arrays and (name in infos or name not in _OPTIONAL):
-            arrays[name] = _read_member(zf, _entry(infos, name, path), name, path)
+            arrays[name] = _read_member(zf, _entry(infos, name), name)
     if str(arrays["checksum"]) != checksum(arrays):
-        raise VocabularyError(
-            f"corrupt vocabulary file {path}: checksum mismatch (the file was damaged or edited)"
-        )
+        raise npz.DamagedArchiveError("checksum mismatch (the file was damaged or edited)")
     return arrays
 
 
-def _entry(infos: Mapping[str, zipfile.ZipInfo], name: str, path: Path) -> zipfile.ZipInfo:
+def _entry(infos: Mapping[str, zipfile.ZipInfo], name: str) -> zipfile.ZipInfo:
     if name not in infos:
-        raise VocabularyError(f"corrupt vocabulary file {path}: entry {name!r} is missing")
+        raise npz.DamagedArchiveError(f"entry {name!r} is missing")
     return infos[name]
 
 
-def _read_member(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, path: Path
-) -> np.ndarray[Any, Any]:
-    """Read one ``.npy`` member after checking its header against the layout and its size."""
-
-    def bad(problem: str) -> VocabularyError:
-        return VocabularyError(f"corrupt vocabulary file {path}: entry {name!r} {problem}")
-
-    if info.flag_bits & 0x1:
-        raise bad("is encrypted")
-    kind, rank = _LAYOUT[name]
-    with zf.open(info) as fh:
-        version = np.lib.format.read_magic(fh)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-        else:
-            raise bad(f"has .npy version {version}")
-        if kind == "<U":
-            ok = dtype.str.startswith("<U") and 0 < dtype.itemsize <= 4 * _MAX_STRING_CHARS
-        else:
-            ok = dtype.str == kind
-        if not ok:
-            raise bad(f"has dtype {dtype.str}, expected {kind}")
-        if len(shape) != rank or fortran or any(n < 0 for n in shape):
-            raise bad(f"has shape {shape}, expected {rank} dimension(s)")
-        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        if fh.tell() + nbytes != info.file_size:
-            raise bad(f"holds {info.file_size - fh.tell()} data bytes for shape {shape}")
-        data = fh.read(nbytes)
-        if len(data) != nbytes or fh.read(1):
-            raise bad("is truncated")
-    return np.frombuffer(data, dtype=dtype).reshape(shape)
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> np.ndarray[Any, Any]:
+    return npz.read_member(zf, info, name, _LAYOUT, max_string_chars=_MAX_STRING_CHARS)
 
 
 def _check_content(arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
