@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from constrain._version import __version__
-from constrain.automata.lexer import EmptyTerminalError, LexerDfa, build_lexer
+from constrain.automata.lexer import LexerDfa, grammar_lexer
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiled_file import read_compiled_file, write_compiled_file
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError
@@ -333,18 +333,7 @@ class Compiler:
         return compiled
 
     def _compile(self, grammar: Grammar) -> CompiledGrammar:
-        g = grammar.normalise()
-        while True:
-            try:
-                lexer = build_lexer(
-                    [(t.name, t.regex) for t in g.terminals],
-                    max_states=self.limits.max_lexer_states,
-                )
-                break
-            except EmptyTerminalError as err:
-                # A terminal with an empty language (an intersection nothing satisfies): its
-                # alternatives derive nothing; drop them and normalise again.
-                g = g.without_terminals(err.names).normalise()
+        g, lexer = grammar_lexer(grammar, max_states=self.limits.max_lexer_states)
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
         compiled = CompiledGrammar(g, self.vocab, lexer, parser, self.limits)

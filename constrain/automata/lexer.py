@@ -22,11 +22,11 @@ from constrain.automata.nfa import NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
-from constrain.ir import Regex
+from constrain.ir import Grammar, Regex
 from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
 from constrain.kernels.numba_subsets import state_bits_kernel
 
-__all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer"]
+__all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer", "grammar_lexer"]
 
 
 _NFA_STATES_PER_DFA_STATE = 4
@@ -184,6 +184,57 @@ class LexerDfa:
         num_blocks = row_ids_kernel(outputs, cls)
         bounded_classes_kernel(lptr, lcls, ldst, cls, num_blocks, depth)
         return states, cls
+
+
+def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Grammar, LexerDfa]:
+    """Normalise a grammar and build its lexer, dropping terminals that match no string.
+
+    A terminal with an empty language (an intersection nothing satisfies, ``minLength`` above
+    ``maxLength``) makes every alternative that uses it derive nothing: those alternatives are
+    removed and the grammar normalised again, until every terminal matches some string.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        Any grammar.
+    max_states : int, optional
+        As for :func:`build_lexer`.
+
+    Returns
+    -------
+    tuple of (Grammar, LexerDfa)
+        The normalised grammar without empty terminals, and its lexer (bit ``t`` is terminal
+        ``t`` of the returned grammar).
+
+    Raises
+    ------
+    GrammarError
+        If the grammar accepts no string; when terminals were dropped the message names them.
+    CompileLimitError
+        As for :func:`build_lexer`.
+    """
+    dropped: list[str] = []
+    try:
+        g = grammar.normalise()
+        while True:
+            try:
+                return g, build_lexer(
+                    [(t.name, t.regex) for t in g.terminals], max_states=max_states
+                )
+            except EmptyTerminalError as err:
+                dropped += err.names
+                g = g.without_terminals(err.names).normalise()
+    except EmptyTerminalError:
+        raise
+    except GrammarError as err:
+        if not dropped:
+            raise
+        listed = ", ".join(repr(n) for n in dropped[:5]) + (" ..." if len(dropped) > 5 else "")
+        raise GrammarError(
+            f"the grammar accepts no string: every derivation of rule {grammar.start!r} needs "
+            f"one of the terminals {listed}, which match no string at all (for a JSON Schema: "
+            "no instance satisfies it, e.g. minLength above maxLength)"
+        ) from err
 
 
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:

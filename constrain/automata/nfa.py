@@ -38,6 +38,7 @@ from constrain.automata.subsets import determinize
 from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import CompileLimitError, GrammarError
 from constrain.ir import (
+    NOTHING,
     Alt,
     Automaton,
     CharSet,
@@ -150,7 +151,7 @@ def _simplify_repeat(node: Repeat) -> Regex:
     """Collapse repeats of stars and pluses, so ``(a*){1,100000}`` stays small."""
     item, lo, hi = node.item, node.min, node.max
     if hi is not None and lo > hi:
-        raise ValueError(f"Repeat with min={lo} > max={hi}")
+        return NOTHING  # no count is both >= min and <= max (e.g. minLength 5, maxLength 3)
     if hi == 0:
         return Concat(())
     if hi == 1 and lo == 1:

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from constrain._types import UInt64Array
-from constrain.automata.lexer import EmptyTerminalError, LexerDfa, build_lexer
+from constrain.automata.lexer import LexerDfa, grammar_lexer
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError
@@ -530,11 +530,5 @@ def _bit(bits: UInt64Array, t: int) -> bool:
 
 
 def _build_tables(grammar: Grammar) -> tuple[LexerDfa, ParserTables]:
-    g = grammar.normalise()
-    while True:
-        try:
-            lexer = build_lexer([(t.name, t.regex) for t in g.terminals])
-            break
-        except EmptyTerminalError as err:
-            g = g.without_terminals(err.names).normalise()
+    g, lexer = grammar_lexer(grammar)
     return lexer, build_parser_tables(g, [t.name for t in g.terminals])

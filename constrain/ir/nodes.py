@@ -158,7 +158,11 @@ class Alt(_Node):
 @_hashed
 @dataclass(frozen=True, slots=True)
 class Repeat(_Node):
-    """``item{min,max}``; ``max=None`` means unbounded. Lazy quantifiers are greedy here."""
+    """``item{min,max}``; ``max=None`` means unbounded. Lazy quantifiers are greedy here.
+
+    ``min > max`` denotes the empty language (a JSON Schema with ``minLength`` above
+    ``maxLength`` builds one); the regex front end refuses it in pattern syntax, as ``re`` does.
+    """
 
     item: Regex
     min: int = 0
@@ -222,6 +226,8 @@ def matches_empty(node: Regex) -> bool:
     if isinstance(node, Alt):
         return any(matches_empty(i) for i in node.items)
     if isinstance(node, Repeat):
+        if node.max is not None and node.min > node.max:
+            return False  # item{5,3} matches nothing
         return node.min == 0 or matches_empty(node.item)
     if isinstance(node, Complement):
         return not matches_empty(node.item)

@@ -742,3 +742,25 @@ def test_open_ends_name_what_bounds_nothing() -> None:
         "#/$defs/x~1y",
     ]
     assert "#/properties/score" not in " ".join(open_ends(schema, max_number_digits=15))
+
+
+def test_unsatisfiable_length_bounds_are_an_empty_branch() -> None:
+    """minLength above maxLength: that branch accepts nothing (was a bare ValueError)."""
+    either = Grammar.from_json_schema(
+        {"anyOf": [{"type": "string", "minLength": 5, "maxLength": 3}, {"type": "integer"}]}
+    )
+    assert accepts(either, "12") and not accepts(either, '"abcd"')
+    optional = Grammar.from_json_schema(
+        {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}}}
+    )
+    assert accepts(optional, "{}") and not accepts(optional, '{"a":"x"}')
+    for schema in (
+        {"type": "string", "minLength": 5, "maxLength": 3},
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "minLength": 5, "maxLength": 3}},
+            "required": ["a"],
+        },
+    ):
+        with pytest.raises(constrain.GrammarError, match="match no string at all"):
+            _COMPILER.compile(Grammar.from_json_schema(schema))
