@@ -129,7 +129,11 @@ class LLGuidanceEngine(Engine):
         if spec.kind == "lark":
             assert isinstance(spec.source, str)
             return str(matcher_cls.grammar_from_lark(spec.source))
-        return str(matcher_cls.grammar_from_json_schema(_schema_text(spec.source)))
+        # flexible whitespace, as every engine here: the texts are json.dumps output
+        options = {"whitespace_flexible": True}
+        return str(
+            matcher_cls.grammar_from_json_schema(_schema_text(spec.source), defaults=options)
+        )
 
     def compile(self, compiler: Any, spec: GrammarSpec) -> Any:
         # LLMatcher never raises on grammar errors: it enters an error state instead.
@@ -182,7 +186,9 @@ class XGrammarEngine(Engine):
         # strict_mode=False: follow the JSON Schema spec (extra properties/items allowed unless
         # forbidden), like llguidance; XGrammar's default strict_mode=True would reject valid
         # MaskBench instances. any_whitespace=True (default) accepts json.dumps separators.
-        return compiler.compile_json_schema(_schema_text(spec.source), strict_mode=False)
+        return compiler.compile_json_schema(
+            _schema_text(spec.source), any_whitespace=True, strict_mode=False
+        )
 
     def allocate_bitmask(self) -> torch.Tensor:
         return self._xgr.allocate_token_bitmask(1, self.vocab_size)
@@ -237,7 +243,8 @@ class ConstrainEngine(Engine):
             from_json_schema = grammar_cls.from_json_schema
         except AttributeError as exc:
             raise UnavailableError(f"constrain.Grammar.from_json_schema: {exc}") from exc
-        return from_json_schema(spec.source)
+        # flexible whitespace, as the peers here (constrain's default layout is compact)
+        return from_json_schema(spec.source, whitespace="flexible")
 
     def compile(self, compiler: Any, spec: GrammarSpec) -> Any:
         # A missing JSON Schema front end is "not available", not a failure of the engine.
