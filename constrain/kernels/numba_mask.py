@@ -1,4 +1,4 @@
-"""Numba kernels of stage 6 (apply): token bitmask applied to CPU logits, bool <-> bitmask.
+"""Numba kernels of stage 6 (apply): the token bitmask applied to CPU logits.
 
 Every kernel works on flat numpy arrays and scalars only. Wrappers in :mod:`constrain.bitmask`
 validate the inputs and hand over:
@@ -6,9 +6,9 @@ validate the inputs and hand over:
 - the logits as an *integer view* of the same storage (``int32`` for float32, ``int16`` for
   float16 and bfloat16) together with the bit pattern of ``-inf`` in that dtype, so that one
   kernel serves all three float dtypes and never does float arithmetic;
-- the bitmask as its int32 words. Bits are read with an arithmetic right shift and ``& 1``, and
-  packed words are built in a ``uint32`` view from values below ``2**32``, so no step depends on
-  integer wrap-around (which would behave differently under ``NUMBA_DISABLE_JIT=1``).
+- the bitmask as its int32 words. Bits are read with an arithmetic right shift and ``& 1``, so
+  no step depends on integer wrap-around (which would behave differently under
+  ``NUMBA_DISABLE_JIT=1``).
 
 Nothing here is compiled at import: numba compiles each kernel lazily on its first call, once per
 dtype combination, and caches the machine code on disk (``cache=True``).
@@ -26,8 +26,6 @@ from constrain._types import AnyArray
 __all__ = [
     "NEG_INF_BITS",
     "apply_bitmask_kernel",
-    "bitmask_to_bool_kernel",
-    "bool_to_bitmask_kernel",
 ]
 
 #: Bit pattern of ``-inf`` for each float dtype name, as a signed integer of the same width.
@@ -90,42 +88,3 @@ def apply_bitmask_kernel(
                     out[base + bit] = neg_inf_bits
         if limit < num_cols:
             out[limit:] = neg_inf_bits
-
-
-@njit(cache=True, nogil=True)
-def bool_to_bitmask_kernel(mask: AnyArray, out_words: AnyArray) -> None:
-    """Pack a boolean mask into bitmask words, in place.
-
-    Parameters
-    ----------
-    mask : (B, V) bool
-        ``True`` = allowed.
-    out_words : (B, ceil(V/32)) uint32
-        Output; every word is overwritten (bits past ``V`` are 0).
-    """
-    num_tokens = mask.shape[1]
-    for r in range(mask.shape[0]):
-        for w in range(out_words.shape[1]):
-            acc = 0
-            base = w * 32
-            for bit in range(min(32, num_tokens - base)):
-                if mask[r, base + bit]:
-                    acc |= 1 << bit
-            out_words[r, w] = acc
-
-
-@njit(cache=True, nogil=True)
-def bitmask_to_bool_kernel(bitmask: AnyArray, out_mask: AnyArray) -> None:
-    """Unpack bitmask words into a boolean mask, in place.
-
-    Parameters
-    ----------
-    bitmask : (B, W) int32
-        The bitmask words.
-    out_mask : (B, V) bool
-        Output, ``V <= 32 * W``; ``out_mask[r, t]`` is bit ``t % 32`` of word ``t // 32``.
-    """
-    num_tokens = out_mask.shape[1]
-    for r in range(out_mask.shape[0]):
-        for t in range(num_tokens):
-            out_mask[r, t] = ((bitmask[r, t >> 5] >> np.int32(t & 31)) & np.int32(1)) == 1

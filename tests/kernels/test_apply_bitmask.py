@@ -199,20 +199,6 @@ def test_conversion_feeds_apply() -> None:
 # Numba kernels called directly (also under NUMBA_DISABLE_JIT=1)
 
 
-@pytest.mark.parametrize("vocab", [1, 31, 32, 33, 100])
-def test_numba_conversion_kernels(rng: np.random.Generator, vocab: int) -> None:
-    from constrain.kernels.numba_mask import bitmask_to_bool_kernel, bool_to_bitmask_kernel
-
-    mask = rng.random((3, vocab)) < 0.5
-    words = np.empty((3, (vocab + 31) // 32), dtype=np.int32)
-    bool_to_bitmask_kernel(mask, words.view(np.uint32))
-    expected = [reference.reference_bool_to_bitmask(r.tolist()) for r in mask]
-    np.testing.assert_array_equal(words, np.array(expected, dtype=np.int32))
-    back = np.empty_like(mask)
-    bitmask_to_bool_kernel(words, back)
-    np.testing.assert_array_equal(back, mask)
-
-
 def test_numba_apply_kernel_on_numpy() -> None:
     from constrain.kernels.numba_mask import NEG_INF_BITS, apply_bitmask_kernel
 
