@@ -19,7 +19,9 @@ pydantic's ``TypeAdapter`` accepts)
 Every value is validated once more on the way out, independently of the automata: pydantic's
 ``model_validate_json``, ``jsonschema``, ``re.fullmatch``, lark's own Earley parser, membership
 in ``choices``. A failure there raises :class:`~constrain.errors.OutputValidationError`, which
-is a bug in constrain: the matcher accepted a text outside the language.
+is a bug in constrain: the matcher accepted a text outside the language. Where lark cannot
+read a grammar (constrain's ``%json``, ``%grammar`` and ``%regex`` directives, terminals with
+intersections) or its dynamic lexer misses a match, the grammar's byte-level automaton decides.
 """
 
 from __future__ import annotations
@@ -306,14 +308,25 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
         else:
             grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
     parser = _lark_parser(text, paths, start)
+    byte_level = _byte_level_parser(grammar)
 
     def parse(out: str) -> str:
         import lark
 
         try:
             parser.parse(out)
+        except lark.exceptions.GrammarError:
+            # constrain's extensions (%json, %grammar, %regex) are not Lark: the automaton
+            # built from the same grammar decides
+            return byte_level(out)
         except lark.exceptions.LarkError as err:
-            raise OutputValidationError(f"lark cannot parse the output: {err}", out) from err
+            # lark's dynamic Earley lexer can miss a match its regexes allow (it tries one
+            # lexeme length per position); the output stands if the grammar's own automaton
+            # accepts it
+            try:
+                return byte_level(out)
+            except OutputValidationError:
+                raise OutputValidationError(f"lark cannot parse the output: {err}", out) from err
         return out
 
     return OutputType(grammar, "grammar", label, parse)
@@ -322,8 +335,8 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
 def _byte_level_parser(grammar: Grammar) -> Callable[[str], str]:
     """Return a check of ``grammar`` on raw bytes (compiled on first use) for ``OutputType``.
 
-    Used only where lark cannot parse the grammar: it shares the automata with decoding but not
-    the token-level tables.
+    Used where lark cannot read the grammar or rejects an output: it shares the automata with
+    decoding but not the token-level tables.
     """
     built: list[Any] = []
 

@@ -411,3 +411,14 @@ def test_numbers_the_grammar_rejects_fail_the_final_check(
     assert not (m.accept_bytes(text) and m.is_accepting())
     with pytest.raises(OutputValidationError):
         ot.parse(text)
+
+
+def test_grammar_with_constrain_directives_is_checked_by_its_automaton() -> None:
+    """%json is not Lark: the final check uses the grammar's own automaton (lark raised)."""
+    schema = '{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}'
+    out = output_type(grammar=f'start: "CALL " %json {schema}\n')
+    assert out.parse('CALL {"a":5}') == 'CALL {"a":5}'
+    with pytest.raises(OutputValidationError):
+        out.parse('CALL {"b":5}')
+    with pytest.raises(OutputValidationError):
+        out.parse("CALL 5")
