@@ -147,6 +147,15 @@ def nullable(node: Regex) -> bool:
     return matches_empty(node)
 
 
+def _literal_text(node: Regex) -> str | None:
+    """Return the one string ``node`` matches if it is a literal or a concat of literals."""
+    if isinstance(node, Literal):
+        return node.text
+    if isinstance(node, Concat) and all(isinstance(item, Literal) for item in node.items):
+        return "".join(item.text for item in node.items)  # type: ignore[union-attr]
+    return None
+
+
 def _simplify_repeat(node: Repeat) -> Regex:
     """Collapse repeats of stars and pluses, so ``(a*){1,100000}`` stays small."""
     item, lo, hi = node.item, node.min, node.max
@@ -542,7 +551,7 @@ class NfaBuilder:
         return end
 
     def _alt(self, node: Alt, start: int) -> int:
-        if not all(isinstance(item, Literal) for item in node.items):
+        if not all(_literal_text(item) is not None for item in node.items):
             tpl = self._shared(node)
             if tpl is not None:
                 return self._place(tpl, start)
@@ -553,8 +562,9 @@ class NfaBuilder:
         trie: dict[tuple[int, int], int] = {}
         ends: set[int] = set()
         for item in node.items:
-            data = _utf8(item.text) if isinstance(item, Literal) else None
-            if data is not None:  # share prefixes of literal alternatives
+            text = _literal_text(item)
+            data = _utf8(text) if text is not None else None
+            if data is not None:  # share prefixes of literal alternatives (enums: a trie)
                 cur = start
                 for byte in data:
                     nxt = trie.get((cur, byte))

@@ -49,6 +49,13 @@ def _enum_keys(enums: list[Any]) -> frozenset[Any] | None:
     return entry[1]
 
 
+# keywords of a schema that is nothing but an enum: annotations do not validate
+_ENUM_ONLY = frozenset(
+    {"enum", "title", "description", "$comment", "examples", "default", "deprecated",
+     "readOnly", "writeOnly", "$schema", "$id"}
+)  # fmt: skip
+
+
 def _enum_member(enums: Any, instance: Any) -> bool | None:
     """Whether ``instance`` is in a long ``enum`` list by hashed lookup; None: undecided.
 
@@ -239,6 +246,13 @@ class SchemaContext:
 
     def _piece_valid(self, value: Any, piece: Piece) -> bool:
         """Whether ``value`` validates against one piece (uncached :meth:`is_valid`)."""
+        schema = piece.schema
+        if isinstance(schema, dict) and "enum" in schema and _ENUM_ONLY.issuperset(schema):
+            # a bare enum: hashed membership, without a validator call per value (an enum of
+            # 16,384 strings: 0.23 s of jsonschema calls)
+            member = _enum_member(schema["enum"], value)
+            if member is not None:
+                return member
         # Deferred: jsonschema (~0.1 s to import) loads only for schemas with values to check.
         import jsonschema
 
