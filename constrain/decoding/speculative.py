@@ -54,6 +54,7 @@ import torch
 
 from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from constrain.decoding.autoregressive import DecodeResult, TokenMethod
+from constrain.decoding.draft_policy import DraftPolicy
 from constrain.decoding.drafters import (
     Drafter,
     DraftModelDrafter,
@@ -173,70 +174,6 @@ class SpeculativeResult(DecodeResult):
     """:class:`DecodeResult` plus the speculation counters."""
 
     stats: SpeculativeStats = field(default_factory=SpeculativeStats)
-
-
-_RATE_DECAY = 0.1
-"""Weight of the newest verification outcome in a drafter's running acceptance rate."""
-
-
-class _Policy:
-    """How many tokens each drafter may draft: the adaptive draft length.
-
-    Costs are in target forward passes of one position. A pass over ``T >= 2`` positions costs
-    ``1 + start`` (``start`` is measured: the running ratio of multi-position to one-position
-    pass times, minus 1; on this project's 2-core CPU about 0.6-0.9, on a GPU near 0), and each
-    further position ``_PER_TOKEN``. A drafter whose running acceptance rate is ``a`` has its
-    ``j``-th token accepted with probability about ``a ** j``. So it may start a row's draft
-    when the expected accepted run ``a / (1 - a)`` exceeds ``start`` plus its own drafting cost,
-    extend one when ``a`` exceeds ``_PER_TOKEN`` plus its own cost per token, and drafts up to
-    ``log(_PER_TOKEN) / log(a)`` tokens (where ``a ** j`` stops paying for a position). A drafter
-    switched off is probed with one token now and then, to re-measure ``a``. Rates start at the
-    drafter's ``prior`` (grammar 0.9, lookup 0.5, early exit 0.2).
-    """
-
-    def __init__(self, drafters: Sequence[Drafter], max_draft: int) -> None:
-        self.rates = {d.name: float(getattr(d, "prior", 0.5)) for d in drafters}
-        self.own = {d.name: float(getattr(d, "cost", 0.0)) for d in drafters}
-        self.max_draft = max_draft
-        self.iteration = 0
-        self.one = 0.0  # running seconds of a one-position pass
-        self.many = 0.0  # ... and of a multi-position pass
-
-    @property
-    def start(self) -> float:
-        if self.one <= 0.0 or self.many <= 0.0:
-            return _START_GUESS
-        return max(0.0, self.many / self.one - 1.0)
-
-    def timed(self, width: int, seconds: float) -> None:
-        if width == 1:
-            self.one = seconds if self.one == 0.0 else 0.8 * self.one + 0.2 * seconds
-        else:
-            self.many = seconds if self.many == 0.0 else 0.8 * self.many + 0.2 * seconds
-
-    def outcome(self, source: str, accepted: bool) -> None:
-        rate = self.rates.get(source, 0.5)
-        self.rates[source] = (1 - _RATE_DECAY) * rate + _RATE_DECAY * accepted
-
-    def __call__(self, row: int, source: str, drafted: int) -> int:
-        a = min(self.rates.get(source, 0.5), 0.97)
-        own = self.own.get(source, 0.0)
-        run = a / (1.0 - a)
-        worth = run > self.start + own if drafted == 0 else a > _PER_TOKEN + own
-        if not worth:
-            period = int(_PROBE_EVERY * (1.0 + 4.0 * own))
-            return 1 if self.iteration % period == 0 else 0
-        if a <= _PER_TOKEN:
-            return 1
-        return max(1, min(self.max_draft, int(math.log(_PER_TOKEN) / math.log(a))))
-
-
-_START_GUESS = 0.5
-"""Extra cost of a multi-position pass before one of each kind has been timed."""
-_PER_TOKEN = 0.03
-"""Cost of one more position in a multi-position pass (measured 0.01-0.05 on the CPU)."""
-_PROBE_EVERY = 16
-"""A drafter switched off for a low acceptance rate drafts one token this often, to re-measure."""
 
 
 # -- verification -----------------------------------------------------------------------------
@@ -525,7 +462,7 @@ class _Loop:
         self.out: list[list[int]] = [[] for _ in range(batch)]
         self.finish = ["length"] * batch
         self.histories = [list(p) for p in prompts]
-        self.policy = _Policy(drafters, max_draft)
+        self.policy = DraftPolicy(drafters, max_draft)
         self.live: list[int] = []
         self.t_start = time.perf_counter()
 

@@ -18,7 +18,7 @@ import torch
 import constrain
 from constrain import Model
 from constrain.decoding import ASAp
-from constrain.decoding import speculative as spec
+from constrain.decoding.draft_policy import DraftPolicy
 from constrain.diffusion.tiny_model import load_tiny_diffusion
 
 pytestmark = pytest.mark.slow  # about 10 minutes on 2 shared cores
@@ -104,12 +104,12 @@ def test_speculation_is_independent_of_its_timing_policy(
         seed: _run(model, PROMPTS[1], seed, 1, sampler="masked", temperature=0.8) for seed in SEEDS
     }
     clock = random.Random(0)
-    timed = spec._Policy.timed
+    timed = DraftPolicy.timed
 
     def erratic(self: Any, width: int, seconds: float) -> None:
         timed(self, width, seconds * clock.uniform(0.01, 100.0))
 
-    monkeypatch.setattr(spec._Policy, "timed", erratic)
+    monkeypatch.setattr(DraftPolicy, "timed", erratic)
     for seed in SEEDS:
         assert _run(model, PROMPTS[1], seed, 1, **kw) == expected[seed]
         assert _run(model, PROMPTS[1], seed, 2, max_draft=2, **kw) == expected[seed]

@@ -14,17 +14,14 @@ import pytest
 import torch
 
 from constrain import Compiler, Grammar, Matcher, Vocabulary
+from constrain.decoding.draft_policy import PER_TOKEN, DraftPolicy
 from constrain.decoding.drafters import (
     DraftRequest,
     GrammarDrafter,
     PromptLookupDrafter,
     TokenText,
 )
-from constrain.decoding.speculative import (
-    _PER_TOKEN,
-    _Policy,
-    speculative_decode,
-)
+from constrain.decoding.speculative import speculative_decode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from statistical.toy import EOS, BigramLM, ToySpecSession, toy_vocabulary  # noqa: E402
@@ -172,7 +169,7 @@ class _D:
 
 
 def test_policy_switches_off_drafters_that_do_not_pay_and_probes_them() -> None:
-    policy = _Policy([_D("good", 0.9), _D("bad", 0.2), _D("costly", 0.5, cost=0.9)], 8)  # type: ignore[list-item]
+    policy = DraftPolicy([_D("good", 0.9), _D("bad", 0.2), _D("costly", 0.5, cost=0.9)], 8)  # type: ignore[list-item]
     policy.timed(1, 0.10)
     policy.timed(4, 0.18)  # a multi-position pass costs 1.8x
     policy.iteration = 1
@@ -187,7 +184,7 @@ def test_policy_switches_off_drafters_that_do_not_pay_and_probes_them() -> None:
     policy.iteration = 5
     assert policy(0, "good", 0) == 0
     assert math.isclose(policy.start, 0.8)
-    assert _PER_TOKEN < 0.1
+    assert PER_TOKEN < 0.1
 
 
 # -- the loop's edges ------------------------------------------------------------------------
