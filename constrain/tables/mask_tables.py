@@ -63,6 +63,12 @@ _RECENT = 8
 # exact, and all that as bytes (MaskTables._inputs)
 _Inputs = tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
 _MAX_PAIRS = 4096
+# After this many failed pair searches (equivalent_within), the lexer's classes alike within
+# _SHORT bytes are computed once and compared instead, when the lexer is at most this large
+# (states x byte classes): Unicode `\w{64}` has 19,779 states of 97 classes, whose pair searches
+# overflowed at 1.8 ms each, seven per token, while the classes take a few milliseconds once.
+_PAIR_MISSES = 2
+_SHORT_CLASSES_MAX_CELLS = 1 << 24
 # the string-body reach search gives up past this many states (a long counted string body,
 # one state per count: the reach bounded to SLICE_CHARS characters then decides)
 _REACH_LIMIT = 4096
@@ -232,6 +238,9 @@ class MaskTables:
         # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
         # full-trie tables as (state, within bits)), for the short-token reuse above
         self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
+        # failed pair searches, then the classes of states alike within _SHORT bytes
+        self._pair_misses = 0
+        self._short_classes: np.ndarray | None = None
         self._long: tuple[np.ndarray, Any] | None = None
         self._accept_csr: tuple[Int64Array, Int32Array] | None = None
         # the compiled entry of entry_inputs_kernel by the Earley kernel array's type (every
@@ -348,8 +357,14 @@ class MaskTables:
         single = self._single.get(key)
         if single is not None and self.string_body_reach(state, SLICE_CHARS) is None:
             alive, recent = single
+            short = self._short_classes_of() if self._pair_misses >= _PAIR_MISSES else None
             for r, bits in list(recent):
-                if equivalent_within(state, r, lexer.trans, alive, _SHORT, _MAX_PAIRS):
+                if short is not None:
+                    alike = bool(short[state] == short[r] >= 0)
+                else:
+                    alike = equivalent_within(state, r, lexer.trans, alive, _SHORT, _MAX_PAIRS)
+                    self._pair_misses += not alike
+                if alike:
                     long_bits, long_trie = self._long_tokens()
                     out_w = bits & ~long_bits
                     walk_single_kernel(
@@ -413,6 +428,26 @@ class MaskTables:
             if len(recent) > _RECENT:
                 del recent[0]
         return out_w, int(nc), sliced
+
+    def _short_classes_of(self) -> np.ndarray | None:
+        """Return each lexer state's class alike within ``_SHORT`` bytes (-1: none), or None.
+
+        States of one class accept and keep alive the same terminals after every string of at
+        most ``_SHORT`` bytes, a stronger relation than :func:`equivalent_within`'s (which
+        compares the walk's aliveness only), so the reuse it allows is sound. None for a lexer
+        too large to classify at once.
+        """
+        if self._short_classes is None:
+            lexer = self.lexer
+            if lexer.num_states * lexer.num_classes > _SHORT_CLASSES_MAX_CELLS:
+                return None
+            found = lexer.bounded_classes(_SHORT)
+            out = np.full(lexer.num_states, -1, dtype=np.int64)
+            if found is not None:
+                states, classes = found
+                out[states] = classes
+            self._short_classes = out
+        return self._short_classes
 
     def _share_state(self, state: int) -> int:
         """Return the key under which ``state``'s builds are shared: itself, or its class.

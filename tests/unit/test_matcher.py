@@ -381,3 +381,37 @@ def test_scan_memo_stays_bounded_and_exact() -> None:
         assert small.accept_token(byte) and normal.accept_token(byte)
         assert 0 <= int(small._counts[3]) < 8  # emptied at half full, never full
     assert small.is_accepting() and normal.is_accepting()
+
+
+@pytest.mark.parametrize("pattern", [r"\w{40}!", r"(\w|-){5,60}\.", r"[^\n]{1,50}x"])
+def test_short_token_reuse_by_classes_matches_pair_searches(
+    pattern: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables reused through the lexer's classes alike within 16 bytes equal those reused through
+    pair searches, step by step along a text (Llama 3: tokens much longer than 16 bytes)."""
+    from constrain.tables import mask_tables
+    from constrain.testing import llama3_vocabulary
+
+    try:
+        vocab = llama3_vocabulary()
+    except constrain.VocabularyError as err:
+        pytest.skip(str(err))
+    text = {
+        "!": "a" * 20 + "émile_" + "b" * 14 + "!",
+        ".": "ab-cd-" * 6 + ".",
+        "x": "y " * 20 + "x",
+    }
+    data = text[pattern[-1]].encode()
+    by_classes, by_pairs = (
+        Matcher(Compiler(vocab).compile(Grammar.from_regex(pattern))) for _ in "ab"
+    )
+    one, two = (constrain.allocate_token_bitmask(1, vocab.size) for _ in "ab")
+    for pos in range(len(data)):
+        monkeypatch.setattr(mask_tables, "_PAIR_MISSES", 0)
+        by_classes.fill_next_token_bitmask(one, 0)
+        monkeypatch.setattr(mask_tables, "_PAIR_MISSES", 10**9)
+        by_pairs.fill_next_token_bitmask(two, 0)
+        assert np.array_equal(np.asarray(one), np.asarray(two)), (pattern, pos)
+        assert by_classes.accept_bytes(data[pos : pos + 1]) and by_pairs.accept_bytes(
+            data[pos : pos + 1]
+        )
