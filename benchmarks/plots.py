@@ -276,6 +276,43 @@ def plot_json_schema_suite(plt: Any, data: dict[str, Any]) -> Any:
     return fig
 
 
+def plot_scaling(plt: Any, data: dict[str, Any]) -> Any:
+    """Time to first mask against N, one panel per row (log-log); a refusal or timeout ends a
+    line, marked with an x."""
+    rows = list(data["results"])
+    cols = 4
+    fig, axes = plt.subplots(
+        (len(rows) + cols - 1) // cols, cols, figsize=(4.0 * cols, 3.3 * ((len(rows) + 3) // 4))
+    )
+    flat = list(axes.flat) if hasattr(axes, "flat") else [axes]
+    for ax, row in zip(flat, rows, strict=False):
+        for engine, recs in data["results"][row].items():
+            ok = [r for r in recs if r.get("status") == "ok"]
+            colour = ENGINE_COLOURS.get(engine)
+            ax.plot(
+                [r["n"] for r in ok],
+                [r["ttfm_ms"] for r in ok],
+                marker="o",
+                markersize=3,
+                color=colour,
+                label=ENGINE_LABELS.get(engine, engine),
+            )
+            failed = [r for r in recs if r.get("status") != "ok"]
+            if failed and ok:
+                ax.plot([failed[0]["n"]], [ok[-1]["ttfm_ms"]], marker="x", color=colour, ms=8)
+        ax.set_xscale("log", base=4)
+        ax.set_yscale("log")
+        ax.set_title(data["rows"].get(row, row), fontsize=8)
+        ax.set_xlabel("N", fontsize=8)
+        ax.set_ylabel("time to first mask (ms)", fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in flat[len(rows) :]:
+        ax.axis("off")
+    flat[0].legend(fontsize=7)
+    fig.suptitle("Time to first mask as the number in a schema grows (x: refused or timed out)")
+    return fig
+
+
 PLOTS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
     "engine": plot_engine,
     "maskbench-2000": _plot_maskbench,
@@ -286,6 +323,7 @@ PLOTS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
     "sampling": plot_sampling,
     "diffusion": plot_diffusion,
     "json-schema-suite": plot_json_schema_suite,
+    "scaling": plot_scaling,
 }
 
 

@@ -34,7 +34,7 @@ __all__ = ["encode_content", "quoted", "whitespace_regex"]
 
 _RAW = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)))
 # the characters outside _RAW: those a JSON string must escape, and lone surrogates
-_NOT_RAW = re.compile("[\x00-\x1f\"\\\\\ud800-\udfff]")
+_NOT_RAW = re.compile('[\x00-\x1f"\\\\\ud800-\udfff]')
 _SHORT = {
     8: "\\b",
     9: "\\t",
