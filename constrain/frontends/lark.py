@@ -7,7 +7,8 @@ what they mean in Lark. What comes back is plain BNF: this module only maps it t
 
 - Rules keep the names Lark gives them, including generated ones (``__start_star_0``,
   ``_sep{item,COMMA}``); ``Grammar.to_lark`` renames those when printing.
-- A string terminal becomes a :class:`~constrain.ir.Literal`; ``"select"i`` becomes one
+- Terminals (:mod:`constrain.frontends.lark_terminals`): a string becomes a
+  :class:`~constrain.ir.Literal`; ``"select"i`` becomes one
   :class:`~constrain.ir.CharSet` per character (:func:`~constrain.ir.ignorecase_literal`,
   the case variants Python's ``re.IGNORECASE`` accepts).
 - A regex terminal goes through :func:`constrain.frontends.regex.parse_regex` with its flags
@@ -38,35 +39,30 @@ import importlib.resources
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from lark.exceptions import LarkError, UnexpectedInput
-from lark.lexer import PatternRE, PatternStr, TerminalDef
 
 from constrain.errors import (
     GrammarError,
     JsonSchemaError,
     LarkGrammarError,
-    RegexError,
     caret_context,
-    line_col,
 )
 from constrain.frontends.compose import splice
+from constrain.frontends.lark_terminals import (
+    definition_pattern,
+    error_at_offset,
+    find,
+    lark_terminal,
+)
 from constrain.frontends.regex import parse_regex
 from constrain.ir import (
-    Alt,
-    CharSet,
-    Concat,
     Grammar,
-    Literal,
-    Regex,
-    Repeat,
     Rule,
-    Terminal,
-    ignorecase_literal,
     is_terminal_name,
     matches_empty,
 )
@@ -78,19 +74,6 @@ if TYPE_CHECKING:
 __all__ = ["builtin_grammar", "builtin_names", "parse_lark", "parse_lark_file"]
 
 ImportPath = Union[str, Callable[..., Any]]  # noqa: UP007  (runtime alias on 3.10)
-
-_FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
-
-# The compiled text of Lark's ``_STRING_ESC_INNER`` (``/.*?/ /(?<!\\)(\\\\)*?/``).
-_ESC_INNER = r".*?(?<!\\)(\\\\)*?"
-_DELIMITED_ESC = re.compile(r"(\\?.)" + re.escape(_ESC_INNER) + r"(\\?.)", re.DOTALL)
-_LOOKAROUND = re.compile(r"\(\?(?:<?[=!])")
-_LOOKAROUND_NAMES = {
-    "(?=": "lookahead",
-    "(?!": "negative lookahead",
-    "(?<=": "lookbehind",
-    "(?<!": "negative lookbehind",
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,7 +146,7 @@ def _parse(
     _check_definitions(lark_grammar, text, start)
     term_defs, lark_rules, ignore = _call_lark(text, lambda: lark_grammar.compile([start], set()))
 
-    terminals = [_terminal(t, text) for t in term_defs]
+    terminals = [lark_terminal(t, text) for t in term_defs]
     names = {t.name for t in terminals} | set(parts)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     for lark_rule in lark_rules:
@@ -298,11 +281,11 @@ def _call_lark(text: str, thunk: Callable[[], Any]) -> Any:
     except OSError as err:
         missing = getattr(err, "filename", None) or str(err)
         dotted = str(missing).removesuffix(".lark").replace("/", ".").replace("\\", ".")
-        raise _error_at_offset(
+        raise error_at_offset(
             f"%import cannot find the grammar {missing!r}; check the dotted path, or pass "
             "import_paths=[folder] (parse_lark) or use parse_lark_file for relative imports",
             text,
-            _find(text, rf"%import\s+\.?{re.escape(dotted)}"),
+            find(text, rf"%import\s+\.?{re.escape(dotted)}"),
         ) from err
     except AssertionError as err:  # lark checks some grammar invariants with assert
         raise LarkGrammarError(f"lark rejected the grammar: {err}") from err
@@ -319,7 +302,7 @@ def _wrap_message(message: str, text: str) -> LarkGrammarError:
         hint = "; define it or fix the spelling"
     elif "defined more than once" in head:
         hint = "; rename one of the definitions, or use %override to replace an imported one"
-    return _error_at_offset(f"invalid Lark grammar: {head}{hint}", text, _locate(head, text))
+    return error_at_offset(f"invalid Lark grammar: {head}{hint}", text, _locate(head, text))
 
 
 def _locate(message: str, text: str) -> int | None:
@@ -332,39 +315,22 @@ def _locate(message: str, text: str) -> int | None:
     name = names[0]
     context = re.search(r"\(in (?:rule|terminal) (\S+)\)", message)
     if "defined more than once" in message:
-        defs = [m.start() for m in re.finditer(_definition_pattern(name), text, re.MULTILINE)]
+        defs = [m.start() for m in re.finditer(definition_pattern(name), text, re.MULTILINE)]
         return defs[1] if len(defs) > 1 else (defs[0] if defs else None)
     after = 0
     if context:
-        where = _find(text, _definition_pattern(context[1]), re.MULTILINE)
+        where = find(text, definition_pattern(context[1]), re.MULTILINE)
         after = where + len(context[1]) if where is not None else 0
     word = re.compile(rf"(?<![\w\"/]){re.escape(name)}(?!\w)")
     m = word.search(text, after) or word.search(text)
     if m is None:
-        return _find(text, _definition_pattern(name), re.MULTILINE)
+        return find(text, definition_pattern(name), re.MULTILINE)
     return m.start()
-
-
-def _definition_pattern(name: str) -> str:
-    return rf"^[ \t]*(?:%override[ \t]+|%extend[ \t]+)?[?!]?{re.escape(name)}(?=\s*[.:{{])"
-
-
-def _find(text: str, pattern: str, flags: int = 0) -> int | None:
-    """Return where ``pattern`` first matches (its last group's start, if it has groups)."""
-    m = re.search(pattern, text, flags)
-    return None if m is None else m.start(m.re.groups)
 
 
 def _error_at(message: str, text: str, line: int, column: int) -> LarkGrammarError:
     lines = text.split("\n")
     offset = sum(len(x) + 1 for x in lines[: max(line - 1, 0)]) + max(column - 1, 0)
-    return LarkGrammarError(message, line, column, caret_context(text, offset))
-
-
-def _error_at_offset(message: str, text: str, offset: int | None) -> LarkGrammarError:
-    if offset is None:
-        return LarkGrammarError(message)
-    line, column = line_col(text, offset)
     return LarkGrammarError(message, line, column, caret_context(text, offset))
 
 
@@ -378,11 +344,11 @@ def _check_definitions(lark_grammar: Any, text: str, start: str) -> None:
         )
     for name, (_params, tree) in rules.items():
         if tree is None:
-            raise _error_at_offset(
+            raise error_at_offset(
                 f"rule {name!r} is declared with %declare but never defined; constrain needs "
                 "every rule's definition to generate text",
                 text,
-                _find(text, rf"%declare\b[^\n]*\b({re.escape(name)})\b"),
+                find(text, rf"%declare\b[^\n]*\b({re.escape(name)})\b"),
             )
     if start not in rules or rules[start][0]:
         defined = ", ".join(sorted(n for n, (params, _t) in rules.items() if not params))
@@ -394,12 +360,12 @@ def _check_definitions(lark_grammar: Any, text: str, start: str) -> None:
 
 
 def _declared_error(name: str, text: str) -> LarkGrammarError:
-    return _error_at_offset(
+    return error_at_offset(
         f"terminal {name!r} has no pattern (it is %declare-d, for a custom lexer or postlexer "
         "to produce); constrain generates text from patterns, so define it, e.g. "
         f"{name}: /.../",
         text,
-        _find(text, rf"%declare\b[^\n]*\b({re.escape(name)})\b"),
+        find(text, rf"%declare\b[^\n]*\b({re.escape(name)})\b"),
     )
 
 
@@ -496,14 +462,14 @@ def _read_directive(text: str, m: re.Match[str]) -> _Directive:
     needs = f"%{kind} needs {_ARGUMENT[kind]} after it"
     value, end = _json_at(text, at, needs)
     if kind == "regex" and isinstance(value, dict):
-        raise _error_at_offset(
+        raise error_at_offset(
             "structured %regex {...} (llguidance's substring_*) is not supported; give a "
             'pattern string, %regex "..."',
             text,
             at,
         )
     if not isinstance(value, str) and not (kind == "json" and isinstance(value, (dict, bool))):
-        raise _error_at_offset(f"{needs}, got {json.dumps(value)[:40]}", text, at)
+        raise error_at_offset(f"{needs}, got {json.dumps(value)[:40]}", text, at)
     after = _skip(text, end)
     if kind == "regex" or not text.startswith("{", after):
         return _Directive(kind, m.start(), end, value, at)
@@ -523,7 +489,7 @@ def _json_at(text: str, at: int, message: str) -> tuple[Any, int]:
     try:
         value, end = _JSON.raw_decode(text, at)
     except json.JSONDecodeError as err:
-        raise _error_at_offset(f"{message}: {err.msg}", text, err.pos) from err
+        raise error_at_offset(f"{message}: {err.msg}", text, err.pos) from err
     return value, end
 
 
@@ -540,7 +506,7 @@ def _check_in_rule(before: str, directive: _Directive, text: str) -> None:
         )
     else:
         return
-    raise _error_at_offset(problem, text, directive.start)
+    raise error_at_offset(problem, text, directive.start)
 
 
 def _file(directive: _Directive, text: str, base: Path | None) -> tuple[Path, str]:
@@ -548,7 +514,7 @@ def _file(directive: _Directive, text: str, base: Path | None) -> tuple[Path, st
     path = Path(directive.value)
     if not path.is_absolute():
         if base is None:
-            raise _error_at_offset(
+            raise error_at_offset(
                 f"%{directive.kind} {directive.value!r} is a relative path and this grammar "
                 "text has no folder to resolve it from; load the grammar with "
                 "Grammar.from_lark_file, or give an absolute path",
@@ -560,7 +526,7 @@ def _file(directive: _Directive, text: str, base: Path | None) -> tuple[Path, st
     try:
         return path, path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise _error_at_offset(
+        raise error_at_offset(
             f"%{directive.kind} cannot read {str(path)!r}: {err}", text, directive.value_at
         ) from err
 
@@ -573,7 +539,7 @@ def _json_part(directive: _Directive, text: str, base: Path | None) -> Grammar:
         try:
             schema = json.loads(schema_text)
         except json.JSONDecodeError as err:
-            raise _error_at_offset(
+            raise error_at_offset(
                 f"%json file {str(path)!r} is not valid JSON: {err}", text, directive.value_at
             ) from err
     try:
@@ -582,9 +548,9 @@ def _json_part(directive: _Directive, text: str, base: Path | None) -> Grammar:
         at = directive.value_at
         if isinstance(err, JsonSchemaError) and isinstance(directive.value, dict):
             at = _pointer_offset(text, at, err.pointer)
-        raise _error_at_offset(f"%json schema: {err}", text, at) from err
+        raise error_at_offset(f"%json schema: {err}", text, at) from err
     except (TypeError, ValueError) as err:
-        raise _error_at_offset(
+        raise error_at_offset(
             f"%json options: {err} (the options are Grammar.from_json_schema's keywords)",
             text,
             directive.options_at,
@@ -625,7 +591,7 @@ def _grammar_part(directive: _Directive, text: str, stack: tuple[Path, ...]) -> 
     """Return the grammar of a ``%grammar`` directive (the file's, parsed like this one)."""
     start = directive.options.get("start", "start")
     if set(directive.options) - {"start"} or not isinstance(start, str):
-        raise _error_at_offset(
+        raise error_at_offset(
             'the only option of %grammar is the start rule, {"start": "name"}',
             text,
             directive.options_at,
@@ -633,13 +599,13 @@ def _grammar_part(directive: _Directive, text: str, stack: tuple[Path, ...]) -> 
     path, sub_text = _file(directive, text, stack[-1].parent if stack else None)
     if path in stack:
         chain = " -> ".join(p.name for p in (*stack, path))
-        raise _error_at_offset(
+        raise error_at_offset(
             f"%grammar {directive.value!r} embeds itself ({chain})", text, directive.value_at
         )
     try:
         return _parse(sub_text, start, str(path), [], (*stack, path))
     except LarkGrammarError as err:
-        raise _error_at_offset(
+        raise error_at_offset(
             f"%grammar {directive.value!r}: {err}", text, directive.value_at
         ) from err
 
@@ -650,141 +616,12 @@ def _regex_literal(directive: _Directive, text: str) -> str:
         regex = parse_regex(directive.value)
         literal = terminal_to_lark(regex)
     except GrammarError as err:
-        raise _error_at_offset(f"%regex: {err}", text, directive.value_at) from err
+        raise error_at_offset(f"%regex: {err}", text, directive.value_at) from err
     if matches_empty(regex):
-        raise _error_at_offset(
+        raise error_at_offset(
             "%regex: the pattern matches the empty string; a token must have at least one "
             "character (make its use optional instead)",
             text,
             directive.value_at,
         )
     return literal
-
-
-# --------------------------------------------------------------------------------------------
-# Terminals
-# --------------------------------------------------------------------------------------------
-
-
-def _terminal(term: TerminalDef, text: str) -> Terminal:
-    pattern = term.pattern
-    flags = set(pattern.flags)
-    if isinstance(pattern, PatternStr):
-        regex: Regex = ignorecase_literal(pattern.value) if "i" in flags else Literal(pattern.value)
-    else:
-        assert isinstance(pattern, PatternRE)
-        regex = _regex_terminal(term, text)
-    if matches_empty(regex):
-        raise _error_at_offset(
-            f"terminal {term.name} matches the empty string ({pattern.to_regexp()!r}); a token "
-            "must have at least one character. Make the terminal non-empty (e.g. /a+/ instead "
-            "of /a*/) and mark its use optional in the rule (NAME? or [NAME])",
-            text,
-            _terminal_offset(term, text),
-        )
-    return Terminal(str(term.name), regex)
-
-
-def _regex_terminal(term: TerminalDef, text: str) -> Regex:
-    pattern = term.pattern
-    value, flags = pattern.value, set(pattern.flags)
-    escaped = _escaped_string(value, flags)
-    if escaped is not None:
-        return escaped
-    if "l" in flags:
-        raise _error_at_offset(
-            f"terminal {term.name} uses the 'l' (LOCALE) flag, which only applies to bytes "
-            "patterns; remove it",
-            text,
-            _terminal_offset(term, text),
-        )
-    look = _find_lookaround(value)
-    if look is not None:
-        construct = value[look : look + 4 if value.startswith("(?<", look) else look + 3]
-        hint = (
-            " (_STRING_ESC_INNER is supported only as a whole terminal between two equal "
-            'one-character delimiters, as in ESCAPED_STRING: "\\"" _STRING_ESC_INNER "\\"")'
-            if _ESC_INNER in value
-            else ""
-        )
-        raise _error_at_offset(
-            f"terminal {term.name} uses a {_LOOKAROUND_NAMES[construct]} '{construct}' (at "
-            f"offset {look} of /{value}/); terminals compile to finite automata, which cannot "
-            f"look around. Rewrite the pattern without it, or move the context into the rules"
-            f"{hint}",
-            text,
-            _terminal_offset(term, text),
-        )
-    bits = 0
-    for flag in flags:
-        bits |= _FLAG_BITS[flag]
-    try:
-        return parse_regex(value, flags=bits)
-    except RegexError as err:
-        raise _error_at_offset(
-            f"terminal {term.name} has an unsupported pattern: {err}",
-            text,
-            _terminal_offset(term, text),
-        ) from err
-
-
-def _escaped_string(value: str, flags: Iterable[str]) -> Regex | None:
-    r"""Return the lookaround-free IR of a terminal built from ``_STRING_ESC_INNER``, or None.
-
-    ``q.*?(?<!\\)(\\\\)*?q`` (``ESCAPED_STRING`` with ``q = "``) is matched by Lark's Earley
-    ``dynamic`` lexer with ``re.match``, which returns the *shortest* match: the token ends at the
-    first ``q`` preceded by an even number of backslashes. Its language is therefore
-    ``q ( [^q\\\n] | \\[^\n] )* q``: escapes pair a backslash with the next character, and an
-    unescaped ``q`` can only close the string. With the ``s`` flag, ``.`` also matches newlines.
-    An alternation of such strings with distinct delimiters is handled the same way.
-    """
-    body = value
-    if body.startswith("(?:") and body.endswith(")"):
-        body = body[3:-1]
-    parts = body.split("|") if "|" in body else [body]
-    dotall = "s" in flags
-    out: list[Regex] = []
-    delimiters: set[str] = set()
-    for part in parts:
-        m = _DELIMITED_ESC.fullmatch(part)
-        if m is None or m[1] != m[2]:
-            return None
-        quote = m[1][-1]
-        if quote in "\\\n" or quote in delimiters or (m[1].startswith("\\") and quote.isalnum()):
-            return None
-        delimiters.add(quote)
-        excluded = quote + "\\" + ("" if dotall else "\n")
-        q = CharSet.chars(quote)
-        escape = Concat((CharSet.chars("\\"), CharSet.chars("" if dotall else "\n").negate()))
-        inner = Repeat(Alt((CharSet.chars(excluded).negate(), escape)), 0, None)
-        out.append(Concat((q, inner, q)))
-    return out[0] if len(out) == 1 else Alt(tuple(out))
-
-
-def _find_lookaround(value: str) -> int | None:
-    """Return the offset of the first lookaround group in a Python regex (outside classes)."""
-    i, in_class = 0, False
-    while i < len(value):
-        ch = value[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            if value.startswith("]", i + 1) or value.startswith("^]", i + 1):
-                i += 2 if value[i + 1] == "]" else 3
-                continue
-        elif _LOOKAROUND.match(value, i):
-            return i
-        i += 1
-    return None
-
-
-def _terminal_offset(term: TerminalDef, text: str) -> int | None:
-    where = _find(text, _definition_pattern(term.name), re.MULTILINE)
-    if where is None and term.pattern.raw:
-        where = text.find(term.pattern.raw)
-        where = None if where < 0 else where
-    return where
