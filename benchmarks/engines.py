@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -90,6 +91,12 @@ class Engine:
         raise NotImplementedError
 
 
+def peer_lark(text: str) -> str:
+    """A Lark text for the peers: without constrain's ``%lexer basic`` line (greedy lexing,
+    which llguidance's lexer does anyway; XGrammar has no lexer)."""
+    return re.sub(r"^[ \t]*%lexer[ \t]+\w+[ \t]*$", "", text, flags=re.MULTILINE)
+
+
 def _schema_text(source: str | dict[str, Any] | bool | None) -> str:
     if isinstance(source, str):
         return source
@@ -128,7 +135,7 @@ class LLGuidanceEngine(Engine):
             return str(matcher_cls.grammar_from_lark("start: %json {}"))
         if spec.kind == "lark":
             assert isinstance(spec.source, str)
-            return str(matcher_cls.grammar_from_lark(spec.source))
+            return str(matcher_cls.grammar_from_lark(peer_lark(spec.source)))
         # flexible whitespace, as every engine here: the texts are json.dumps output
         options = {"whitespace_flexible": True}
         return str(
@@ -182,7 +189,8 @@ class XGrammarEngine(Engine):
         if spec.kind == "json":
             return compiler.compile_builtin_json_grammar()
         if spec.kind == "lark":
-            return compiler.compile_lark(spec.source)
+            assert isinstance(spec.source, str)
+            return compiler.compile_lark(peer_lark(spec.source))
         # strict_mode=False: follow the JSON Schema spec (extra properties/items allowed unless
         # forbidden), like llguidance; XGrammar's default strict_mode=True would reject valid
         # MaskBench instances. any_whitespace=True (default) accepts json.dumps separators.

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from constrain._version import __version__
-from constrain.automata.lexer import LexerDfa, grammar_lexer
+from constrain.automata.lexer import LexerDfa, grammar_lexer, lexer_restarts
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiled_file import read_compiled_file, write_compiled_file
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError
@@ -87,7 +87,12 @@ class CompiledGrammar:
     vocab : Vocabulary
         The vocabulary it was compiled for.
     lexer : LexerDfa
-        The combined byte-level lexer.
+        The combined byte-level lexer (what :meth:`save` writes).
+    kernel_lexer : LexerDfa
+        What the kernels run: ``lexer``, with the restart states of a greedy grammar appended
+        (:func:`~constrain.automata.lexer.lexer_restarts`).
+    restart : (S,) int32
+        The boundary state a lexeme ended at each kernel-lexer state restarts from.
     parser : ParserTables
         The Earley tables.
     limits : CompileLimits
@@ -110,14 +115,20 @@ class CompiledGrammar:
         self.lexer = lexer
         self.parser = parser
         self.limits = limits
-        self.tables = MaskTables(vocab, lexer, parser, max_bytes=limits.mask_cache_bytes)
+        # what the kernels run: the lexer with a greedy grammar's restart states appended
+        ignored = [lexer.names.index(n) for n in grammar.ignore if n in lexer.names]
+        self.kernel_lexer, self.restart = lexer_restarts(lexer, grammar.greedy, ignored)
+        klex = self.kernel_lexer
+        self.tables = MaskTables(
+            vocab, klex, parser, max_bytes=limits.mask_cache_bytes, restart=self.restart
+        )
         self.terminal_names = tuple(lexer.names)
-        self.cont_bits = continuation_bits(lexer)
+        self.cont_bits = continuation_bits(klex)
         # the matcher kernels' ``grammar`` structure (constrain.kernels.numba_match): a plain
         # tuple, since numba types a named tuple argument outside its C fast path (+1 µs a call)
         self.match_arrays: tuple[Any, ...] = (
-            (lexer.byte_class, lexer.trans, lexer.accept_bits, lexer.alive_bits,
-             parser.ignore_bits, self.cont_bits),
+            (klex.byte_class, klex.trans, klex.accept_bits, klex.alive_bits,
+             parser.ignore_bits, self.cont_bits, self.restart),
             (parser.item_rule, parser.item_next_nt, parser.item_next_t, parser.rule_lhs,
              parser.rule_first_item, parser.nt_rules_indptr, parser.nt_rules, parser.nullable,
              parser.final_item, parser.num_terminals, limits.max_set_items),

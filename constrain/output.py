@@ -307,6 +307,8 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
             text, paths = _builtin_text(spec)
         else:
             grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
+    # lark does not read constrain's %lexer line: it checks the non-greedy language, a superset
+    text = _LEXER_LINE.sub("", text)
     parser = _lark_parser(text, paths, start)
     byte_level = _byte_level_parser(grammar)
 
@@ -330,6 +332,9 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
         return out
 
     return OutputType(grammar, "grammar", label, parse)
+
+
+_LEXER_LINE = re.compile(r"^[ \t]*%lexer[ \t]+\w+[ \t]*$", re.MULTILINE)
 
 
 def _byte_level_parser(grammar: Grammar) -> Callable[[str], str]:

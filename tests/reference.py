@@ -635,3 +635,48 @@ def naive_grammar_sets(
             items.append(seq_first(rhs[k + 1 :]) if s < 0 else None)
         items.append(None)
     return nullable, first, follow_t, items
+
+
+def naive_greedy_accepts(grammar: Any, text: str) -> bool:
+    """Whether ``text`` is a sentence of a Grammar IR under greedy lexing (``Grammar.greedy``).
+
+    Greedy boundaries are deterministic: from each lexeme start the plain lexer runs while the
+    next byte keeps some terminal alive, and the lexeme must then be accepted; an ignored-only
+    lexeme may not be followed by one that only those ignored terminals could start. A marker
+    byte (``\x01``) is written after each lexeme and appended to every terminal's language, and
+    :func:`naive_cfg_accepts` decides the marked text: a sentence iff some derivation has
+    exactly the greedy boundaries.
+    """
+    from constrain.automata.lexer import grammar_lexer
+    from constrain.ir import Concat, Grammar, Literal, Terminal
+
+    g, lexer = grammar_lexer(grammar)
+    data = text.encode()
+    live = (lexer.alive_bits != 0).any(axis=1)
+    ignored = {lexer.names.index(n) for n in g.ignore}
+    marked = bytearray()
+    previous: set[int] = set()  # the terminals of the last lexeme, if all ignored
+    i = 0
+    while i < len(data):
+        first = int(lexer.trans[0, lexer.byte_class[data[i]]])
+        if previous and first >= 0 and set(_set_bits(lexer.alive_bits[first])) <= previous:
+            return False  # an ignored terminal right after itself
+        s, j = 0, i
+        while j < len(data):
+            nxt = int(lexer.trans[s, lexer.byte_class[data[j]]])
+            if nxt < 0 or not live[nxt]:
+                break
+            s, j = nxt, j + 1
+        if j == i or not (lexer.accept_bits[s] != 0).any():
+            return False
+        accepted = set(_set_bits(lexer.accept_bits[s]))
+        previous = accepted if accepted <= ignored else set()
+        marked += data[i:j] + b"\x01"
+        i = j
+    terminals = tuple(Terminal(t.name, Concat((t.regex, Literal("\x01")))) for t in g.terminals)
+    plain = Grammar(g.rules, terminals, g.start, g.ignore)
+    return naive_cfg_accepts(plain, bytes(marked))
+
+
+def _set_bits(row: Any) -> list[int]:
+    return [w * 64 + b for w, word in enumerate(row.tolist()) for b in range(64) if word >> b & 1]

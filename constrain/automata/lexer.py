@@ -26,7 +26,7 @@ from constrain.ir import Grammar, Regex
 from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
 from constrain.kernels.numba_subsets import state_bits_kernel
 
-__all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer", "grammar_lexer"]
+__all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer", "grammar_lexer", "lexer_restarts"]
 
 
 _NFA_STATES_PER_DFA_STATE = 4
@@ -184,6 +184,90 @@ class LexerDfa:
         num_blocks = row_ids_kernel(outputs, cls)
         bounded_classes_kernel(lptr, lcls, ldst, cls, num_blocks, depth)
         return states, cls
+
+
+def lexer_restarts(
+    lexer: LexerDfa, greedy: bool, ignored: Sequence[int] = ()
+) -> tuple[LexerDfa, Int32Array]:
+    r"""Return the lexer the matcher kernels run, and where a lexeme ended at each state restarts.
+
+    Without ``greedy``: ``lexer`` itself and all zeros (a lexeme that ends anywhere restarts at
+    the boundary state 0, and the next byte may start any terminal). With ``greedy`` (longest
+    match): a lexeme may end at state ``s`` before byte ``b`` only if no terminal continues with
+    ``b`` from ``s``. That is a restriction of the boundary, one per distinct set of such bytes:
+    for each, a *restart state* is appended, a copy of state 0 whose transitions on the bytes
+    that would have continued the lexeme are dead; ``restart[s]`` names the one for an accepting
+    ``s``. Restart states accept nothing, have no incoming edge and are their own restart
+    (``restart[r] == r``: a boundary); ``restart[0] == 0``.
+
+    Greedy lexing also never lets an ignored terminal follow itself: where a lexeme that only
+    ignored terminals accept ends, the bytes that could only start one of those terminals again
+    are dead too. So a bounded ignored terminal bounds the run (``WS: /[ \t\n]{1,8}/`` allows
+    at most 8 blanks in a row, where without this rule two lexemes of 8 could follow each other);
+    for an unbounded one nothing changes, since greedy lexing has taken the whole run already.
+
+    Parameters
+    ----------
+    lexer : LexerDfa
+        The combined lexer of a grammar.
+    greedy : bool
+        Lex greedily.
+    ignored : sequence of int, optional
+        The ignored terminals (``%ignore``), by id.
+
+    Returns
+    -------
+    tuple of (LexerDfa, (S',) int32)
+        The lexer with the restart states appended (``S' >= S``) and the restart of each state.
+    """
+    num_states = lexer.num_states
+    restart = np.zeros(num_states, dtype=np.int32)
+    if not greedy or num_states == 0:
+        restart.flags.writeable = False
+        return lexer, restart
+    trans = lexer.trans
+    live = (lexer.alive_bits != 0).any(axis=1)
+    continues = (trans >= 0) & live[np.maximum(trans, 0)]
+    accepting = np.flatnonzero((lexer.accept_bits != 0).any(axis=1))
+    ignore_mask = np.zeros(lexer.accept_bits.shape[1], dtype=np.uint64)
+    for t in ignored:
+        ignore_mask[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    first = trans[0]
+    first_alive = lexer.alive_bits[np.maximum(first, 0)]
+    rows: dict[bytes, int] = {}
+    new_trans: list[np.ndarray[Any, Any]] = []
+    for s in accepting.tolist():
+        dead = continues[s]
+        accepted = lexer.accept_bits[s]
+        if ignored and not (accepted & ~ignore_mask).any():
+            # only ignored terminals end here: none of them may start again right away
+            again = (first >= 0) & ~(first_alive & ~accepted).any(axis=1)
+            dead = dead | again
+        key = np.packbits(dead).tobytes()
+        r = rows.get(key)
+        if r is None:
+            r = rows[key] = num_states + len(rows)
+            new_trans.append(np.where(dead, -1, first).astype(np.int32))
+        restart[s] = r
+    if not rows:
+        restart.flags.writeable = False
+        return lexer, restart
+    extra = np.stack(new_trans)
+    alive_extra = np.zeros((extra.shape[0], lexer.alive_bits.shape[1]), dtype=np.uint64)
+    for k in range(extra.shape[0]):
+        targets = extra[k][extra[k] >= 0]
+        if targets.size:
+            alive_extra[k] = np.bitwise_or.reduce(lexer.alive_bits[targets], axis=0)
+    extended = LexerDfa(
+        lexer.byte_class,
+        np.concatenate([trans, extra]),
+        np.concatenate([lexer.accept_bits, np.zeros_like(alive_extra)]),
+        np.concatenate([lexer.alive_bits, alive_extra]),
+        lexer.names,
+    )
+    out = np.concatenate([restart, np.arange(num_states, num_states + len(rows), dtype=np.int32)])
+    out.flags.writeable = False
+    return extended, out
 
 
 def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Grammar, LexerDfa]:

@@ -430,6 +430,8 @@ class InfillChecker:
         max_states: int = 4096,
         max_items: int = 2_000_000,
     ) -> None:
+        # A greedy grammar (%lexer basic) is checked without greedy lexing: its non-greedy
+        # language, a superset (docs/diffusion.md).
         if isinstance(grammar, CompiledGrammar):
             lexer, parser = grammar.lexer, grammar.parser
         elif isinstance(grammar, Grammar):

@@ -278,6 +278,8 @@ class TokenDfa:
         CompileLimitError
             If the byte DFA needs more than ``compiled.limits.max_lexer_states`` states.
         """
+        # A greedy grammar (%lexer basic) is read without greedy lexing here: its non-greedy
+        # language, a superset (docs/diffusion.md).
         grammar, lexer = compiled.grammar, compiled.lexer
         if grammar.is_regular_terminal() and lexer.num_terminals == 1:
             dfa = Dfa(

@@ -34,6 +34,7 @@ grammar.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import itertools
@@ -87,6 +88,7 @@ def parse_lark(
     start: str = "start",
     source: str = "<string>",
     import_paths: Sequence[ImportPath] = (),
+    lexer: str | None = None,
 ) -> Grammar:
     r"""Return the normalised IR of a Lark grammar.
 
@@ -111,6 +113,11 @@ def parse_lark(
         (otherwise they must be absolute).
     import_paths : sequence of str or callable, optional
         Extra folders (or Lark import loaders) searched first by ``%import``.
+    lexer : {"dynamic_complete", "basic"}, optional
+        How lexemes split, in Lark's words: ``"dynamic_complete"`` (the default) follows every
+        split the terminals allow; ``"basic"`` lexes greedily, a lexeme ending only before a
+        byte no terminal could take next (:attr:`Grammar.greedy`). A ``%lexer basic`` line in
+        the text sets the same; this argument, when given, overrides it.
 
     Returns
     -------
@@ -134,14 +141,26 @@ def parse_lark(
     """
     path = Path(source)
     stack = (path.resolve(),) if path.is_absolute() else ()
-    return _parse(text, start, source, list(import_paths), stack)
+    return _with_lexer(_parse(text, start, source, list(import_paths), stack), lexer)
+
+
+def _with_lexer(grammar: Grammar, lexer: str | None) -> Grammar:
+    """Return ``grammar`` with the lexing mode ``lexer`` (None: as its text says)."""
+    if lexer is None:
+        return grammar
+    greedy = _LEXER_MODES.get(lexer)
+    if greedy is None:
+        raise LarkGrammarError(
+            f"lexer={lexer!r}: choose 'dynamic_complete' (every split) or 'basic' (greedy)"
+        )
+    return dataclasses.replace(grammar, greedy=greedy)
 
 
 def _parse(
     text: str, start: str, source: str, import_paths: list[ImportPath], stack: tuple[Path, ...]
 ) -> Grammar:
     """Return :func:`parse_lark` of ``text``; ``stack`` holds the files being embedded."""
-    lark_text, parts = _embed_directives(text, stack)
+    lark_text, parts, greedy = _embed_directives(text, stack)
     lark_grammar = _load(lark_text, text, source, import_paths)
     _check_definitions(lark_grammar, text, start)
     term_defs, lark_rules, ignore = _call_lark(text, lambda: lark_grammar.compile([start], set()))
@@ -163,6 +182,7 @@ def _parse(
         terminals=tuple(terminals),
         start=start,
         ignore=tuple(dict.fromkeys(map(str, ignore))),
+        greedy=greedy,
     )
     if parts:
         grammar = splice(grammar, parts)
@@ -173,7 +193,7 @@ def _parse(
         raise LarkGrammarError(f"{err}{where}") from err
 
 
-def parse_lark_file(path: Path, *, start: str = "start") -> Grammar:
+def parse_lark_file(path: Path, *, start: str = "start", lexer: str | None = None) -> Grammar:
     """Return the normalised IR of a ``.lark`` file.
 
     Relative ``%import`` statements (``%import .common.NAME``) and relative ``%json`` and
@@ -185,6 +205,8 @@ def parse_lark_file(path: Path, *, start: str = "start") -> Grammar:
         The grammar file (UTF-8).
     start : str, optional
         The start rule.
+    lexer : {"dynamic_complete", "basic"}, optional
+        As for :func:`parse_lark`.
 
     Returns
     -------
@@ -201,7 +223,9 @@ def parse_lark_file(path: Path, *, start: str = "start") -> Grammar:
         If the file cannot be read.
     """
     path = Path(path).resolve()
-    return _parse(path.read_text(encoding="utf-8"), start, str(path), [], (path,))
+    return _with_lexer(
+        _parse(path.read_text(encoding="utf-8"), start, str(path), [], (path,)), lexer
+    )
 
 
 def builtin_names() -> list[str]:
@@ -375,8 +399,10 @@ def _declared_error(name: str, text: str) -> LarkGrammarError:
 
 # What the scan skips (strings, regexes, comments) and the directives it looks for.
 _LEXEME_OR_DIRECTIVE = re.compile(
-    r'"(?:[^"\\\n]|\\.)*"|/(?!/)(?:\\.|[^/\\\n])*/|//[^\n]*|#[^\n]*|%(json|regex|grammar)\b'
+    r'"(?:[^"\\\n]|\\.)*"|/(?!/)(?:\\.|[^/\\\n])*/|//[^\n]*|#[^\n]*|%(json|regex|grammar|lexer)\b'
 )
+# %lexer MODE: Lark's lexer names, and whether the mode is greedy
+_LEXER_MODES = {"basic": True, "dynamic_complete": False}
 # The start of a statement: a %-statement (group 1) or a rule or terminal definition (group 2).
 _STATEMENT = re.compile(
     r"^[ \t]*(?:%override[ \t]+|%extend[ \t]+)?"
@@ -405,12 +431,13 @@ class _Directive:
     options_at: int = 0
 
 
-def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str, Grammar]]:
-    """Return ``text`` for lark's loader and the grammar each of its placeholders stands for.
+def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str, Grammar], bool]:
+    """Return the text for lark's loader, the embedded grammars and the lexing mode.
 
-    A ``%json`` or ``%grammar`` becomes a fresh terminal name, ``%declare``-d on a line added
-    at the end, standing for the embedded grammar returned with it; a ``%regex`` becomes the
-    Lark literal of its pattern. A replacement is padded to the directive's width and keeps
+    A ``%lexer basic`` line asks for greedy lexing (the line becomes blanks). A ``%json`` or
+    ``%grammar`` becomes a fresh terminal name, ``%declare``-d on a line added at the end,
+    standing for the embedded grammar returned with it; a ``%regex`` becomes the Lark literal
+    of its pattern. A replacement is padded to the directive's width and keeps
     its line breaks (ending each line but the last with a backslash, Lark's line
     continuation), so lark's lines and columns still point into ``text``.
     """
@@ -418,10 +445,21 @@ def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str
     used = set(re.findall(r"\w+", text))
     pieces: list[str] = []
     parts: dict[str, Grammar] = {}
+    greedy = False
     copied = scan = 0
     while (m := _LEXEME_OR_DIRECTIVE.search(text, scan)) is not None:
         scan = m.end()
         if m[1] is None:
+            continue
+        if m[1] == "lexer":
+            mode = re.compile(r"[ \t]+(\w+)[ \t]*(?=\n|$)").match(text, m.end())
+            if mode is None or mode[1] not in _LEXER_MODES:
+                raise error_at_offset(
+                    "%lexer takes one of: basic (greedy), dynamic_complete", text, m.start()
+                )
+            greedy = _LEXER_MODES[mode[1]]
+            pieces += [text[copied : m.start()], " " * (mode.end() - m.start())]
+            copied = scan = mode.end()
             continue
         directive = _read_directive(text, m)
         span = text[directive.start : directive.end]
@@ -442,7 +480,7 @@ def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str
     pieces.append(text[copied:])
     if parts:
         pieces.append(f"\n%declare {' '.join(parts)}\n")
-    return "".join(pieces), parts
+    return "".join(pieces), parts, greedy
 
 
 def _lay_out(name: str, span: str) -> str:

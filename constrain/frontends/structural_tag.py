@@ -164,7 +164,9 @@ def _unbounded_whitespace(grammar: Grammar, bound: int) -> Grammar:
         return node
 
     terminals = tuple(Terminal(t.name, map_regex(t.regex, rewrite)) for t in grammar.terminals)
-    return Grammar(grammar.rules, terminals, grammar.start, grammar.ignore, _meta=grammar._meta)
+    return Grammar(
+        grammar.rules, terminals, grammar.start, grammar.ignore, grammar.greedy, _meta=grammar._meta
+    )
 
 
 def _strict(schema: Any) -> Any:

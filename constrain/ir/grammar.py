@@ -86,12 +86,19 @@ class Grammar:
         The start nonterminal.
     ignore : tuple of str, optional
         Terminals that may appear between any two lexemes (Lark ``%ignore``).
+    greedy : bool, optional
+        Lex greedily (longest match, as Lark's ``basic`` lexer): a lexeme may end before a byte
+        only if no terminal of the grammar could take that byte next. With it, ``SELECTION``
+        is one identifier, never the keyword ``SELECT`` followed by ``ION``. Off by default:
+        every split the terminals allow is followed (``"list" | "listen"`` then ``"ed"``
+        accepts ``listed``).
     """
 
     rules: tuple[Rule, ...]
     terminals: tuple[Terminal, ...]
     start: str
     ignore: tuple[str, ...] = ()
+    greedy: bool = False
     _meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # -- construction -----------------------------------------------------------------------
@@ -131,7 +138,7 @@ class Grammar:
         )
 
     @classmethod
-    def from_lark(cls, text: str, *, start: str = "start") -> Grammar:
+    def from_lark(cls, text: str, *, start: str = "start", lexer: str | None = None) -> Grammar:
         """Return the grammar of a Lark grammar text (rules, terminals, ``%import``, ``%ignore``).
 
         Parameters
@@ -140,6 +147,9 @@ class Grammar:
             Grammar text in Lark syntax.
         start : str, optional
             The start rule.
+        lexer : {"dynamic_complete", "basic"}, optional
+            ``"basic"`` lexes greedily, as Lark's basic lexer (:attr:`greedy`); the default
+            follows every split (a ``%lexer basic`` line in the text sets it too).
 
         Raises
         ------
@@ -148,14 +158,16 @@ class Grammar:
         """
         from constrain.frontends.lark import parse_lark
 
-        return parse_lark(text, start=start)
+        return parse_lark(text, start=start, lexer=lexer)
 
     @classmethod
-    def from_lark_file(cls, path: str | Path, *, start: str = "start") -> Grammar:
+    def from_lark_file(
+        cls, path: str | Path, *, start: str = "start", lexer: str | None = None
+    ) -> Grammar:
         """Return the grammar of a ``.lark`` file (relative ``%import`` from its folder)."""
         from constrain.frontends.lark import parse_lark_file
 
-        return parse_lark_file(Path(path), start=start)
+        return parse_lark_file(Path(path), start=start, lexer=lexer)
 
     @classmethod
     def builtin(cls, name: str) -> Grammar:
@@ -308,7 +320,7 @@ class Grammar:
         )
         terminals = tuple(t for t in self.terminals if t.name not in gone)
         ignore = tuple(n for n in self.ignore if n not in gone)
-        return Grammar(rules, terminals, self.start, ignore, _meta=self._meta)
+        return Grammar(rules, terminals, self.start, ignore, self.greedy, _meta=self._meta)
 
     # -- normalisation ----------------------------------------------------------------------
 
@@ -393,6 +405,7 @@ class Grammar:
             terminals=tuple(t for t in self.terminals if t.name in used_terms),
             start=self.start,
             ignore=self.ignore,
+            greedy=self.greedy,
             _meta=self._meta,
         )
 
@@ -432,6 +445,7 @@ class Grammar:
             terminals=terminals,
             start=self.start,
             ignore=tuple(n for n in self.ignore if n in kept),
+            greedy=self.greedy,
             _meta=self._meta,
         )
 
@@ -451,7 +465,8 @@ class Grammar:
         Returns
         -------
         str
-            Rules first (start rule first), then terminals, then ``%ignore`` lines.
+            Rules first (start rule first), then terminals, then ``%ignore`` lines, and
+            ``%lexer basic`` for a greedy grammar.
 
         Raises
         ------
@@ -483,6 +498,8 @@ class Grammar:
             for name in dict.fromkeys(self.ignore)
             if name in terms and nullable.get(name, terms[name].regex) is not None
         )
+        if self.greedy:
+            lines.append("%lexer basic")  # constrain's directive (Lark's lexer="basic")
         return "\n".join(lines) + "\n"
 
     def __str__(self) -> str:

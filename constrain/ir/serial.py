@@ -6,7 +6,7 @@ nothing in its input (it reads compiled-grammar files, :mod:`constrain.compiled_
 regex node is written once, in a table where a node names its children by their (smaller) index,
 so shared subtrees stay shared and reading needs no recursion::
 
-    {"start": "start", "ignore": ["WS"], "meta": {"warnings": [...]},
+    {"start": "start", "ignore": ["WS"], "greedy": false, "meta": {"warnings": [...]},
      "rules": [["start", [["A", "b"], []]], ...],
      "terminals": [["A", 3], ...],                 # the index of the terminal's root node
      "nodes": [["set", [[48, 57]]],                # CharSet ranges
@@ -118,6 +118,7 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
     return {
         "start": grammar.start,
         "ignore": list(grammar.ignore),
+        "greedy": grammar.greedy,
         "meta": meta,
         "rules": [[r.name, [list(alt) for alt in r.alternatives]] for r in grammar.rules],
         "terminals": [[t.name, index[t.regex]] for t in grammar.terminals],
@@ -233,15 +234,11 @@ def grammar_from_data(data: Any) -> Grammar:
         (:class:`~constrain.GrammarError`, a ValueError) and so on; the message says where.
     """
     r = _Reader()
-    if type(data) is not dict or set(data) != {
-        "start",
-        "ignore",
-        "meta",
-        "rules",
-        "terminals",
-        "nodes",
-    }:
-        raise r.fail("", "expected the fields start, ignore, meta, rules, terminals, nodes")
+    fields = {"start", "ignore", "meta", "rules", "terminals", "nodes"}
+    if type(data) is not dict or set(data) - {"greedy"} != fields:
+        raise r.fail(
+            "", "expected the fields start, ignore, meta, rules, terminals, nodes (and greedy)"
+        )
     nodes: list[Regex] = []
     for i, entry in enumerate(r.seq(data["nodes"], "nodes")):
         nodes.append(_decode_node(r, entry, nodes, f"node {i}"))
@@ -270,11 +267,15 @@ def grammar_from_data(data: Any) -> Grammar:
     if "warnings" in data["meta"]:
         warnings = r.seq(data["meta"]["warnings"], "meta")
         meta["warnings"] = tuple(r.text(w, "meta") for w in warnings)
+    greedy = data.get("greedy", False)
+    if type(greedy) is not bool:
+        raise r.fail("greedy", "expected true or false")
     grammar = Grammar(
         rules=tuple(rules),
         terminals=tuple(terminals),
         start=r.text(data["start"], "start"),
         ignore=tuple(r.text(n, "ignore") for n in r.seq(data["ignore"], "ignore")),
+        greedy=greedy,
         _meta=meta,
     )
     grammar.validate()

@@ -183,9 +183,10 @@ def classify_walk_kernel(
         Lexer state.
     walk_tables : tuple
         ``(ignore, scannable, byte_class, trans, accept_ptr, accept_terms, alive_bits,
-        follow_ign)``, one structure per grammar: ignored terminals and terminals that occur
-        in rules ((W,) uint64), the lexer (``accept_*``: accepted terminals per state as CSR)
-        and ``FOLLOW(t) | ignore`` per terminal ((T, W) uint64).
+        follow_ign, restart)``, one structure per grammar: ignored terminals and terminals that
+        occur in rules ((W,) uint64), the lexer (``accept_*``: accepted terminals per state as
+        CSR), ``FOLLOW(t) | ignore`` per terminal ((T, W) uint64) and the restart state of a
+        lexeme ended at each state ((S,) int32, ``constrain.automata.lexer.lexer_restarts``).
     trie : tuple
         The flat token trie ``(node_byte, node_token, node_end, node_depth, token_next_dup)``.
     max_depth : int
@@ -203,7 +204,7 @@ def classify_walk_kernel(
         full.
     """
     (ignore, scannable, byte_class, trans, accept_ptr, accept_terms, alive_bits,
-     follow_ign) = walk_tables  # fmt: skip
+     follow_ign, restart) = walk_tables  # fmt: skip
     node_byte, node_token, node_end, node_depth, token_next_dup = trie
     out_tok, out_set, out_lcp = out
     ss_n, ss_flags, ss_hash, ss_s, ss_tag, ss_trans, table, store = sym_store
@@ -254,7 +255,6 @@ def classify_walk_kernel(
         pid = ids[d - 1]
         nid = ss_trans[pid, c]
         if nid == -2:
-            sc = trans[0, c]
             n = 0
             stamp += 1
             over = ss_flags[pid] & 1 != 0
@@ -276,7 +276,10 @@ def classify_walk_kernel(
                         n, over = _push(
                             x, tag, t_s, t_tag, n, over, seen_s, seen_tag, seen_stamp, stamp
                         )
-                if st == 0 or sc < 0 or first:
+                if restart[st] == st or first:
+                    continue
+                sc = trans[restart[st], c]  # the next lexeme's first byte
+                if sc < 0:
                     continue
                 # an ignored lexeme ends: the parser has not moved
                 if accepts_ignored[st]:

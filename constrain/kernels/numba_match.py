@@ -1,10 +1,12 @@
 """Matcher kernels: advance lexing/parsing hypotheses byte by byte, and fill token masks.
 
 A matcher state is a small set of *hypotheses* ``(P, s)``: ``P`` an Earley set (the terminals
-parsed so far) and ``s`` a lexer state (the bytes of the current, unfinished lexeme; ``s == 0``
-means "at a lexeme boundary"). Lexing is non-deterministic: wherever the current lexeme could end,
-both "end it here" and "keep going" are followed, which is why ``"list" | "listen"`` followed by
-``"ed"`` accepts ``listed`` (no greedy-lexer rejections).
+parsed so far) and ``s`` a lexer state (the bytes of the current, unfinished lexeme; a boundary
+state, ``restart[s] == s``, means "at a lexeme boundary": 0, or a restart state of a greedy
+lexer). Lexing is non-deterministic: wherever the current lexeme could end, both "end it here"
+and "keep going" are followed, which is why ``"list" | "listen"`` followed by ``"ed"`` accepts
+``listed``; a greedy grammar's restart states allow the end only before a byte that no terminal
+could take next.
 
 A hypothesis may continue with byte ``b`` if the lexer state after ``b`` can still complete one of
 the terminals that ``P`` expects (``alive_bits & set_bits[P]``; ignored terminals always count).
@@ -19,10 +21,12 @@ hot loop makes none; only a memo miss calls into the Earley scanner.
 Kernel parameters are grouped into plain tuples of arrays (``kernels/README.md``, section 5):
 
 - ``grammar`` (per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab)``
-  with ``lex = (byte_class, trans, accept_bits, alive_bits, ignore_bits, cont_bits)`` (see
-  ``constrain.automata.lexer``), ``par`` the parser tables of ``numba_earley`` (with
-  ``num_terminals`` and ``max_set_items``; the Earley kernels get ``par`` alone) and ``vocab =
-  (token_indptr, token_bytes, eos_ids)``;
+  with ``lex = (byte_class, trans, accept_bits, alive_bits, ignore_bits, cont_bits, restart)``
+  (see ``constrain.automata.lexer``; ``restart[s]`` is the boundary state a lexeme ended at
+  ``s`` restarts from: 0, or under greedy lexing a copy of 0 without the bytes that would have
+  continued the lexeme; a boundary state is its own restart), ``par`` the parser tables of
+  ``numba_earley`` (with ``num_terminals`` and ``max_set_items``; the Earley kernels get
+  ``par`` alone) and ``vocab = (token_indptr, token_bytes, eos_ids)``;
 - ``chart`` (per matcher): the Earley chart and scan memo of ``numba_earley``;
 - ``tables`` (per token-table snapshot, ``TableSnapshot.arrays``): ``(w_pool, w_row, w_indptr,
   w_extra, c_indptr, c_tokens, c_lcp, index)``, ``index`` as :func:`find_entry` reads it;
@@ -145,7 +149,7 @@ def simulate_kernel(
     hypotheses when ``strict``), in which case the results are void.
     """
     job_hyp_lo, job_hyp_hi, job_lo, job_hi, job_lcp = jobs
-    byte_class, trans, accept_bits, alive_bits, ignore, _ = grammar[0]
+    byte_class, trans, accept_bits, alive_bits, ignore, _, restart = grammar[0]
     par = grammar[1]
     num_terminals = par[9]
     sets, set_bits, counts, memo = chart[1], chart[2], chart[3], chart[5]
@@ -184,7 +188,6 @@ def simulate_kernel(
             src = lvl % depth
             dst = (lvl + 1) % depth
             c = byte_class[data[job_lo[j] + lvl]]
-            s0 = trans[0, c]
             m = 0
             for h in range(stack_n[src]):
                 p = stack[src, 0, h]
@@ -194,7 +197,11 @@ def simulate_kernel(
                     m = _push3(p, s2, stack, dst, m)
                     if m < 0:
                         break
-                if s == 0 or s0 < 0 or lvl == 0:
+                r = restart[s]
+                if r == s or lvl == 0:
+                    continue
+                s0 = trans[r, c]  # the next lexeme's first byte (none: greedy, or no terminal)
+                if s0 < 0:
                     continue
                 for w in range(num_words):
                     bits = accept_bits[s, w] & (set_bits[p, w] | ignore[w])
@@ -251,17 +258,18 @@ def _normalize(
 ) -> int:
     """Split ended lexemes of ``cur[:, :n]`` into scanned hypotheses; result back in ``cur``."""
     lex, par = grammar[0], grammar[1]
-    accept_bits, ignore, cont_bits = lex[2], lex[4], lex[5]
-    set_bits = chart[2]
+    accept_bits, ignore, cont_bits, restart = lex[2], lex[4], lex[5], lex[6]
+    sets, set_bits = chart[1], chart[2]
     m = 0
     for h in range(n):
         p = cur[0, h]
         s = cur[1, h]
-        if s == 0 or _alive(s, p, cont_bits, set_bits, ignore):
+        r = restart[s]
+        if r == s or _alive(s, p, cont_bits, set_bits, ignore):
             m = _push(p, s, nxt, m)
             if m < 0:
                 return m
-        if s == 0:
+        if r == s:
             continue
         for w in range(accept_bits.shape[1]):
             bits = accept_bits[s, w] & (set_bits[p, w] | ignore[w])
@@ -269,16 +277,22 @@ def _normalize(
             while bits != 0:
                 if bits & np.uint64(1):
                     one = np.uint64(1) << np.uint64(t & 63)
-                    if ignore[w] & one:
-                        m = _push(p, 0, nxt, m)
+                    # (a greedy restart r != 0 keeps a parse only if it may end here or a
+                    # terminal it expects can start at r: one byte of look-ahead)
+                    if ignore[w] & one and (
+                        r == 0 or sets[ACC, p] or _alive(r, p, cont_bits, set_bits, ignore)
+                    ):
+                        m = _push(p, r, nxt, m)
                         if m < 0:
                             return m
                     if set_bits[p, w] & one:
                         q = memo_scan(p, t, par, chart)
                         if q < -1:
                             return q
-                        if q >= 0:
-                            m = _push(q, 0, nxt, m)
+                        if q >= 0 and (
+                            r == 0 or sets[ACC, q] or _alive(r, q, cont_bits, set_bits, ignore)
+                        ):
+                            m = _push(q, r, nxt, m)
                             if m < 0:
                                 return m
                 bits = bits >> np.uint64(1)
@@ -310,12 +324,12 @@ def end_accepting_kernel(
 ) -> int:
     """Return 1 if the input so far is a complete sentence, 0 if not, or a negative status."""
     lex, par = grammar[0], grammar[1]
-    accept_bits, ignore = lex[2], lex[4]
+    accept_bits, ignore, restart = lex[2], lex[4], lex[6]
     sets, set_bits = chart[1], chart[2]
     for h in range(n_hyp):
         p = hyp[0, h]
         s = hyp[1, h]
-        if s == 0:
+        if restart[s] == s:  # a boundary
             if sets[ACC, p]:
                 return 1
             continue
@@ -497,7 +511,7 @@ def accept_token_kernel(
     saved_sets, saved_items = counts[0], counts[1]
     n_new = -1
     if n_hyp == 1:
-        byte_class, trans, accept_bits, alive_bits, ignore, _ = grammar[0]
+        byte_class, trans, accept_bits, alive_bits, ignore, _, _ = grammar[0]
         p = hyp[0, 0]
         s = hyp[1, 0]
         fast = True

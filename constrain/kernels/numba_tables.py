@@ -237,7 +237,8 @@ def build_entry_kernel(
     walk_tables : tuple
         The grammar's tables for walks (one structure per ``MaskTables``): ``(ignore,
         scannable, exact_scans, byte_class, trans, accept_bits, accept_ptr, accept_terms,
-        alive_bits, follow_bits)``, the lexer's arrays (``constrain.automata.lexer``) and:
+        alive_bits, follow_bits, restart)``, the lexer's arrays (``constrain.automata.lexer``)
+        and:
     ignore : (W,) uint64
         Ignored terminals (may occur between any two lexemes).
     scannable : (W,) uint64
@@ -277,7 +278,7 @@ def build_entry_kernel(
     """
     expected, next_bits, next_exact = inputs
     (ignore, scannable, exact_scans, byte_class, trans, accept_bits, accept_ptr, accept_terms,
-     alive_bits, follow_bits) = walk_tables  # fmt: skip
+     alive_bits, follow_bits, restart) = walk_tables  # fmt: skip
     node_byte, node_token, node_end, node_depth, token_next_dup = trie
     out_w, out_c, out_lcp, info = out
     cs_n, cs_flags, cs_inp, cs_hash, cs_s, cs_x, cs_bits, cs_trans, table, store = set_store
@@ -366,7 +367,6 @@ def build_entry_kernel(
         pid = ids[d - 1]
         nid = cs_trans[pid, c]
         if nid == -2:
-            sc = trans[0, c]
             n = 0
             over = cs_flags[pid] & 1 != 0
             first = cs_flags[pid] & 2 != 0
@@ -398,7 +398,11 @@ def build_entry_kernel(
                     else:
                         n = r
                         exact_alive = exact_alive or level != INEXACT
-                if st == 0 or sc < 0 or first:
+                if restart[st] == st or first:
+                    continue
+                # the next lexeme's first byte: from 0, or from a greedy lexer's restart state
+                sc = trans[restart[st], c]
+                if sc < 0:
                     continue
                 if root:
                     rs = root_split[st]

@@ -206,13 +206,26 @@ class MaskTables:
     max_bytes : int
         Memory budget of the pools and token classes (these at most a quarter of it); past
         it the cache starts over.
+    restart : (S,) int32, optional
+        Where a lexeme ended at each state restarts (:func:`~constrain.automata.lexer.
+        lexer_restarts`); all zeros (state 0) when omitted.
     """
 
     def __init__(
-        self, vocab: Vocabulary, lexer: LexerDfa, parser: ParserTables, *, max_bytes: int
+        self,
+        vocab: Vocabulary,
+        lexer: LexerDfa,
+        parser: ParserTables,
+        *,
+        max_bytes: int,
+        restart: Int32Array | None = None,
     ) -> None:
         self.vocab = vocab
         self.lexer = lexer
+        if restart is None:
+            restart = np.zeros(lexer.num_states, dtype=np.int32)
+            restart.flags.writeable = False
+        self.restart = restart
         self.parser = parser
         self.max_bytes = max_bytes
         self.num_words = (vocab.size + 31) // 32
@@ -259,7 +272,7 @@ class MaskTables:
         # token classes of the states whose walks are dear: at most a quarter of the budget
         self.classifier = TokenClassifier(
             vocab, lexer, parser, max_bytes=max_bytes // 4, max_depth=self._max_depth,
-            exact_scans=self.exact_scans,
+            exact_scans=self.exact_scans, restart=self.restart,
         )  # fmt: skip
         self._reset()
 
@@ -403,7 +416,7 @@ class MaskTables:
             self._walk_tables = (
                 parser.ignore_bits, parser.scannable_bits, self.exact_scans, lexer.byte_class,
                 lexer.trans, lexer.accept_bits, *self._accepts(), lexer.alive_bits,
-                parser.follow_bits,
+                parser.follow_bits, self.restart,
             )  # fmt: skip
         sets = sc.sets
         inp = sets.room(sig)

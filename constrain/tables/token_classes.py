@@ -93,9 +93,11 @@ class TokenClassifier:
         max_bytes: int,
         max_depth: int,
         exact_scans: bool,
+        restart: Int32Array,
     ) -> None:
         self.vocab = vocab
         self.lexer = lexer
+        self.restart = restart
         self.parser = parser
         self.max_bytes = max_bytes
         self.max_depth = max_depth
@@ -163,6 +165,7 @@ class TokenClassifier:
                 self._walk_tables = (
                     parser.ignore_bits, parser.scannable_bits, lexer.byte_class, lexer.trans,
                     *accepts, lexer.alive_bits, parser.follow_bits | parser.ignore_bits,
+                    self.restart,
                 )  # fmt: skip
             sym = self.sym
             sym.room()

@@ -410,13 +410,19 @@ def test_walks_sharing_a_set_store_build_what_fresh_walks_build(
             keys.setdefault((state, kernel.tobytes()), kernel)
     want = {}
     for key, kernel in keys.items():
-        fresh = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+        fresh = MaskTables(
+        compiled.vocab, compiled.kernel_lexer, compiled.parser, max_bytes=1 << 24,
+        restart=compiled.restart,
+    )  # fmt: skip
         want[key] = fresh.build(key[0], kernel)
         assert int(fresh._buffers().sets.store[0]) <= 40
     if small:
         monkeypatch.setattr(constrain.tables.set_stores, "_WALK_SETS", 40)
         monkeypatch.setattr(constrain.tables.set_stores, "_MAX_SETS", 80)
-    shared = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    shared = MaskTables(
+        compiled.vocab, compiled.kernel_lexer, compiled.parser, max_bytes=1 << 24,
+        restart=compiled.restart,
+    )  # fmt: skip
     for key, kernel in sorted(keys.items()):
         got = shared.build(key[0], kernel)
         for a, b in zip(got, want[key], strict=True):
@@ -459,9 +465,15 @@ def test_token_classes_build_what_trie_walks_build(
         monkeypatch.setattr(constrain.tables.set_stores, "_SYM_ROOM", room)
         monkeypatch.setattr(constrain.tables.set_stores, "_SYM_BYTES", 0)
     monkeypatch.setattr(constrain.tables.token_classes, "_JUDGE_AT_READ", 0)  # keep the classes
-    walked = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    walked = MaskTables(
+        compiled.vocab, compiled.kernel_lexer, compiled.parser, max_bytes=1 << 24,
+        restart=compiled.restart,
+    )  # fmt: skip
     walked.classifier.worth_classifying = lambda state: False  # type: ignore[method-assign]
-    classified = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    classified = MaskTables(
+        compiled.vocab, compiled.kernel_lexer, compiled.parser, max_bytes=1 << 24,
+        restart=compiled.restart,
+    )  # fmt: skip
     classified.classifier.worth_classifying = lambda state: True  # type: ignore[method-assign]
     for key, kernel in sorted(keys.items()):
         want = walked.build(key[0], kernel)
@@ -498,7 +510,10 @@ def test_token_classes_are_read_only_where_walks_were_dear() -> None:
 
     compiled = Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar("mini_json"))
     (state, _), kernel = sorted(table_keys("mini_json", compiled).items())[0]
-    tables = MaskTables(compiled.vocab, compiled.lexer, compiled.parser, max_bytes=1 << 24)
+    tables = MaskTables(
+        compiled.vocab, compiled.kernel_lexer, compiled.parser, max_bytes=1 << 24,
+        restart=compiled.restart,
+    )  # fmt: skip
     assert not tables.classifier.worth_classifying(state)  # never walked
     tables.classifier.walk_ns[state] = [_CLASSIFY_AFTER_NS - 1, 1, 0]
     assert not tables.classifier.worth_classifying(state)

@@ -98,15 +98,19 @@ def test_messages_name_the_file_and_the_problem(
         (Grammar.from_json_schema({"type": "object", "properties": {"x": {"type": "number"}}}),
          b'{"x": -1.5e3}'),
         (Grammar.from_json_schema({"type": "string", "format": "color-xyz"}), b'"red"'),
+        (Grammar.from_lark(
+            'start: "let" NAME "=" NAME\nNAME: /[a-z]+/\n%ignore " "', lexer="basic"),
+         b"let lettuce = letter"),
     ],
-    ids=["empty-regex", "regex", "json", "schema-multipleOf", "schema-properties", "warnings"],
+    ids=["empty-regex", "regex", "json", "schema-multipleOf", "schema-properties", "warnings",
+         "greedy"],
 )  # fmt: skip
 def test_every_grammar_round_trips(grammar: Grammar, text: bytes, tmp_path: Path) -> None:
     vocab = byte_vocabulary()
     compiled = Compiler(vocab).compile(grammar)
     compiled.save(tmp_path / "g.npz")
     loaded = CompiledGrammar.load(tmp_path / "g.npz", vocab)
-    assert loaded.grammar == compiled.grammar
+    assert loaded.grammar == compiled.grammar and loaded.grammar.greedy == grammar.greedy
     assert loaded.grammar.warnings == compiled.grammar.warnings == grammar.warnings
     assert loaded.limits == compiled.limits
     for name in ("byte_class", "trans", "accept_bits", "alive_bits"):
