@@ -126,7 +126,7 @@ def _grammar_edits(grammar: dict[str, Any]) -> list[tuple[str, Callable[[Any], N
         ("charset-unsorted", put(sets, ["set", [[50, 60], [10, 20]]])),
         ("charset-reversed", put(sets, ["set", [[60, 50]]])),
         ("charset-bool", put(sets, ["set", [[True, 50]]])),
-        ("repeat-max-below-min", put(sets, ["rep", 0, 5, 2])),
+        ("repeat-max-negative", put(sets, ["rep", 0, 2, -1])),
         ("repeat-negative", put(sets, ["rep", 0, -1, None])),
         ("literal-not-text", put(sets, ["lit", 5])),
         ("automaton-edge-out-of-range", lambda g: g["nodes"][fa][4].append([0, [[48, 48]], 10**6])),

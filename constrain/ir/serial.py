@@ -192,8 +192,9 @@ def _decode_node(r: _Reader, entry: Any, nodes: list[Regex], where: str) -> Rege
         )
 
     def repeat(item: Any, lo: Any, hi: Any) -> Repeat:
+        # max below min is the empty language (a schema's minLength above its maxLength)
         low = r.integer(lo, where, 0, _MAX_COUNT)
-        return Repeat(kid(item), low, None if hi is None else r.integer(hi, where, low, _MAX_COUNT))
+        return Repeat(kid(item), low, None if hi is None else r.integer(hi, where, 0, _MAX_COUNT))
 
     readers: dict[str, tuple[int, Callable[..., Regex]]] = {
         "set": (1, lambda v: r.charset(v, where)),

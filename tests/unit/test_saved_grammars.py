@@ -98,12 +98,15 @@ def test_messages_name_the_file_and_the_problem(
         (Grammar.from_json_schema({"type": "object", "properties": {"x": {"type": "number"}}}),
          b'{"x": -1.5e3}'),
         (Grammar.from_json_schema({"type": "string", "format": "color-xyz"}), b'"red"'),
+        (Grammar.from_json_schema(
+            {"anyOf": [{"type": "string", "minLength": 5, "maxLength": 3}, {"type": "integer"}]}),
+         b"12"),
         (Grammar.from_lark(
             'start: "let" NAME "=" NAME\nNAME: /[a-z]+/\n%ignore " "', lexer="basic"),
          b"let lettuce = letter"),
     ],
     ids=["empty-regex", "regex", "json", "schema-multipleOf", "schema-properties", "warnings",
-         "greedy"],
+         "empty-repeat", "greedy"],
 )  # fmt: skip
 def test_every_grammar_round_trips(grammar: Grammar, text: bytes, tmp_path: Path) -> None:
     vocab = byte_vocabulary()
