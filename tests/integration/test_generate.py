@@ -160,8 +160,8 @@ def test_sql_output_parses_with_lark(model: Model) -> None:
     )
     assert result.finish_reason == "stop"
     assert result.value == result.text
-    parser = lark.Lark(
-        (ROOT / "grammars" / "sql.lark").read_text(encoding="utf-8"),
+    parser = lark.Lark(  # without constrain's %lexer line: lark checks the non-greedy superset
+        (ROOT / "grammars" / "sql.lark").read_text(encoding="utf-8").replace("%lexer basic", ""),
         parser="earley",
         import_paths=[str(ROOT / "grammars")],
     )

@@ -1,0 +1,279 @@
+"""Outputs of the shipped grammars on the default model, checked by each language's own parser.
+
+For every shipped grammar, varied prompts go through ``constrain.generate(prompt,
+grammar=name)`` (greedy, the default model, ``max_tokens`` 120) and each output is checked:
+
+- **sql**: sqlite (the standard library) runs ``EXPLAIN`` on it against a toy schema
+  (``employees``, ``departments``, ``projects``): a *syntax* error fails the output, a missing
+  table, column or function only marks it as not *sensible* (it parsed);
+- **json**: ``json.loads``; **csv**: ``csv.reader`` (a header and rows of one width are
+  reported as *sensible*); **arithmetic**: ``ast.parse`` after mapping ``^`` to ``**``.
+
+It also records how each output ended: ``finish_reason`` ``"stop"`` (the model ended it) or
+``"length"``, or ``"incomplete"`` when ``max_tokens`` cut it before the grammar accepted
+(``IncompleteOutputError``), and the longest run of whitespace. The table prints the counts
+per grammar; the results file (``results/grammar-outputs.json``, overwritten) keeps every
+output.
+
+    python benchmarks/grammar_outputs.py                 # 50 SQL prompts, 15 for each other
+    python benchmarks/grammar_outputs.py --grammars sql --limit 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import io
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from common import args_record, log, machine, result_path, write_result
+
+TOY_SCHEMA = """
+CREATE TABLE departments (id INTEGER PRIMARY KEY, name TEXT, budget REAL, city TEXT);
+CREATE TABLE employees (id INTEGER PRIMARY KEY, name TEXT, age INTEGER, salary REAL,
+                        department_id INTEGER REFERENCES departments(id), hired TEXT);
+CREATE TABLE projects (id INTEGER PRIMARY KEY, title TEXT, department_id INTEGER,
+                       deadline TEXT, budget REAL);
+"""
+SCHEMA_HINT = (
+    "Tables: employees(id, name, age, salary, department_id, hired), "
+    "departments(id, name, budget, city), projects(id, title, department_id, deadline, budget)."
+)
+SQL_TASKS = [
+    "all employees",
+    "the names of all departments",
+    "employees older than 30",
+    "employees earning more than 50000",
+    "the number of employees",
+    "the average salary",
+    "the highest salary",
+    "employees sorted by salary, highest first",
+    "the 5 youngest employees",
+    "departments in Paris",
+    "employees hired after 2020-01-01",
+    "the total budget of all projects",
+    "projects with a budget over 10000",
+    "employee names with their department names",
+    "the number of employees per department",
+    "departments with more than 10 employees",
+    "the average salary per department",
+    "employees whose name starts with A",
+    "projects due before 2025",
+    "the names of employees in the Sales department",
+    "distinct cities of departments",
+    "employees without a department",
+    "the oldest employee",
+    "departments ordered by budget",
+    "the 3 most expensive projects",
+    "employees aged 25 to 35",
+    "projects of the Research department",
+    "the sum of salaries per department",
+    "employees earning less than the average salary",
+    "departments that have no projects",
+    "employee count and average age",
+    "the latest hire date",
+    "names of all projects",
+    "employees in departments with a budget above 100000",
+    "the number of projects per department",
+    "employees named Smith",
+    "departments and their project counts",
+    "employees hired in 2023",
+    "the minimum project budget",
+    "the top 10 salaries",
+    "employees whose age is unknown",
+    "projects whose title contains data",
+    "cities with more than one department",
+    "the second page of employees, 20 per page",
+    "employees and their salaries in thousands",
+    "departments sorted by name",
+    "projects sorted by deadline",
+    "the average project budget",
+    "employees older than 60 or younger than 20",
+    "the department with the largest budget",
+]
+OTHER_TASKS = {
+    "json": [
+        "a user profile",
+        "a list of three colours",
+        "a product with a price",
+        "an empty object",
+        "a book with title and author",
+        "coordinates of Paris",
+        "a shopping list",
+        "a weather report",
+        "a boolean flag named active",
+        "a matrix of numbers",
+        "an address",
+        "a list of people with ages",
+        "server settings",
+        "a recipe",
+        "the number 42",
+    ],
+    "arithmetic": [
+        "two plus three",
+        "the area of a circle of radius r",
+        "a polynomial in x",
+        "the average of a, b and c",
+        "ten factorial written as a product",
+        "x squared minus one",
+        "the hypotenuse with sqrt",
+        "compound interest",
+        "a fraction of two sums",
+        "the distance between two points",
+        "speed from distance and time",
+        "a percentage",
+        "the quadratic formula's discriminant",
+        "a power of two",
+        "minus five times seven",
+    ],
+    "csv": [
+        "three fruits and their prices",
+        "a table of students and grades",
+        "cities and countries",
+        "employees with names and roles",
+        "a small inventory",
+        "dates and temperatures",
+        "books and authors",
+        "planets and their moons",
+        "products with quotes in names",
+        "a phone book",
+        "countries and capitals",
+        "a two-column table of numbers",
+        "an order list",
+        "colors with hex codes",
+        "animals and their legs",
+    ],
+}
+
+
+def _prompt(name: str, task: str) -> str:
+    if name == "sql":
+        return f"{SCHEMA_HINT} Write one SQLite query for: {task}."
+    what = {"json": "JSON", "arithmetic": "arithmetic expression", "csv": "CSV file"}[name]
+    return f"Write a {what} for: {task}."
+
+
+def check_sql(text: str) -> tuple[bool, bool, str]:
+    db = sqlite3.connect(":memory:")
+    db.executescript(TOY_SCHEMA)
+    try:
+        db.execute("EXPLAIN " + text.rstrip().rstrip(";"))
+    except sqlite3.Error as err:
+        message = str(err)
+        syntax = "syntax error" in message or "incomplete input" in message
+        return not syntax, False, message
+    finally:
+        db.close()
+    return True, True, ""
+
+
+def check_json(text: str) -> tuple[bool, bool, str]:
+    try:
+        json.loads(text)
+    except ValueError as err:
+        return False, False, str(err)
+    return True, True, ""
+
+
+def check_arithmetic(text: str) -> tuple[bool, bool, str]:
+    try:
+        ast.parse(text.replace("^", "**"), mode="eval")
+    except SyntaxError as err:
+        return False, False, str(err)
+    return True, True, ""
+
+
+def check_csv(text: str) -> tuple[bool, bool, str]:
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as err:
+        return False, False, str(err)
+    widths = {len(r) for r in rows if r}
+    return True, len(rows) >= 2 and len(widths) == 1, ""
+
+
+CHECKS: dict[str, Callable[[str], tuple[bool, bool, str]]] = {
+    "sql": check_sql,
+    "json": check_json,
+    "arithmetic": check_arithmetic,
+    "csv": check_csv,
+}
+
+
+def run(name: str, tasks: Sequence[str], model: Any, max_tokens: int) -> dict[str, Any]:
+    import constrain
+
+    rows = []
+    for task in tasks:
+        t0 = time.perf_counter()
+        try:
+            result = constrain.generate(
+                _prompt(name, task), grammar=name, model=model, max_tokens=max_tokens,
+                return_info=True,
+            )  # fmt: skip
+            text, finish, tokens = result.text, result.finish_reason, result.output_tokens
+        except constrain.IncompleteOutputError as err:  # cut by max_tokens, not complete
+            text, finish, tokens = err.partial_texts[0], "incomplete", max_tokens
+        parsed, sensible, error = CHECKS[name](text)
+        runs = [len(m) for m in re.findall(r"\s+", text)]
+        rows.append(
+            {
+                "task": task,
+                "text": text,
+                "finish_reason": finish,
+                "tokens": tokens,
+                "parsed": parsed,
+                "sensible": sensible,
+                "error": error,
+                "longest_whitespace": max(runs, default=0),
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
+        log(f"  {name}: {finish:10s} parsed={parsed} {text[:80]!r}")
+    return {
+        "prompts": len(rows),
+        "parsed": sum(r["parsed"] for r in rows),
+        "sensible": sum(r["sensible"] for r in rows),
+        "stopped": sum(r["finish_reason"] == "stop" for r in rows),
+        "longest_whitespace": max((r["longest_whitespace"] for r in rows), default=0),
+        "outputs": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--grammars", default="sql,json,arithmetic,csv", help="comma list")
+    p.add_argument("--limit", type=int, default=None, help="at most N prompts per grammar")
+    p.add_argument("--max-tokens", type=int, default=120)
+    p.add_argument("--out", type=Path, default=result_path("grammar-outputs"))
+    args = p.parse_args(argv)
+    import constrain
+
+    model = constrain.load_model()
+    results = {}
+    for name in [g for g in args.grammars.split(",") if g]:
+        tasks = SQL_TASKS if name == "sql" else OTHER_TASKS[name]
+        log(f"[{name}] {len(tasks[: args.limit])} prompts")
+        results[name] = run(name, tasks[: args.limit], model, args.max_tokens)
+    print(
+        f"{'grammar':12s}{'prompts':>8s}{'parsed':>8s}{'ended':>8s}{'sensible':>10s}{'max ws':>8s}"
+    )
+    for name, r in results.items():
+        print(
+            f"{name:12s}{r['prompts']:>8d}{r['parsed']:>8d}{r['stopped']:>8d}"
+            f"{r['sensible']:>10d}{r['longest_whitespace']:>8d}"
+        )
+    payload = {"meta": machine(), "args": args_record(args), "results": results}
+    log(f"wrote {write_result(args.out, payload)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
