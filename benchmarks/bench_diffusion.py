@@ -15,7 +15,7 @@ schemas, arithmetic and SQL as Lark grammars). Per task and method (``none`` = u
   method). Higher is more likely under the model;
 - ``forward_ms`` and ``constraint_ms``: per denoising step, the model's forward pass and the
   grammar work, and the grammar work as a fraction of one forward pass of the default
-  SmolLM2-135M model (the issue's reference, about 60 ms on this machine), **measured in this
+  SmolLM2-135M model (the reference cost, about 60 ms on this machine), **measured in this
   run** before each task, with the same thread count: the median of ``--reference-steps``
   single-token decoding steps (KV cache, a 64-token context), unless ``--reference-ms`` gives a
   value; and of the diffusion model's own forward pass.

@@ -382,7 +382,7 @@ def test_zero_disallowed_declines_what_it_cannot_do(rng: np.random.Generator) ->
 
 
 def test_a_read_only_bitmask_is_refused_at_once() -> None:
-    # the issue: a read-only array surfaced as a numba typing error after seconds of compiling
+    # a read-only array used to surface as a numba typing error after seconds of compiling
     from constrain import Compiler, Grammar, Matcher
     from constrain.matcher import fill_next_token_bitmasks
     from constrain.testing import byte_vocabulary

@@ -1,7 +1,7 @@
 """No JIT on a request: after the install warm-up, a fresh process compiles no numba kernel.
 
 The guard runs the documented warm-up (``python -m constrain.warmup``, what ``make install``
-runs) in a child with this session's ``NUMBA_CACHE_DIR`` (a fresh one in CI: the warm-up then
+runs) in a child with the running suite's ``NUMBA_CACHE_DIR`` (a fresh one in CI: the warm-up then
 fills it) and again in a fresh child, which must load everything from the cache and dispatch one
 signature per entry kernel; then a third fresh child loads a saved compiled grammar, compiles
 the empty regex and fills their first masks, and the test fails if numba compiled anything
