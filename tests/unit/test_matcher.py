@@ -383,6 +383,7 @@ def test_scan_memo_stays_bounded_and_exact() -> None:
     assert small.is_accepting() and normal.is_accepting()
 
 
+@pytest.mark.slow  # Llama 3's table walks: minutes without the JIT (the NUMBA_DISABLE_JIT pass)
 @pytest.mark.parametrize("pattern", [r"\w{40}!", r"(\w|-){5,60}\.", r"[^\n]{1,50}x"])
 def test_short_token_reuse_by_classes_matches_pair_searches(
     pattern: str, monkeypatch: pytest.MonkeyPatch
