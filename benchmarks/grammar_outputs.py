@@ -183,8 +183,9 @@ def check_json(text: str) -> tuple[bool, bool, str]:
 
 
 def check_arithmetic(text: str) -> tuple[bool, bool, str]:
+    # the grammar's whitespace (line breaks included) separates tokens, as a space does in Python
     try:
-        ast.parse(text.replace("^", "**"), mode="eval")
+        ast.parse(" ".join(text.split()).replace("^", "**"), mode="eval")
     except SyntaxError as err:
         return False, False, str(err)
     return True, True, ""
@@ -247,13 +248,37 @@ def run(name: str, tasks: Sequence[str], model: Any, max_tokens: int) -> dict[st
     }
 
 
+def _print_table(results: dict[str, Any]) -> None:
+    print(
+        f"{'grammar':12s}{'prompts':>8s}{'parsed':>8s}{'ended':>8s}{'sensible':>10s}{'max ws':>8s}"
+    )
+    for name, r in results.items():
+        print(
+            f"{name:12s}{r['prompts']:>8d}{r['parsed']:>8d}{r['stopped']:>8d}"
+            f"{r['sensible']:>10d}{r['longest_whitespace']:>8d}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--grammars", default="sql,json,arithmetic,csv", help="comma list")
     p.add_argument("--limit", type=int, default=None, help="at most N prompts per grammar")
     p.add_argument("--max-tokens", type=int, default=120)
     p.add_argument("--out", type=Path, default=result_path("grammar-outputs"))
+    p.add_argument(
+        "--recheck", action="store_true", help="re-run the checks on the outputs stored in --out"
+    )
     args = p.parse_args(argv)
+    if args.recheck:
+        payload = json.loads(args.out.read_text(encoding="utf-8"))
+        for name, r in payload["results"].items():
+            for row in r["outputs"]:
+                row["parsed"], row["sensible"], row["error"] = CHECKS[name](row["text"])
+            r["parsed"] = sum(o["parsed"] for o in r["outputs"])
+            r["sensible"] = sum(o["sensible"] for o in r["outputs"])
+        _print_table(payload["results"])
+        log(f"wrote {write_result(args.out, payload)}")
+        return 0
     import constrain
 
     model = constrain.load_model()
