@@ -183,9 +183,11 @@ def check_json(text: str) -> tuple[bool, bool, str]:
 
 
 def check_arithmetic(text: str) -> tuple[bool, bool, str]:
-    # the grammar's whitespace (line breaks included) separates tokens, as a space does in Python
+    # the grammar's whitespace (line breaks included) separates tokens, as a space does in
+    # Python; its names may be Python keywords (``is``), so each gets a prefix
+    python = re.sub(r"(?<![0-9.\w])[A-Za-z_]\w*", lambda m: "v_" + m[0], " ".join(text.split()))
     try:
-        ast.parse(" ".join(text.split()).replace("^", "**"), mode="eval")
+        ast.parse(python.replace("^", "**"), mode="eval")
     except SyntaxError as err:
         return False, False, str(err)
     return True, True, ""
