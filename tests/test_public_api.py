@@ -407,3 +407,19 @@ def test_no_private_names_across_modules() -> None:
                     rel = path.relative_to(ROOT)
                     errors.append(f"{rel}:{node.lineno}: from {node.module} import {private}")
     assert not errors, "private names imported across modules:\n" + "\n".join(errors)
+
+
+def test_every_package_is_in_the_distribution() -> None:
+    """pyproject's package list names every package of constrain/ (a wheel ships only those)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "constrain").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert found | {"constrain.grammars"} == listed, sorted(
+        found ^ (listed - {"constrain.grammars"})
+    )
