@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = [
     "LOGGER",
@@ -85,18 +86,33 @@ def notice_kernel_compilation() -> None:
 def silence_progress_bars(silence: bool = True) -> Iterator[None]:
     """Turn transformers' progress bars off while the block runs (when ``silence``).
 
-    Bars already off stay off; bars this turned off are turned back on afterwards.
+    Bars already off stay off; bars this turned off are turned back on afterwards. The GGUF
+    conversion's bar is a plain ``tqdm`` that transformers' switch does not reach: its module's
+    ``tqdm`` is replaced by a disabled one meanwhile.
     """
     from transformers.utils import logging as hf_logging
 
-    if not silence or not hf_logging.is_progress_bar_enabled():
+    if not silence:
         yield
         return
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    gguf_utils: Any = None
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # pragma: no cover - transformers without GGUF support
+        pass
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
+    enabled = hf_logging.is_progress_bar_enabled()
+    if enabled:
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         yield
     finally:
-        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+        if enabled:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+        if bar is not None:
+            gguf_utils.tqdm = bar
 
 
 @contextlib.contextmanager

@@ -661,3 +661,19 @@ def test_generate_help_says_each_call_loads_the_model(capsys: pytest.CaptureFixt
         main(["generate", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "Each call loads the model" in out and "model = constrain.load_model()" in out
+
+
+def test_silencing_reaches_the_gguf_conversion_bar() -> None:
+    """transformers' GGUF conversion uses a plain tqdm its progress switch does not reach."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    from constrain.integrations.progress import silence_progress_bars
+
+    bar = gguf_utils.tqdm
+    with silence_progress_bars(True):
+        assert gguf_utils.tqdm([1, 2]).disable  # type: ignore[attr-defined]
+        assert not hf_logging.is_progress_bar_enabled()
+    assert gguf_utils.tqdm is bar  # type: ignore[attr-defined]
+    with silence_progress_bars(False):
+        assert gguf_utils.tqdm is bar  # type: ignore[attr-defined]
