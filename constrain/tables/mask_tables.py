@@ -46,6 +46,7 @@ from constrain.kernels.numba_table_inputs import (
 from constrain.kernels.numba_table_store import index_add, index_rehash, store_entry_kernel
 from constrain.kernels.numba_tables import build_entry_kernel, walk_single_kernel
 from constrain.tables.set_stores import SetStore, trie_arrays
+from constrain.tables.string_bodies import body_class_sequences
 from constrain.tables.token_classes import TokenClassifier
 from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
@@ -763,46 +764,3 @@ def _grown(a: np.ndarray, used: int, size: int) -> np.ndarray:
     out = np.empty((size, *a.shape[1:]), dtype=a.dtype)
     out[:used] = a[:used]
     return out
-
-
-# UTF-8 encodings of the raw JSON string-body characters (U+0020.., minus '"' and '\\'), as
-# byte-range sequences: (lead range, continuation ranges...).
-_BODY_SEQUENCES = (
-    ((0x20, 0x21),),
-    ((0x23, 0x5B),),
-    ((0x5D, 0x7F),),
-    ((0xC2, 0xDF), (0x80, 0xBF)),
-    ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
-    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
-    ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
-)
-
-
-# the byte ranges of _BODY_SEQUENCES flattened: every byte of every position, with its position
-_BODY_BYTES = np.array(
-    [b for seq in _BODY_SEQUENCES for lo, hi in seq for b in range(lo, hi + 1)], dtype=np.int64
-)
-_BODY_POSITION = np.array(
-    [p for p, (lo, hi) in enumerate(r for seq in _BODY_SEQUENCES for r in seq)
-     for _ in range(lo, hi + 1)],
-    dtype=np.int64,
-)  # fmt: skip
-_BODY_POSITIONS = sum(len(seq) for seq in _BODY_SEQUENCES)
-_BODY_SEQ_PTR = np.cumsum([0] + [len(seq) for seq in _BODY_SEQUENCES]).astype(np.int64)
-
-
-def body_class_sequences(lexer: LexerDfa) -> tuple[Int64Array, Int64Array, Int64Array]:
-    """Return the distinct byte classes of each position of each string-body UTF-8 shape.
-
-    Flat: ``classes[pos_ptr[p]:pos_ptr[p + 1]]`` are the classes of position ``p`` (ascending),
-    and ``seq_ptr[q]:seq_ptr[q + 1]`` the positions of shape ``q``.
-    """
-    # one sorted pass over (position, class) pairs instead of a np.unique per position
-    keys = np.unique(_BODY_POSITION * 256 + lexer.byte_class[_BODY_BYTES].astype(np.int64))
-    classes = keys % 256
-    pos_ptr = np.searchsorted(keys // 256, np.arange(_BODY_POSITIONS + 1)).astype(np.int64)
-    return classes, pos_ptr, _BODY_SEQ_PTR

@@ -502,7 +502,7 @@ def test_body_class_sequences_are_the_classes_of_each_position() -> None:
 
     import numpy as np
 
-    from constrain.tables.mask_tables import _BODY_SEQUENCES, body_class_sequences
+    from constrain.tables.string_bodies import BODY_SEQUENCES, body_class_sequences
 
     rng = np.random.default_rng(1)
     for _ in range(20):
@@ -510,8 +510,8 @@ def test_body_class_sequences_are_the_classes_of_each_position() -> None:
         classes, pos_ptr, seq_ptr = body_class_sequences(
             types.SimpleNamespace(byte_class=byte_class)  # type: ignore[arg-type]
         )
-        positions = [r for seq in _BODY_SEQUENCES for r in seq]
-        assert seq_ptr.tolist() == np.cumsum([0] + [len(q) for q in _BODY_SEQUENCES]).tolist()
+        positions = [r for seq in BODY_SEQUENCES for r in seq]
+        assert seq_ptr.tolist() == np.cumsum([0] + [len(q) for q in BODY_SEQUENCES]).tolist()
         assert len(pos_ptr) == len(positions) + 1
         for p, (lo, hi) in enumerate(positions):
             want = sorted(set(byte_class[lo : hi + 1].tolist()))
