@@ -240,6 +240,11 @@ def run(name: str, tasks: Sequence[str], model: Any, max_tokens: int) -> dict[st
             }
         )
         log(f"  {name}: {finish:10s} parsed={parsed} {text[:80]!r}")
+    return _summary(rows)
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The counts of a grammar's outputs, and the outputs."""
     return {
         "prompts": len(rows),
         "parsed": sum(r["parsed"] for r in rows),
@@ -276,8 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, r in payload["results"].items():
             for row in r["outputs"]:
                 row["parsed"], row["sensible"], row["error"] = CHECKS[name](row["text"])
-            r["parsed"] = sum(o["parsed"] for o in r["outputs"])
-            r["sensible"] = sum(o["sensible"] for o in r["outputs"])
+            payload["results"][name] = _summary(r["outputs"])
         _print_table(payload["results"])
         log(f"wrote {write_result(args.out, payload)}")
         return 0
@@ -289,14 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks = SQL_TASKS if name == "sql" else OTHER_TASKS[name]
         log(f"[{name}] {len(tasks[: args.limit])} prompts")
         results[name] = run(name, tasks[: args.limit], model, args.max_tokens)
-    print(
-        f"{'grammar':12s}{'prompts':>8s}{'parsed':>8s}{'ended':>8s}{'sensible':>10s}{'max ws':>8s}"
-    )
-    for name, r in results.items():
-        print(
-            f"{name:12s}{r['prompts']:>8d}{r['parsed']:>8d}{r['stopped']:>8d}"
-            f"{r['sensible']:>10d}{r['longest_whitespace']:>8d}"
-        )
+    _print_table(results)
     payload = {"meta": machine(), "args": args_record(args), "results": results}
     log(f"wrote {write_result(args.out, payload)}")
     return 0
