@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -93,8 +92,10 @@ class Engine:
 
 def peer_lark(text: str) -> str:
     """A Lark text for the peers: without constrain's ``%lexer basic`` line (greedy lexing,
-    which llguidance's lexer does anyway; XGrammar has no lexer)."""
-    return re.sub(r"^[ \t]*%lexer[ \t]+\w+[ \t]*$", "", text, flags=re.MULTILINE)
+    which llguidance's lexer does anyway; XGrammar has no lexer) and ``%ignore_at_end``."""
+    from constrain.frontends.lark import without_option_lines
+
+    return without_option_lines(text)
 
 
 def _schema_text(source: str | dict[str, Any] | bool | None) -> str:

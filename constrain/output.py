@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from constrain.errors import GrammarError, OutputValidationError
+from constrain.frontends.lark import without_option_lines
 from constrain.ir import Alt, Grammar, Literal
 
 __all__ = ["DEFAULT_NUMBER_DIGITS", "OutputType", "output_type"]
@@ -307,8 +308,8 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
             text, paths = _builtin_text(spec)
         else:
             grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
-    # lark does not read constrain's %lexer line: it checks the non-greedy language, a superset
-    text = _LEXER_LINE.sub("", text)
+    # lark does not read constrain's %lexer and %ignore_at_end lines: it checks a superset
+    text = without_option_lines(text)
     parser = _lark_parser(text, paths, start)
     byte_level = _byte_level_parser(grammar)
 
@@ -332,9 +333,6 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
         return out
 
     return OutputType(grammar, "grammar", label, parse)
-
-
-_LEXER_LINE = re.compile(r"^[ \t]*%lexer[ \t]+\w+[ \t]*$", re.MULTILINE)
 
 
 def _byte_level_parser(grammar: Grammar) -> Callable[[str], str]:

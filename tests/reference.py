@@ -401,8 +401,12 @@ def naive_cfg_accepts(grammar: Any, text: bytes) -> bool:
                 for q in span[name][p]:
                     if q not in reach:
                         reach.add(q)
-                        todo.append(q)
+                        # ignore_at_end=False: at most one ignored lexeme in a gap
+                        if grammar.ignore_at_end:
+                            todo.append(q)
         gap.append(reach)
+    # ignore_at_end=False: no gap after the last lexeme
+    final = gap if grammar.ignore_at_end else [{i} for i in range(n + 1)]
     for name in rules:
         span[name] = [set() for _ in range(n + 1)]
 
@@ -422,7 +426,7 @@ def naive_cfg_accepts(grammar: Any, text: bytes) -> bool:
                 if new:
                     span[name][i] |= new
                     changed = True
-    return any(n in gap[b] for a in gap[0] for b in span[grammar.start][a])
+    return any(n in final[b] for a in gap[0] for b in span[grammar.start][a])
 
 
 class NaiveCfgRecognizer:
@@ -456,12 +460,22 @@ class NaiveCfgRecognizer:
                 if name not in productive and any(all(s in productive for s in a) for a in alts):
                     productive.add(name)
                     changed = True
-        aug: list[tuple[str, tuple[str, ...]]] = [("$start", ("$gap", grammar.start)), ("$gap", ())]
-        aug += [("$gap", ("$gap", name)) for name in grammar.ignore if name in productive]
+        at_end = grammar.ignore_at_end
+        aug: list[tuple[str, tuple[str, ...]]] = [
+            ("$start", ("$gap", grammar.start) if at_end else (grammar.start,)),
+            ("$gap", ()),
+        ]
+        # ignore_at_end=False: at most one ignored lexeme, before each terminal, never after
+        aug += [
+            ("$gap", ("$gap", name) if at_end else (name,))
+            for name in grammar.ignore
+            if name in productive
+        ]
         for name, alts in rules.items():
             for alt in alts:
                 if all(s in productive for s in alt):
-                    rhs = tuple(x for s in alt for x in ((s, "$gap") if s in terms else (s,)))
+                    gapped = (lambda t: (t, "$gap")) if at_end else (lambda t: ("$gap", t))
+                    rhs = tuple(x for s in alt for x in (gapped(s) if s in terms else (s,)))
                     aug.append((name, rhs))
         self.rules = aug
         self.by_lhs: dict[str, list[int]] = {}
@@ -538,7 +552,7 @@ class NaiveCfgRecognizer:
 
     def accepts(self, text: bytes) -> bool:
         """Whether ``text`` is a sentence."""
-        return (0, 2, 0) in self.chart(text)[-1][0]
+        return (0, len(self.rules[0][1]), 0) in self.chart(text)[-1][0]
 
 
 @functools.lru_cache(maxsize=32)

@@ -10,6 +10,7 @@ consumed) and no transition ever leads back to it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from constrain.automata.nfa import NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
-from constrain.ir import Grammar, Regex
+from constrain.ir import Concat, Grammar, Regex, Repeat, Terminal
 from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
 from constrain.kernels.numba_subsets import state_bits_kernel
 
@@ -300,6 +301,8 @@ def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Gramm
     dropped: list[str] = []
     try:
         g = grammar.normalise()
+        if not g.ignore_at_end and g.ignore:
+            g = ignored_as_prefixes(g, max_states=max_states)
         while True:
             try:
                 return g, build_lexer(
@@ -319,6 +322,50 @@ def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Gramm
             f"one of the terminals {listed}, which match no string at all (for a JSON Schema: "
             "no instance satisfies it, e.g. minLength above maxLength)"
         ) from err
+
+
+def ignored_as_prefixes(grammar: Grammar, *, max_states: int = 200_000) -> Grammar:
+    """Return ``grammar`` (``ignore_at_end=False``) with its ignored terminal as prefixes.
+
+    ``I`` ignored and ``T`` a terminal: ``T`` becomes ``I? T``. The parser is unchanged, and a
+    text can no longer end in an ignored lexeme (nor hold two in a row): exactly the strings of
+    the grammar that end with a terminal and have at most one ignored lexeme before each.
+
+    Raises
+    ------
+    GrammarError
+        If the grammar ignores more than one terminal, or lexes greedily and a terminal may
+        start with a byte that could continue the ignored one (the prefixed terminal would then
+        accept splits that greedy lexing refuses).
+    """
+    if len(grammar.ignore) > 1:
+        names = ", ".join(grammar.ignore)
+        raise GrammarError(
+            f"ignore_at_end=False (%ignore_at_end false) takes one ignored terminal, this grammar "
+            f"ignores {names}: join them into one (IGNORED: {' | '.join(grammar.ignore)}, then "
+            "%ignore IGNORED)"
+        )
+    (ignored,) = grammar.ignore
+    terms = grammar.terminal_map()
+    prefix = terms[ignored].regex
+    others = [t for t in grammar.terminals if t.name != ignored]
+    if grammar.greedy and others:
+        alone = build_lexer([(ignored, prefix)], max_states=max_states)
+        ends = (alone.accept_bits != 0).any(axis=1)
+        continues = alone.trans[ends][:, alone.byte_class] >= 0
+        rest = build_lexer([(t.name, t.regex) for t in others], max_states=max_states)
+        starts = rest.trans[0, rest.byte_class] >= 0
+        clash = np.flatnonzero(continues.any(axis=0) & starts)
+        if clash.size:
+            byte = int(clash[0])
+            first = others[_bits(rest.alive_bits[rest.trans[0, rest.byte_class[byte]]])[0]].name
+            raise GrammarError(
+                f"ignore_at_end=False with greedy lexing: terminal {first!r} may start with "
+                f"byte {bytes([byte])!r}, which may also continue the ignored terminal "
+                f"{ignored!r}; make the two disjoint (or keep ignored lexemes at the end)"
+            )
+    prefixed = tuple(Terminal(t.name, Concat((Repeat(prefix, 0, 1), t.regex))) for t in others)
+    return dataclasses.replace(grammar, terminals=prefixed, ignore=())
 
 
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:

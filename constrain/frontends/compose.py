@@ -164,19 +164,34 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
             for r in outer
         ]
         lexemes = {t.name for t in grammar.terminals} | set(starts.values())
-        outer = _explicit_ignore(outer, lexemes, grammar.ignore, ignore_rule)
-        outer.append(Rule(start, ((body, ignore_rule),)))
+        outer = _explicit_ignore(
+            outer, lexemes, grammar.ignore, ignore_rule, runs=grammar.ignore_at_end
+        )
+        # the run after the last lexeme, unless the grammar keeps ignored lexemes off the end
+        outer.append(Rule(start, ((body, ignore_rule) if grammar.ignore_at_end else (body,),)))
     meta = {**grammar._meta, "warnings": tuple(warnings)} if warnings else grammar._meta
-    return Grammar(rules=(*outer, *rules), terminals=tuple(terminals), start=start, _meta=meta)
+    return Grammar(
+        rules=(*outer, *rules),
+        terminals=tuple(terminals),
+        start=start,
+        greedy=grammar.greedy,
+        ignore_at_end=grammar.ignore_at_end,
+        _meta=meta,
+    )
 
 
 def _explicit_ignore(
-    rules: Sequence[Rule], lexemes: set[str], ignore: Sequence[str], ignore_rule: str
+    rules: Sequence[Rule],
+    lexemes: set[str],
+    ignore: Sequence[str],
+    ignore_rule: str,
+    *,
+    runs: bool = True,
 ) -> list[Rule]:
     """Return ``rules`` with an optional run of ``ignore`` before every lexeme symbol.
 
     The run is the new rule ``ignore_rule`` (also returned); the caller adds the run after the
-    start rule.
+    start rule. With ``runs=False`` it is at most one ignored lexeme (``ignore_at_end=False``).
     """
     out: list[Rule] = []
     for rule in rules:
@@ -189,7 +204,7 @@ def _explicit_ignore(
                 symbols.append(sym)
             alts.append(tuple(symbols))
         out.append(Rule(rule.name, tuple(alts)))
-    loops = tuple((t, ignore_rule) for t in dict.fromkeys(ignore))
+    loops = tuple((t, ignore_rule) if runs else (t,) for t in dict.fromkeys(ignore))
     out.append(Rule(ignore_rule, ((), *loops)))
     return out
 

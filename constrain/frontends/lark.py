@@ -160,7 +160,7 @@ def _parse(
     text: str, start: str, source: str, import_paths: list[ImportPath], stack: tuple[Path, ...]
 ) -> Grammar:
     """Return :func:`parse_lark` of ``text``; ``stack`` holds the files being embedded."""
-    lark_text, parts, greedy = _embed_directives(text, stack)
+    lark_text, parts, options = _embed_directives(text, stack)
     lark_grammar = _load(lark_text, text, source, import_paths)
     _check_definitions(lark_grammar, text, start)
     term_defs, lark_rules, ignore = _call_lark(text, lambda: lark_grammar.compile([start], set()))
@@ -182,7 +182,8 @@ def _parse(
         terminals=tuple(terminals),
         start=start,
         ignore=tuple(dict.fromkeys(map(str, ignore))),
-        greedy=greedy,
+        greedy=options.get("greedy", False),
+        ignore_at_end=options.get("ignore_at_end", True),
     )
     if parts:
         grammar = splice(grammar, parts)
@@ -399,10 +400,28 @@ def _declared_error(name: str, text: str) -> LarkGrammarError:
 
 # What the scan skips (strings, regexes, comments) and the directives it looks for.
 _LEXEME_OR_DIRECTIVE = re.compile(
-    r'"(?:[^"\\\n]|\\.)*"|/(?!/)(?:\\.|[^/\\\n])*/|//[^\n]*|#[^\n]*|%(json|regex|grammar|lexer)\b'
+    r'"(?:[^"\\\n]|\\.)*"|/(?!/)(?:\\.|[^/\\\n])*/|//[^\n]*|#[^\n]*|%(json|regex|grammar|lexer|ignore_at_end)\b'
 )
 # %lexer MODE: Lark's lexer names, and whether the mode is greedy
 _LEXER_MODES = {"basic": True, "dynamic_complete": False}
+_OPTION_LINE = re.compile(r"^[ \t]*%(?:lexer|ignore_at_end)[ \t]+\w+[ \t]*$", re.MULTILINE)
+
+
+def without_option_lines(text: str) -> str:
+    """Return a grammar text without constrain's ``%lexer`` and ``%ignore_at_end`` lines.
+
+    What Lark itself reads: for a greedy grammar or one with ``%ignore_at_end false``, a text
+    whose language contains the grammar's (Lark's default lexer splits every way; it allows
+    ignored lexemes at the end).
+    """
+    return _OPTION_LINE.sub("", text)
+
+
+# constrain's one-line directives: their values, the Grammar field each sets, the help text
+_OPTION_VALUES = {
+    "lexer": (_LEXER_MODES, "greedy", "basic (greedy), dynamic_complete"),
+    "ignore_at_end": ({"true": True, "false": False}, "ignore_at_end", "true, false"),
+}
 # The start of a statement: a %-statement (group 1) or a rule or terminal definition (group 2).
 _STATEMENT = re.compile(
     r"^[ \t]*(?:%override[ \t]+|%extend[ \t]+)?"
@@ -431,10 +450,14 @@ class _Directive:
     options_at: int = 0
 
 
-def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str, Grammar], bool]:
-    """Return the text for lark's loader, the embedded grammars and the lexing mode.
+def _embed_directives(
+    text: str, stack: tuple[Path, ...]
+) -> tuple[str, dict[str, Grammar], dict[str, bool]]:
+    """Return the text for lark's loader, the embedded grammars and the lexing options.
 
-    A ``%lexer basic`` line asks for greedy lexing (the line becomes blanks). A ``%json`` or
+    A ``%lexer basic`` line asks for greedy lexing, ``%ignore_at_end false`` for no ignored
+    lexeme after the last terminal (:class:`~constrain.ir.Grammar`'s ``greedy`` and
+    ``ignore_at_end``, returned as keywords; each line becomes blanks). A ``%json`` or
     ``%grammar`` becomes a fresh terminal name, ``%declare``-d on a line added at the end,
     standing for the embedded grammar returned with it; a ``%regex`` becomes the Lark literal
     of its pattern. A replacement is padded to the directive's width and keeps
@@ -445,19 +468,18 @@ def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str
     used = set(re.findall(r"\w+", text))
     pieces: list[str] = []
     parts: dict[str, Grammar] = {}
-    greedy = False
+    options: dict[str, bool] = {}
     copied = scan = 0
     while (m := _LEXEME_OR_DIRECTIVE.search(text, scan)) is not None:
         scan = m.end()
         if m[1] is None:
             continue
-        if m[1] == "lexer":
+        if m[1] in _OPTION_VALUES:
             mode = re.compile(r"[ \t]+(\w+)[ \t]*(?=\n|$)").match(text, m.end())
-            if mode is None or mode[1] not in _LEXER_MODES:
-                raise error_at_offset(
-                    "%lexer takes one of: basic (greedy), dynamic_complete", text, m.start()
-                )
-            greedy = _LEXER_MODES[mode[1]]
+            values, field_name, expected = _OPTION_VALUES[m[1]]
+            if mode is None or mode[1] not in values:
+                raise error_at_offset(f"%{m[1]} takes one of: {expected}", text, m.start())
+            options[field_name] = values[mode[1]]
             pieces += [text[copied : m.start()], " " * (mode.end() - m.start())]
             copied = scan = mode.end()
             continue
@@ -480,7 +502,7 @@ def _embed_directives(text: str, stack: tuple[Path, ...]) -> tuple[str, dict[str
     pieces.append(text[copied:])
     if parts:
         pieces.append(f"\n%declare {' '.join(parts)}\n")
-    return "".join(pieces), parts, greedy
+    return "".join(pieces), parts, options
 
 
 def _lay_out(name: str, span: str) -> str:

@@ -24,6 +24,7 @@ patterns have ECMAScript semantics (``\d`` is ASCII). Formats that match special
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -164,9 +165,7 @@ def _unbounded_whitespace(grammar: Grammar, bound: int) -> Grammar:
         return node
 
     terminals = tuple(Terminal(t.name, map_regex(t.regex, rewrite)) for t in grammar.terminals)
-    return Grammar(
-        grammar.rules, terminals, grammar.start, grammar.ignore, grammar.greedy, _meta=grammar._meta
-    )
+    return dataclasses.replace(grammar, terminals=terminals)
 
 
 def _strict(schema: Any) -> Any:

@@ -18,6 +18,7 @@ documented way in while the IR itself depends on no front end.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,13 @@ class Grammar:
         is one identifier, never the keyword ``SELECT`` followed by ``ION``. Off by default:
         every split the terminals allow is followed (``"list" | "listen"`` then ``"ed"``
         accepts ``listed``).
+    ignore_at_end : bool, optional
+        Whether ignored lexemes may follow the last terminal (Lark's rule, the default). With
+        ``False`` (a ``%ignore_at_end false`` line) an ignored lexeme must be followed by a
+        terminal: a generated text ends right after its last token, never in whitespace, and
+        before each terminal comes at most one ignored lexeme. It takes one ignored terminal
+        (join several into one); under greedy lexing no terminal may start with a byte that
+        could continue the ignored one (so that the language stays inside Lark's).
     """
 
     rules: tuple[Rule, ...]
@@ -99,6 +107,7 @@ class Grammar:
     start: str
     ignore: tuple[str, ...] = ()
     greedy: bool = False
+    ignore_at_end: bool = True
     _meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # -- construction -----------------------------------------------------------------------
@@ -320,7 +329,7 @@ class Grammar:
         )
         terminals = tuple(t for t in self.terminals if t.name not in gone)
         ignore = tuple(n for n in self.ignore if n not in gone)
-        return Grammar(rules, terminals, self.start, ignore, self.greedy, _meta=self._meta)
+        return dataclasses.replace(self, rules=rules, terminals=terminals, ignore=ignore)
 
     # -- normalisation ----------------------------------------------------------------------
 
@@ -400,13 +409,10 @@ class Grammar:
             i += 1
         used_terms = {s for name in reachable for alt in kept_alts[name] for s in alt if s in terms}
         used_terms.update(self.ignore)
-        return Grammar(
+        return dataclasses.replace(
+            self,
             rules=tuple(Rule(n, kept_alts[n]) for n in reachable),
             terminals=tuple(t for t in self.terminals if t.name in used_terms),
-            start=self.start,
-            ignore=self.ignore,
-            greedy=self.greedy,
-            _meta=self._meta,
         )
 
     def _without_empty_terminals(self) -> Grammar:
@@ -440,13 +446,11 @@ class Grammar:
             if (rest := nullable.get(t.name, t.regex)) is not None
         )
         kept = {t.name for t in terminals}
-        return Grammar(
+        return dataclasses.replace(
+            self,
             rules=rules,
             terminals=terminals,
-            start=self.start,
             ignore=tuple(n for n in self.ignore if n in kept),
-            greedy=self.greedy,
-            _meta=self._meta,
         )
 
     # -- printing ---------------------------------------------------------------------------
@@ -466,7 +470,7 @@ class Grammar:
         -------
         str
             Rules first (start rule first), then terminals, then ``%ignore`` lines, and
-            ``%lexer basic`` for a greedy grammar.
+            ``%lexer basic`` for a greedy grammar, ``%ignore_at_end false`` where it applies.
 
         Raises
         ------
@@ -500,6 +504,8 @@ class Grammar:
         )
         if self.greedy:
             lines.append("%lexer basic")  # constrain's directive (Lark's lexer="basic")
+        if not self.ignore_at_end and self.ignore:
+            lines.append("%ignore_at_end false")  # constrain's directive
         return "\n".join(lines) + "\n"
 
     def __str__(self) -> str:

@@ -119,6 +119,7 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
         "start": grammar.start,
         "ignore": list(grammar.ignore),
         "greedy": grammar.greedy,
+        "ignore_at_end": grammar.ignore_at_end,
         "meta": meta,
         "rules": [[r.name, [list(alt) for alt in r.alternatives]] for r in grammar.rules],
         "terminals": [[t.name, index[t.regex]] for t in grammar.terminals],
@@ -236,9 +237,11 @@ def grammar_from_data(data: Any) -> Grammar:
     """
     r = _Reader()
     fields = {"start", "ignore", "meta", "rules", "terminals", "nodes"}
-    if type(data) is not dict or set(data) - {"greedy"} != fields:
+    if type(data) is not dict or set(data) - {"greedy", "ignore_at_end"} != fields:
         raise r.fail(
-            "", "expected the fields start, ignore, meta, rules, terminals, nodes (and greedy)"
+            "",
+            "expected the fields start, ignore, meta, rules, terminals, nodes "
+            "(and greedy, ignore_at_end)",
         )
     nodes: list[Regex] = []
     for i, entry in enumerate(r.seq(data["nodes"], "nodes")):
@@ -271,12 +274,16 @@ def grammar_from_data(data: Any) -> Grammar:
     greedy = data.get("greedy", False)
     if type(greedy) is not bool:
         raise r.fail("greedy", "expected true or false")
+    ignore_at_end = data.get("ignore_at_end", True)
+    if type(ignore_at_end) is not bool:
+        raise r.fail("ignore_at_end", "expected true or false")
     grammar = Grammar(
         rules=tuple(rules),
         terminals=tuple(terminals),
         start=r.text(data["start"], "start"),
         ignore=tuple(r.text(n, "ignore") for n in r.seq(data["ignore"], "ignore")),
         greedy=greedy,
+        ignore_at_end=ignore_at_end,
         _meta=meta,
     )
     grammar.validate()

@@ -134,6 +134,91 @@ def test_shipped_grammars_bound_every_run_of_whitespace(name: str) -> None:
     bound = 20 if name != "arithmetic" else 8
     for blanks in (" " * bound, "\n" + " " * (bound - 1), " \t" * (bound // 2)):
         assert accepts(compiled, head + blanks + tail)
-        assert accepts(compiled, head + " " + tail + blanks)
+        assert accepts(compiled, blanks + head + " " + tail)
         assert not accepts(compiled, head + blanks + " " + tail)
-        assert not accepts(compiled, head + " " + tail + blanks + "\n")
+        # %ignore_at_end false: a text ends with its last token, never with whitespace
+        assert not accepts(compiled, head + " " + tail + blanks)
+        assert not accepts(compiled, head + " " + tail + blanks[0])
+
+
+# -- %ignore_at_end false: no ignored lexeme after the last terminal ------------------------
+
+AT_END = TOY.replace("%lexer basic", "%lexer basic\n%ignore_at_end false")
+
+
+def test_ignore_at_end_is_read_printed_and_saved() -> None:
+    from constrain.ir.serial import grammar_from_data, grammar_to_data
+
+    grammar = Grammar.from_lark(AT_END)
+    assert not grammar.ignore_at_end and grammar.ignore
+    assert Grammar.from_lark(TOY).ignore_at_end
+    assert "%ignore_at_end false" in grammar.to_lark()
+    assert not Grammar.from_lark(grammar.to_lark()).ignore_at_end
+    assert grammar_from_data(grammar_to_data(grammar)) == grammar
+    with pytest.raises(constrain.LarkGrammarError, match="%ignore_at_end takes one of"):
+        Grammar.from_lark('%ignore_at_end no\nstart: "a"\n')
+
+
+def test_ignore_at_end_membership_is_the_language_without_trailing_blanks() -> None:
+    """Greedy: the old language (where an ignored terminal never follows itself) minus the
+    texts that end in an ignored lexeme; the marked oracle decides the old language."""
+    loose = Grammar.from_lark(TOY)
+    compiled = Compiler(byte_vocabulary()).compile(Grammar.from_lark(AT_END))
+    rng = random.Random(5)
+    texts = _random_texts(rng, 400) + [
+        "let x = 1;",
+        " let x = 1;",
+        "let x=letter;",
+        "let x = 12 ;let y=x;",
+        "  let x =1;  let y=x;",
+        "let x = 1; ",
+        "let x=1;  ",
+    ]
+    positives = 0
+    for text in texts:
+        expected = reference.naive_greedy_accepts(loose, text) and not text.endswith(" ")
+        positives += expected
+        assert accepts(compiled, text) is expected, text
+    assert positives >= 5
+
+
+def test_ignore_at_end_without_greedy_lexing() -> None:
+    """Every split, an unbounded ignored terminal: the language minus trailing blanks."""
+    text = TOY.replace("%lexer basic", "").replace("/[ ]{1,3}/", "/[ ]+/")
+    loose = Compiler(byte_vocabulary()).compile(Grammar.from_lark(text))
+    strict = Compiler(byte_vocabulary()).compile(Grammar.from_lark(text + "%ignore_at_end false\n"))
+    for sample in _random_texts(random.Random(9), 300) + ["let x = 1;", "let x = 1;  "]:
+        expected = accepts(loose, sample) and not sample.endswith(" ")
+        assert accepts(strict, sample) is expected, sample
+
+
+def test_ignore_at_end_masks_never_offer_trailing_blanks() -> None:
+    vocab = tiny_vocabulary()
+    bitmask = constrain.allocate_token_bitmask(1, vocab.size)
+    eos = set(vocab.eos_ids.tolist())
+    # one statement: after it only the end
+    one = Compiler(vocab).compile(Grammar.from_lark(AT_END.replace("stmt+", "stmt")))
+    m = Matcher(one)
+    assert m.accept_bytes(b"let x = 1;")
+    m.fill_next_token_bitmask(bitmask, 0)
+    allowed = bitmask_to_bool_mask(np.asarray(bitmask)[0], vocab.size)
+    assert set(np.flatnonzero(allowed).tolist()) == eos
+    # several: a blank may come, but only before another statement
+    m = Matcher(Compiler(vocab).compile(Grammar.from_lark(AT_END)))
+    assert m.accept_bytes(b"let x = 1;")
+    m.fill_next_token_bitmask(bitmask, 0)
+    allowed = bitmask_to_bool_mask(np.asarray(bitmask)[0], vocab.size)
+    assert all(allowed[t] for t in eos)
+    assert m.accept_bytes(b" ") and not m.is_accepting()
+    m.fill_next_token_bitmask(bitmask, 0)
+    allowed = bitmask_to_bool_mask(np.asarray(bitmask)[0], vocab.size)
+    assert not any(allowed[t] for t in eos)
+
+
+def test_ignore_at_end_refuses_what_it_cannot_express() -> None:
+    two = 'start: "a"+\nWS: " "\nNL: "\\n"\n%ignore WS\n%ignore NL\n%ignore_at_end false\n'
+    with pytest.raises(constrain.GrammarError, match="takes one ignored terminal"):
+        Compiler(byte_vocabulary()).compile(Grammar.from_lark(two))
+    clash = "%lexer basic\nstart: X+\nX: /[ ]?a/\n%ignore /[ ]+/\n%ignore_at_end false\n"
+    with pytest.raises(constrain.GrammarError, match="may start with byte b' '"):
+        Compiler(byte_vocabulary()).compile(Grammar.from_lark(clash))
