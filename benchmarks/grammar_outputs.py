@@ -1,7 +1,10 @@
 """Outputs of the shipped grammars on the default model, checked by each language's own parser.
 
-For every shipped grammar, varied prompts go through ``constrain.generate(prompt,
-grammar=name)`` (greedy, the default model, ``max_tokens`` 120) and each output is checked:
+For every shipped grammar, varied tasks go through ``constrain.generate(messages,
+grammar=name, system=...)`` on the default model (greedy unless ``--temperature``,
+``max_tokens`` 256), each asked as one asks a small chat model: a system message saying what
+to write and two worked examples as earlier chat turns (``PROMPTS``; no example is a task).
+Each output is checked:
 
 - **sql**: sqlite (the standard library) runs ``EXPLAIN`` on it against a toy schema
   (``employees``, ``departments``, ``projects``): a *syntax* error fails the output, a missing
@@ -15,8 +18,9 @@ It also records how each output ended: ``finish_reason`` ``"stop"`` (the model e
 per grammar; the results file (``results/grammar-outputs.json``, overwritten) keeps every
 output.
 
-    python benchmarks/grammar_outputs.py                 # 50 SQL prompts, 15 for each other
+    python benchmarks/grammar_outputs.py                 # 50 SQL tasks, 15 for each other
     python benchmarks/grammar_outputs.py --grammars sql --limit 5
+    python benchmarks/grammar_outputs.py --grammars csv --temperature 0.7 --out /tmp/csv.json
 """
 
 from __future__ import annotations
@@ -153,11 +157,54 @@ OTHER_TASKS = {
 }
 
 
-def _prompt(name: str, task: str) -> str:
-    if name == "sql":
-        return f"{SCHEMA_HINT} Write one SQLite query for: {task}."
-    what = {"json": "JSON", "arithmetic": "arithmetic expression", "csv": "CSV file"}[name]
-    return f"Write a {what} for: {task}."
+# How each grammar is asked for: a system message and two worked examples (chat turns) before
+# the task, as one prompts a small instruction-tuned model; no example is one of the tasks.
+PROMPTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "sql": (
+        "You translate questions into SQLite queries. "
+        + SCHEMA_HINT
+        + " Reply with one SQL query ending in a semicolon, and nothing else.",
+        [
+            ("the names of employees older than 40", "SELECT name FROM employees WHERE age > 40;"),
+            ("the number of projects", "SELECT COUNT(*) FROM projects;"),
+        ],
+    ),
+    "json": (
+        "You write JSON documents. Reply with one short JSON object and nothing else.",
+        [
+            ("a person", '{"name": "Ada Lovelace", "born": 1815}'),
+            ("a list of two numbers", '{"numbers": [3, 7]}'),
+        ],
+    ),
+    "arithmetic": (
+        "You write arithmetic expressions. Reply with one expression and nothing else.",
+        [("three times four plus one", "3 * 4 + 1"), ("the square of y minus two", "y^2 - 2")],
+    ),
+    "csv": (
+        "You write small CSV files: a header line and three rows. Reply with the CSV only.",
+        [
+            (
+                "three colours and their codes",
+                "colour,code\nred,#ff0000\nblue,#0000ff\ngreen,#00ff00",
+            ),
+            (
+                "three rivers and their lengths in km",
+                "river,length_km\nNile,6650\nAmazon,6400\nYangtze,6300",
+            ),
+        ],
+    ),
+}
+
+
+def _prompt(name: str, task: str) -> list[dict[str, str]]:
+    """The chat messages that ask for ``task`` (the system message is passed separately)."""
+    messages: list[dict[str, str]] = []
+    for question, answer in PROMPTS[name][1]:
+        messages += [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+        ]
+    return [*messages, {"role": "user", "content": task}]
 
 
 def check_sql(text: str) -> tuple[bool, bool, str]:
@@ -210,7 +257,9 @@ CHECKS: dict[str, Callable[[str], tuple[bool, bool, str]]] = {
 }
 
 
-def run(name: str, tasks: Sequence[str], model: Any, max_tokens: int) -> dict[str, Any]:
+def run(
+    name: str, tasks: Sequence[str], model: Any, max_tokens: int, temperature: float, seed: int
+) -> dict[str, Any]:
     import constrain
 
     rows = []
@@ -218,8 +267,8 @@ def run(name: str, tasks: Sequence[str], model: Any, max_tokens: int) -> dict[st
         t0 = time.perf_counter()
         try:
             result = constrain.generate(
-                _prompt(name, task), grammar=name, model=model, max_tokens=max_tokens,
-                return_info=True,
+                _prompt(name, task), system=PROMPTS[name][0], grammar=name, model=model,
+                max_tokens=max_tokens, temperature=temperature, seed=seed, return_info=True,
             )  # fmt: skip
             text, finish, tokens = result.text, result.finish_reason, result.output_tokens
         except constrain.IncompleteOutputError as err:  # cut by max_tokens, not complete
@@ -270,7 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--grammars", default="sql,json,arithmetic,csv", help="comma list")
     p.add_argument("--limit", type=int, default=None, help="at most N prompts per grammar")
-    p.add_argument("--max-tokens", type=int, default=120)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    p.add_argument("--seed", type=int, default=1, help="for temperature > 0")
     p.add_argument("--out", type=Path, default=result_path("grammar-outputs"))
     p.add_argument(
         "--recheck", action="store_true", help="re-run the checks on the outputs stored in --out"
@@ -292,7 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in [g for g in args.grammars.split(",") if g]:
         tasks = SQL_TASKS if name == "sql" else OTHER_TASKS[name]
         log(f"[{name}] {len(tasks[: args.limit])} prompts")
-        results[name] = run(name, tasks[: args.limit], model, args.max_tokens)
+        results[name] = run(
+            name, tasks[: args.limit], model, args.max_tokens, args.temperature, args.seed
+        )
     _print_table(results)
     payload = {"meta": machine(), "args": args_record(args), "results": results}
     log(f"wrote {write_result(args.out, payload)}")
