@@ -196,15 +196,23 @@ PROMPTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
 }
 
 
+# The user's turn: an SQL task is a question; the others say what to write.
+ASK = {
+    "sql": "{task}",
+    "json": "Write a JSON document for: {task}.",
+    "arithmetic": "Write an arithmetic expression for: {task}.",
+    "csv": "Write a CSV file for: {task}.",
+}
+
+
 def _prompt(name: str, task: str) -> list[dict[str, str]]:
     """The chat messages that ask for ``task`` (the system message is passed separately)."""
     messages: list[dict[str, str]] = []
-    for question, answer in PROMPTS[name][1]:
-        messages += [
-            {"role": "user", "content": question},
-            {"role": "assistant", "content": answer},
-        ]
-    return [*messages, {"role": "user", "content": task}]
+    for question, answer in [*PROMPTS[name][1], (task, "")]:
+        messages.append({"role": "user", "content": ASK[name].format(task=question)})
+        if answer:
+            messages.append({"role": "assistant", "content": answer})
+    return messages
 
 
 def check_sql(text: str) -> tuple[bool, bool, str]:
