@@ -281,19 +281,12 @@ def _schema_problems(args: argparse.Namespace, err: JsonSchemaError) -> tuple[li
     return problems, fixable
 
 
-def _ignored_note(grammar: Grammar) -> str:
-    if grammar.ignore or grammar.ignore_at_end:
-        return f"{len(grammar.ignore)} ignored"
-    # %ignore_at_end false: the ignored terminal became an optional prefix of each terminal
-    return "ignored lexemes only before terminals"
-
-
 def _stats(compiled: CompiledGrammar) -> list[tuple[str, str]]:
     par, lex = compiled.parser, compiled.lexer
     return [
         ("rules", f"{len(compiled.grammar.rules)} ({par.num_nonterminals} nonterminals)"),
         ("Earley items", str(par.num_items)),
-        ("terminals", f"{par.num_terminals} ({_ignored_note(compiled.grammar)})"),
+        ("terminals", f"{par.num_terminals} ({len(compiled.grammar.ignore)} ignored)"),
         ("lexer states", f"{lex.trans.shape[0]} x {lex.trans.shape[1]} byte classes"),
         ("static tables", _size(compiled.nbytes())),
         ("token tables", f"{len(compiled.tables)} precomputed ({_size(compiled.tables.nbytes())})"),

@@ -401,19 +401,19 @@ def naive_cfg_accepts(grammar: Any, text: bytes) -> bool:
                 for q in span[name][p]:
                     if q not in reach:
                         reach.add(q)
-                        # ignore_at_end=False: at most one ignored lexeme in a gap
-                        if grammar.ignore_at_end:
-                            todo.append(q)
+                        todo.append(q)
         gap.append(reach)
-    # ignore_at_end=False: no gap after the last lexeme
-    final = gap if grammar.ignore_at_end else [{i} for i in range(n + 1)]
+    at_end = grammar.ignore_at_end
     for name in rules:
         span[name] = [set() for _ in range(n + 1)]
 
     def ends(alt: tuple[str, ...], i: int) -> set[int]:
         out = {i}
         for k, sym in enumerate(alt):
-            starts = out if k == 0 else {b for a in out for b in gap[a]}
+            if at_end:  # gaps between the symbols (and around the text, below)
+                starts = out if k == 0 else {b for a in out for b in gap[a]}
+            else:  # ignore_at_end=False: a gap before each terminal, nowhere else
+                starts = {b for a in out for b in gap[a]} if sym in terms else out
             out = {j for b in starts for j in span[sym][b]}
         return out
 
@@ -426,7 +426,9 @@ def naive_cfg_accepts(grammar: Any, text: bytes) -> bool:
                 if new:
                     span[name][i] |= new
                     changed = True
-    return any(n in final[b] for a in gap[0] for b in span[grammar.start][a])
+    if not at_end:
+        return n in span[grammar.start][0]
+    return any(n in gap[b] for a in gap[0] for b in span[grammar.start][a])
 
 
 class NaiveCfgRecognizer:
@@ -435,7 +437,8 @@ class NaiveCfgRecognizer:
     No lexer: every terminal occurrence is read byte by byte with its own minimal DFA
     (``constrain.automata.dfa.compile_regex``, itself checked against ``re`` elsewhere). The
     grammar is augmented as ``$start -> $gap start``, each terminal ``t`` in a rule becomes
-    ``t $gap``, and ``$gap -> | $gap I`` for every ignored terminal ``I``. Alternatives that use
+    ``t $gap``, and ``$gap -> | $gap I`` for every ignored terminal ``I`` (with
+    ``ignore_at_end=False``: ``$start -> start`` and ``$gap t``). Alternatives that use
     an unproductive symbol are dropped first, so every item in an Earley set can be completed:
 
     - ``viable(text)``: some string starting with ``text`` is a sentence, iff the Earley set after
@@ -465,12 +468,8 @@ class NaiveCfgRecognizer:
             ("$start", ("$gap", grammar.start) if at_end else (grammar.start,)),
             ("$gap", ()),
         ]
-        # ignore_at_end=False: at most one ignored lexeme, before each terminal, never after
-        aug += [
-            ("$gap", ("$gap", name) if at_end else (name,))
-            for name in grammar.ignore
-            if name in productive
-        ]
+        # ignore_at_end=False: the gaps come before each terminal, never after the last
+        aug += [("$gap", ("$gap", name)) for name in grammar.ignore if name in productive]
         for name, alts in rules.items():
             for alt in alts:
                 if all(s in productive for s in alt):
@@ -661,10 +660,13 @@ def naive_greedy_accepts(grammar: Any, text: str) -> bool:
     :func:`naive_cfg_accepts` decides the marked text: a sentence iff some derivation has
     exactly the greedy boundaries.
     """
+    import dataclasses
+
     from constrain.automata.lexer import grammar_lexer
     from constrain.ir import Concat, Grammar, Literal, Terminal
 
-    g, lexer = grammar_lexer(grammar)
+    # lexed with Lark's %ignore rule: ignore_at_end=False is decided here, not by its rewrite
+    g, lexer = grammar_lexer(dataclasses.replace(grammar, ignore_at_end=True))
     data = text.encode()
     live = (lexer.alive_bits != 0).any(axis=1)
     ignored = {lexer.names.index(n) for n in g.ignore}
@@ -687,6 +689,8 @@ def naive_greedy_accepts(grammar: Any, text: str) -> bool:
         previous = accepted if accepted <= ignored else set()
         marked += data[i:j] + b"\x01"
         i = j
+    if previous and not grammar.ignore_at_end:
+        return False  # the text ends in an ignored lexeme
     terminals = tuple(Terminal(t.name, Concat((t.regex, Literal("\x01")))) for t in g.terminals)
     plain = Grammar(g.rules, terminals, g.start, g.ignore)
     return naive_cfg_accepts(plain, bytes(marked))

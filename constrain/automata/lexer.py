@@ -23,11 +23,18 @@ from constrain.automata.nfa import NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
-from constrain.ir import Concat, Grammar, Regex, Repeat, Terminal
+from constrain.ir import Alt, Concat, Grammar, Regex, Repeat, Terminal
 from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
 from constrain.kernels.numba_subsets import state_bits_kernel
 
-__all__ = ["EmptyTerminalError", "LexerDfa", "build_lexer", "grammar_lexer", "lexer_restarts"]
+__all__ = [
+    "EmptyTerminalError",
+    "LexerDfa",
+    "build_lexer",
+    "grammar_lexer",
+    "ignored_as_prefixes",
+    "lexer_restarts",
+]
 
 
 _NFA_STATES_PER_DFA_STATE = 4
@@ -301,12 +308,13 @@ def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Gramm
     dropped: list[str] = []
     try:
         g = grammar.normalise()
-        if not g.ignore_at_end and g.ignore:
-            g = ignored_as_prefixes(g, max_states=max_states)
         while True:
             try:
-                return g, build_lexer(
-                    [(t.name, t.regex) for t in g.terminals], max_states=max_states
+                lexed = g
+                if not g.ignore_at_end and g.ignore:
+                    lexed = ignored_as_prefixes(g, max_states=max_states)
+                return lexed, build_lexer(
+                    [(t.name, t.regex) for t in lexed.terminals], max_states=max_states
                 )
             except EmptyTerminalError as err:
                 dropped += err.names
@@ -325,47 +333,89 @@ def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Gramm
 
 
 def ignored_as_prefixes(grammar: Grammar, *, max_states: int = 200_000) -> Grammar:
-    """Return ``grammar`` (``ignore_at_end=False``) with its ignored terminal as prefixes.
+    """Return ``grammar`` (``ignore_at_end=False``) with its ignored terminals as prefixes.
 
-    ``I`` ignored and ``T`` a terminal: ``T`` becomes ``I? T``. The parser is unchanged, and a
-    text can no longer end in an ignored lexeme (nor hold two in a row): exactly the strings of
-    the grammar that end with a terminal and have at most one ignored lexeme before each.
+    Every other terminal ``T`` becomes ``I* T``, where ``I`` is the alternation of the ignored
+    terminals, and nothing is ignored any more: the parser is unchanged and a text can no
+    longer end in an ignored lexeme. Under greedy lexing the prefix is ``I?`` (greedy lexing
+    never puts an ignored terminal right after itself), so the language is exactly the
+    grammar's (greedy or not) minus the texts that end in an ignored lexeme.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        A normalised grammar with ``ignore_at_end=False`` and at least one ignored terminal.
+    max_states : int, optional
+        As for :func:`build_lexer` (the greedy check builds two small lexers).
+
+    Returns
+    -------
+    Grammar
+        The rewritten grammar: same rules and terminal names, ``ignore=()``.
 
     Raises
     ------
     GrammarError
-        If the grammar ignores more than one terminal, or lexes greedily and a terminal may
-        start with a byte that could continue the ignored one (the prefixed terminal would then
-        accept splits that greedy lexing refuses).
+        If a rule uses an ignored terminal; under greedy lexing, if the grammar ignores more
+        than one terminal, or a terminal may start with a byte that may start or continue the
+        ignored one (the prefixed terminal would accept splits that greedy lexing refuses).
+    EmptyTerminalError
+        If a terminal matches no string (:func:`grammar_lexer` drops it and tries again).
     """
-    if len(grammar.ignore) > 1:
-        names = ", ".join(grammar.ignore)
-        raise GrammarError(
-            f"ignore_at_end=False (%ignore_at_end false) takes one ignored terminal, this grammar "
-            f"ignores {names}: join them into one (IGNORED: {' | '.join(grammar.ignore)}, then "
-            "%ignore IGNORED)"
-        )
-    (ignored,) = grammar.ignore
-    terms = grammar.terminal_map()
-    prefix = terms[ignored].regex
-    others = [t for t in grammar.terminals if t.name != ignored]
-    if grammar.greedy and others:
-        alone = build_lexer([(ignored, prefix)], max_states=max_states)
-        ends = (alone.accept_bits != 0).any(axis=1)
-        continues = alone.trans[ends][:, alone.byte_class] >= 0
-        rest = build_lexer([(t.name, t.regex) for t in others], max_states=max_states)
-        starts = rest.trans[0, rest.byte_class] >= 0
-        clash = np.flatnonzero(continues.any(axis=0) & starts)
-        if clash.size:
-            byte = int(clash[0])
-            first = others[_bits(rest.alive_bits[rest.trans[0, rest.byte_class[byte]]])[0]].name
+    ignored = set(grammar.ignore)
+    for rule in grammar.rules:
+        used = ignored.intersection(s for alt in rule.alternatives for s in alt)
+        if used:
             raise GrammarError(
-                f"ignore_at_end=False with greedy lexing: terminal {first!r} may start with "
-                f"byte {bytes([byte])!r}, which may also continue the ignored terminal "
-                f"{ignored!r}; make the two disjoint (or keep ignored lexemes at the end)"
+                f"ignore_at_end=False: the ignored terminal {sorted(used)[0]!r} is also used in "
+                f"rule {rule.name!r}; give the rule a terminal of its own"
             )
-    prefixed = tuple(Terminal(t.name, Concat((Repeat(prefix, 0, 1), t.regex))) for t in others)
+    terms = grammar.terminal_map()
+    others = [t for t in grammar.terminals if t.name not in ignored]
+    if not grammar.greedy:
+        prefix: Regex = Repeat(Alt(tuple(terms[n].regex for n in grammar.ignore)), 0, None)
+    else:
+        if len(grammar.ignore) > 1:
+            names = " | ".join(grammar.ignore)
+            raise GrammarError(
+                "ignore_at_end=False with greedy lexing takes one ignored terminal, this "
+                f"grammar ignores {len(grammar.ignore)}: join them into one (IGNORED: "
+                f"({names})+, then %ignore IGNORED)"
+            )
+        (name,) = grammar.ignore
+        _check_greedy_prefix(name, terms[name].regex, others, max_states)
+        prefix = Repeat(terms[name].regex, 0, 1)
+    prefixed = tuple(Terminal(t.name, Concat((prefix, t.regex))) for t in others)
     return dataclasses.replace(grammar, terminals=prefixed, ignore=())
+
+
+def _check_greedy_prefix(
+    name: str, ignored: Regex, others: Sequence[Terminal], max_states: int
+) -> None:
+    """Refuse a greedy ``I? T`` rewrite that could split differently from greedy lexing.
+
+    Greedy lexing reads ``I`` then ``T`` only where ``T``'s first byte can neither continue
+    ``I`` nor start it (else the lexeme would run on as ``I``, or as another terminal that
+    starts like ``I``); ``I? T`` reads that split anywhere. So no terminal may start with a
+    byte that starts or continues ``I``.
+    """
+    if not others:
+        return
+    alone = build_lexer([(name, ignored)], max_states=max_states)
+    ends = (alone.accept_bits != 0).any(axis=1)
+    continues = (alone.trans[ends][:, alone.byte_class] >= 0).any(axis=0)
+    begins = alone.trans[0, alone.byte_class] >= 0
+    rest = build_lexer([(t.name, t.regex) for t in others], max_states=max_states)
+    starts = rest.trans[0, rest.byte_class] >= 0
+    clash = np.flatnonzero((continues | begins) & starts)
+    if clash.size:
+        byte = int(clash[0])
+        first = others[_bits(rest.alive_bits[rest.trans[0, rest.byte_class[byte]]])[0]].name
+        raise GrammarError(
+            f"ignore_at_end=False with greedy lexing: terminal {first!r} may start with byte "
+            f"{bytes([byte])!r} (as a UTF-8 byte), which may also start or continue the ignored "
+            f"terminal {name!r}; make the two disjoint (or keep ignored lexemes at the end)"
+        )
 
 
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:

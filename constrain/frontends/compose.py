@@ -102,9 +102,13 @@ def embed(grammar: Grammar, prefix: str) -> Embedded:
     start = names[grammar.start]
     if grammar.ignore:
         ignored = [names[t] for t in grammar.ignore]
-        rules = _explicit_ignore(rules, {names[t] for t in terms}, ignored, prefix + "ignored_")
-        rules.append(Rule(prefix + "top_", ((start, prefix + "ignored_"),)))
-        start = prefix + "top_"
+        runs = not (grammar.greedy and not grammar.ignore_at_end)
+        rules = _explicit_ignore(
+            rules, {names[t] for t in terms}, ignored, prefix + "ignored_", runs=runs
+        )
+        if grammar.ignore_at_end:  # else nothing ignored after the part's last lexeme
+            rules.append(Rule(prefix + "top_", ((start, prefix + "ignored_"),)))
+            start = prefix + "top_"
     terminals = tuple(Terminal(names[t.name], t.regex) for t in grammar.terminals)
     return Embedded(start, tuple(rules), terminals)
 
@@ -164,9 +168,8 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
             for r in outer
         ]
         lexemes = {t.name for t in grammar.terminals} | set(starts.values())
-        outer = _explicit_ignore(
-            outer, lexemes, grammar.ignore, ignore_rule, runs=grammar.ignore_at_end
-        )
+        runs = not (grammar.greedy and not grammar.ignore_at_end)
+        outer = _explicit_ignore(outer, lexemes, grammar.ignore, ignore_rule, runs=runs)
         # the run after the last lexeme, unless the grammar keeps ignored lexemes off the end
         outer.append(Rule(start, ((body, ignore_rule) if grammar.ignore_at_end else (body,),)))
     meta = {**grammar._meta, "warnings": tuple(warnings)} if warnings else grammar._meta
@@ -191,7 +194,8 @@ def _explicit_ignore(
     """Return ``rules`` with an optional run of ``ignore`` before every lexeme symbol.
 
     The run is the new rule ``ignore_rule`` (also returned); the caller adds the run after the
-    start rule. With ``runs=False`` it is at most one ignored lexeme (``ignore_at_end=False``).
+    start rule. With ``runs=False`` it is at most one ignored lexeme (``ignore_at_end=False``
+    under greedy lexing, as :func:`~constrain.automata.lexer.ignored_as_prefixes`).
     """
     out: list[Rule] = []
     for rule in rules:

@@ -410,9 +410,17 @@ _OPTION_LINE = re.compile(r"^[ \t]*%(?:lexer|ignore_at_end)[ \t]+\w+[ \t]*$", re
 def without_option_lines(text: str) -> str:
     """Return a grammar text without constrain's ``%lexer`` and ``%ignore_at_end`` lines.
 
-    What Lark itself reads: for a greedy grammar or one with ``%ignore_at_end false``, a text
-    whose language contains the grammar's (Lark's default lexer splits every way; it allows
-    ignored lexemes at the end).
+    Parameters
+    ----------
+    text : str
+        A Lark grammar text, possibly with constrain's option lines.
+
+    Returns
+    -------
+    str
+        What Lark itself reads: for a greedy grammar or one with ``%ignore_at_end false``, a
+        text whose language contains the grammar's (Lark's default lexer splits every way and
+        allows ignored lexemes at the end).
     """
     return _OPTION_LINE.sub("", text)
 

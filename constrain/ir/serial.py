@@ -115,11 +115,13 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
         for k, v in grammar._meta.items()
         if k in _META_KEYS  # what a front end notes about its grammar (informative, uncompared)
     }
+    # ignore_at_end only when false, so that other grammars read back in older versions
+    at_end = {} if grammar.ignore_at_end else {"ignore_at_end": False}
     return {
         "start": grammar.start,
         "ignore": list(grammar.ignore),
         "greedy": grammar.greedy,
-        "ignore_at_end": grammar.ignore_at_end,
+        **at_end,
         "meta": meta,
         "rules": [[r.name, [list(alt) for alt in r.alternatives]] for r in grammar.rules],
         "terminals": [[t.name, index[t.regex]] for t in grammar.terminals],
