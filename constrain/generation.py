@@ -14,44 +14,26 @@ grammar accepts, :class:`~constrain.IncompleteOutputError` carries the partial t
 from __future__ import annotations
 
 import codecs
-import json
-import math
 import os
-import re
-import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from constrain.decoding.method import (
-    DecodeJob,
-    DecodingMethod,
-    MethodOutcome,
-    SamplingOptions,
-    StreamingMethod,
-)
-from constrain.decoding.registry import resolve_method
-from constrain.decoding.speculative import (
-    DRAFTER_NAMES,
-    SpeculativeMethod,
-    SpeculativeSpec,
-    resolve_drafters,
-    speculative_target,
-)
+from constrain.decoding.method import MethodOutcome, StreamingMethod
+from constrain.decoding.speculative import SpeculativeSpec
 from constrain.diffusion.denoising import DiffusionModel
 from constrain.diffusion.route import generate_diffusion
-from constrain.errors import IncompleteOutputError
-from constrain.frontends.json_schema.open_ends import open_ends
-from constrain.frontends.pydantic import pydantic_schema
-from constrain.integrations.progress import LOGGER, notice_kernel_compilation
-from constrain.integrations.transformers import Model, load_model
+from constrain.integrations.transformers import Model
 from constrain.ir import Grammar
-from constrain.matcher import Matcher
-from constrain.output import DEFAULT_NUMBER_DIGITS, OutputType, output_type
-from constrain.sampling import RandomStreams
-from constrain.sampling.base import Sampler
+from constrain.request import (
+    GenerationOptions,
+    GenerationResult,
+    PreparedCall,
+    SamplerSpec,
+    default_model,
+    is_batch,
+)
+from constrain.tools import AssistantMessage, ToolChoice
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -64,316 +46,6 @@ Batch = list[str] | Sequence[Sequence[Message]]
 """A batch of prompts as the typed overloads of :func:`generate` see it (other sequences of
 prompts work too, typed ``Any``)."""
 ModelT = TypeVar("ModelT", bound="BaseModel")
-SamplerSpec = str | Sampler | DecodingMethod | None
-_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')  # a JSON object key and its colon
-
-_DEFAULT: list[Model] = []
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_model() -> Model:
-    """Return the embedded default model (SmolLM2-135M-Instruct), loaded once per process."""
-    with _DEFAULT_LOCK:
-        if not _DEFAULT:
-            _DEFAULT.append(load_model())
-        return _DEFAULT[0]
-
-
-@dataclass(frozen=True)
-class GenerationResult:
-    """One output of :func:`generate` with ``return_info=True``."""
-
-    value: Any
-    """What ``generate`` returns without ``return_info`` (a model instance, JSON value, str)."""
-    text: str
-    """The generated text, exactly as the grammar saw it."""
-    finish_reason: str
-    """``"stop"``: the model ended (EOS) or the grammar admits no continuation. ``"length"``:
-    ``max_tokens`` ended generation where the grammar accepts, so the value is complete and
-    valid but the model had not finished it (a warning on the ``"constrain"`` logger says so;
-    raise ``max_tokens`` or bound the constraint if the value looks cut)."""
-    prompt_tokens: int
-    output_tokens: int
-    seconds: float
-    """Wall time of the whole call (compile, prefill, decoding, parsing)."""
-    compile_seconds: float
-    """Time spent compiling the constraint (a cache lookup, well under a millisecond, when the
-    model's compiler has seen the same grammar before)."""
-    log_weight: float
-    """The sampler's log-weight of the output. :class:`~constrain.sampling.MaskedSampler` and
-    :class:`~constrain.sampling.AWRS`: the (estimated) log-probability the model gave to the
-    grammar's allowed tokens along the output; SMC: the run's log marginal-likelihood estimate;
-    ASAp: ``log P(y) - log Q(y)``."""
-    sampler: str = "masked"
-    """Which method produced the output (``"masked"``, ``"awrs"``, ``"smc"``, ``"asap"``,
-    ``"dccd"`` or the class name of a custom sampler)."""
-    details: Any = None
-    """Method-specific record: the :class:`~constrain.sampling.SMCResult` (all weighted
-    particles), the :class:`~constrain.sampling.ASApSample`, or the DCCD
-    :class:`~constrain.sampling.DraftInfo` (the draft text and its likelihood)."""
-
-    @property
-    def tokens_per_second(self) -> float:
-        """Output tokens per second of wall time."""
-        return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-def _resolve_model(model: object) -> Model:
-    if model is None:
-        return default_model()
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, (str, os.PathLike)):
-        return load_model(model)
-    raise TypeError(
-        f"model= must be a constrain Model (constrain.load_model(path)), a path or None, "
-        f"got {type(model).__name__}"
-    )
-
-
-def _is_batch(prompt: Any) -> bool:
-    if isinstance(prompt, str):
-        return False
-    if isinstance(prompt, Sequence) and not prompt:
-        raise ValueError(
-            "empty prompt list: pass a str, a list of chat messages, or a non-empty list of prompts"
-        )
-    if isinstance(prompt, Sequence) and not isinstance(prompt[0], Mapping):
-        return True
-    return False
-
-
-def _check_prompts(prompts: Sequence[Any]) -> None:
-    for i, p in enumerate(prompts):
-        if isinstance(p, str):
-            continue
-        if isinstance(p, Sequence) and all(isinstance(m, Mapping) for m in p):
-            continue
-        raise TypeError(
-            f"prompt {i} must be a str or a list of chat messages "
-            f"({{'role': ..., 'content': ...}}), got {type(p).__name__}"
-        )
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    """The keyword options of :func:`generate` and :func:`stream`, validated in one place.
-
-    The fields are the functions' keyword parameters (documented in :func:`generate`);
-    ``sampler_options`` holds the further keyword arguments (a method's options).
-
-    Raises
-    ------
-    TypeError
-        If none of ``schema``, ``regex``, ``grammar`` and ``choices`` is given, or an option
-        has the wrong type.
-    ValueError
-        If an option is out of range (``max_tokens`` or ``max_draft`` below 1, a negative or
-        NaN ``temperature``, ``top_k`` below 0, ``top_p`` outside (0, 1]) or ``speculative``
-        names an unknown drafter.
-    """
-
-    schema: Any = None
-    regex: str | None = None
-    grammar: str | Path | Grammar | None = None
-    choices: Sequence[str] | None = None
-    model: Model | DiffusionModel | str | os.PathLike[str] | None = None
-    max_tokens: int = 512
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    sampler: SamplerSpec = None
-    chat: bool | None = None
-    system: str | None = None
-    json_options: Mapping[str, Any] | None = None
-    overlap: bool | None = None
-    speculative: SpeculativeSpec = None
-    max_draft: int = 8
-    sampler_options: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if all(v is None for v in self.constraint.values()):
-            raise TypeError("give one of schema=, regex=, grammar= or choices=")
-        for name in ("max_tokens", "max_draft", "top_k", "seed"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and not isinstance(value, bool)) and not (
-                name == "seed" and value is None
-            ):
-                raise TypeError(f"{name}= must be an int, got {value!r}")
-        for name in ("temperature", "top_p"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise TypeError(f"{name}= must be a number, got {value!r}")
-        for name, kind in (("chat", bool), ("overlap", bool), ("system", str)):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, kind):
-                raise TypeError(f"{name}= must be a {kind.__name__} or None, got {value!r}")
-        if self.max_tokens < 1 or self.max_draft < 1:
-            raise ValueError(
-                f"max_tokens and max_draft must be at least 1, got {self.max_tokens} and "
-                f"{self.max_draft}"
-            )
-        if math.isnan(self.temperature) or self.temperature < 0 or self.top_k < 0:
-            raise ValueError(
-                f"temperature must be >= 0 and top_k >= 0, got {self.temperature} and {self.top_k}"
-            )
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        spec = self.speculative
-        names = [spec] if isinstance(spec, str) else spec if isinstance(spec, Sequence) else []
-        known = (*DRAFTER_NAMES, "all") if isinstance(spec, str) else DRAFTER_NAMES
-        for item in names:
-            if isinstance(item, str) and item.lower() not in known:
-                raise ValueError(
-                    f"unknown drafter {item!r}; choose from {', '.join(DRAFTER_NAMES)} or 'all'"
-                )
-
-    @property
-    def constraint(self) -> dict[str, Any]:
-        """The constraint keywords, as :func:`~constrain.output.output_type` takes them."""
-        return {
-            "schema": self.schema,
-            "regex": self.regex,
-            "grammar": self.grammar,
-            "choices": self.choices,
-        }
-
-    @property
-    def sampling(self) -> SamplingOptions:
-        """``temperature``, ``top_k`` and ``top_p``, as a method's factory takes them."""
-        return SamplingOptions(self.temperature, self.top_k, self.top_p)
-
-    @property
-    def is_diffusion(self) -> bool:
-        """Whether ``model`` is a masked-diffusion model (:mod:`constrain.diffusion.route`)."""
-        return isinstance(self.model, DiffusionModel)
-
-    def method(self) -> DecodingMethod:
-        """Return the decoding method ``sampler=`` and its options ask for.
-
-        Raises
-        ------
-        TypeError
-            For options the method does not take, or ``speculative=`` with a method other
-            than the masked sampler.
-        ValueError
-            For an unknown method name or an option value out of range.
-        """
-        method = resolve_method(self.sampler, self.sampling, self.sampler_options)
-        if self.speculative:
-            speculative_target(method)
-        return method
-
-
-class _Prepared:
-    """Everything a call needs before decoding: model, output type, the job and its method."""
-
-    def __init__(self, prompt: Any, options: GenerationOptions, method: DecodingMethod) -> None:
-        self.t0 = time.perf_counter()
-        self.batch = _is_batch(prompt)
-        prompts = list(prompt) if self.batch else [prompt]
-        _check_prompts(prompts)
-        self.options = options
-        self.output = output_type(**options.constraint, json_options=options.json_options)
-        model = _resolve_model(options.model)  # after every argument is checked
-        self.model = model
-        self.max_tokens = options.max_tokens
-        notice_kernel_compilation()
-        t1 = time.perf_counter()
-        compiled = model.compile(self.output.grammar)
-        self.compile_seconds = time.perf_counter() - t1
-        matchers = [Matcher(compiled) for _ in prompts]
-        chat, system = options.chat, options.system
-        self.job = DecodeJob(
-            model=model,
-            prompts=prompts,
-            prompt_ids=[model.encode_prompt(p, chat=chat, system=system) for p in prompts],
-            matchers=matchers,
-            compiled=compiled,
-            output_kind=self.output.kind,
-            max_tokens=options.max_tokens,
-            sampling=options.sampling,
-            generator=_generator(model, options.seed, len(prompts)),
-            chat=chat,
-            system=system,
-            overlap=options.overlap,
-        )
-        self.method = method
-        if options.speculative:
-            drafters = resolve_drafters(model, options.speculative)
-            self.method = SpeculativeMethod(speculative_target(method), drafters, options.max_draft)
-
-    def results(self, outcome: MethodOutcome) -> list[GenerationResult]:
-        """Parse and validate every row; raise IncompleteOutputError for rows cut short."""
-        res = outcome.result
-        prompt_ids = outcome.prompt_ids or self.job.prompt_ids
-        out = []
-        incomplete = []
-        for i, tokens in enumerate(res.token_ids):
-            text = self.model.vocabulary.decode(tokens).decode("utf-8", errors="replace")
-            if outcome.complete is not None:
-                done = outcome.complete[i]
-            else:
-                done = res.finish_reasons[i] == "stop" or self.job.matchers[i].is_accepting()
-            if not done:
-                incomplete.append((i, text))
-                continue
-            out.append(
-                GenerationResult(
-                    value=self.output.parse(text),
-                    text=text,
-                    finish_reason=res.finish_reasons[i],
-                    prompt_tokens=len(prompt_ids[i]),
-                    output_tokens=len(tokens),
-                    seconds=time.perf_counter() - self.t0,
-                    compile_seconds=self.compile_seconds,
-                    log_weight=res.log_weights[i],
-                    sampler=outcome.name,
-                    details=None if outcome.details is None else outcome.details[i],
-                )
-            )
-        if incomplete:
-            rows = ", ".join(str(i) for i, _ in incomplete)
-            where = f" (rows {rows} of {len(res.token_ids)})" if self.batch else ""
-            first = incomplete[0][1]
-            raise IncompleteOutputError(
-                f"max_tokens={self.max_tokens} ended generation before the output was complete"
-                f"{where}; it ends with {first[-60:]!r}. {self._open_hint(first)}",
-                incomplete[0][1],
-                dict(incomplete),
-            )
-        cut = [i for i, r in enumerate(out) if r.finish_reason == "length"]
-        if cut:
-            which = f"rows {', '.join(map(str, cut))}: " if self.batch else ""
-            LOGGER.warning(
-                "%sthe output is complete for the grammar but max_tokens=%d ended it, not the "
-                "model (finish_reason 'length'); raise max_tokens if it looks cut",
-                which,
-                self.max_tokens,
-            )
-        return out
-
-    def _open_hint(self, text: str) -> str:
-        """Say how to bound the output: the open places of a schema, by JSON pointer.
-
-        The places under the last key the partial ``text`` wrote come first (best effort).
-        """
-        if self.output.kind not in ("json", "pydantic", "type"):
-            return "Raise max_tokens, or bound the repetitions of the regex or grammar."
-        opts = dict(self.options.json_options or {})
-        spots = open_ends(
-            _json_schema(self.options.schema, self.output, opts),
-            max_number_digits=opts.get("max_number_digits", DEFAULT_NUMBER_DIGITS),
-        )
-        if not spots:
-            return "Raise max_tokens."
-        keys = _KEY.findall(text)
-        if keys:
-            last = f"/properties/{keys[-1]}"
-            spots.sort(key=lambda spot: last not in spot.partition(": ")[0])
-        listed = "; ".join(spots[:6]) + ("; ..." if len(spots) > 6 else "")
-        return f"Raise max_tokens, or bound what the schema leaves open: {listed}."
 
 
 @overload
@@ -397,6 +69,10 @@ def generate(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> ModelT: ...
@@ -423,6 +99,10 @@ def generate(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> list[ModelT]: ...
@@ -449,6 +129,70 @@ def generate(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any],
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
+    return_info: Literal[False] = False,
+    **sampler_options: Any,
+) -> AssistantMessage: ...
+
+
+@overload
+def generate(
+    prompt: Batch,
+    *,
+    schema: None = None,
+    regex: str | None = None,
+    grammar: str | Path | Grammar | None = None,
+    choices: Sequence[str] | None = None,
+    model: Model | DiffusionModel | str | os.PathLike[str] | None = None,
+    max_tokens: int = 512,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    sampler: SamplerSpec = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    json_options: Mapping[str, Any] | None = None,
+    overlap: bool | None = None,
+    speculative: SpeculativeSpec = None,
+    max_draft: int = 8,
+    tools: Sequence[Any],
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
+    return_info: Literal[False] = False,
+    **sampler_options: Any,
+) -> list[AssistantMessage]: ...
+
+
+@overload
+def generate(
+    prompt: Prompt,
+    *,
+    schema: None = None,
+    regex: str | None = None,
+    grammar: str | Path | Grammar | None = None,
+    choices: Sequence[str] | None = None,
+    model: Model | DiffusionModel | str | os.PathLike[str] | None = None,
+    max_tokens: int = 512,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    sampler: SamplerSpec = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    json_options: Mapping[str, Any] | None = None,
+    overlap: bool | None = None,
+    speculative: SpeculativeSpec = None,
+    max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> str: ...
@@ -475,6 +219,10 @@ def generate(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> list[str]: ...
@@ -501,6 +249,10 @@ def generate(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     return_info: bool = False,
     **sampler_options: Any,
 ) -> Any: ...
@@ -526,10 +278,14 @@ def generate(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     return_info: bool = False,
     **sampler_options: Any,
 ) -> Any:
-    """Generate text that follows a schema, regex, grammar or list of choices; return its value.
+    """Generate text that follows a schema, regex, grammar, choices or tools; return its value.
 
     Parameters
     ----------
@@ -610,6 +366,22 @@ def generate(
         ``GenerationResult.details`` holds the speculation counters.
     max_draft : int, optional
         Most draft tokens per row and forward pass (default 8).
+    tools : list of tools, optional
+        Tool calling, a constraint of its own (:mod:`constrain.tools`): each tool is a Python
+        function (its signature and docstring give the schema), a pydantic model class or an
+        OpenAI tool dict. The tools are listed in the system message and the output is prose
+        and calls in the chat template's syntax, each call's arguments following its tool's
+        schema. Returns an :class:`~constrain.tools.AssistantMessage` (``content``, validated
+        ``tool_calls``; a call of a function tool runs it: ``call()``).
+    tool_choice : "auto", "required", "none" or {"name": ...}, optional
+        ``"auto"`` (default): the model writes prose or calls; ``"required"``: calls only;
+        ``"none"``: prose only; ``{"name": "f"}``: one call of ``f``.
+    parallel_tool_calls : bool, optional
+        Allow more than one call (default True).
+    tool_format : str, optional
+        The calls' syntax, a :data:`~constrain.tools.TOOL_FORMATS` name (``"hermes"``,
+        ``"smollm2"``, ``"mistral"``, ``"llama3_json"``); default: read from the model's chat
+        template (:func:`~constrain.tools.detect_tool_format`).
     return_info : bool, optional
         Return :class:`GenerationResult` objects (value, text, finish reason, token counts,
         time, log-weight) instead of bare values.
@@ -621,8 +393,9 @@ def generate(
     -------
     value, list of values, GenerationResult or list of GenerationResult
         A pydantic model instance for ``schema=`` a model class, the JSON value or validated
-        value for other schemas, a ``str`` for ``regex=``, ``grammar=`` and ``choices=``; a
-        list of those for a list of prompts.
+        value for other schemas, a ``str`` for ``regex=``, ``grammar=`` and ``choices=``, an
+        :class:`~constrain.tools.AssistantMessage` for ``tools=``; a list of those for a list
+        of prompts.
 
     Raises
     ------
@@ -645,39 +418,32 @@ def generate(
         schema=schema, regex=regex, grammar=grammar, choices=choices, model=model,
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
         sampler=sampler, chat=chat, system=system, json_options=json_options, overlap=overlap,
-        speculative=speculative, max_draft=max_draft, sampler_options=sampler_options,
+        speculative=speculative, max_draft=max_draft, tools=tools, tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls, tool_format=tool_format,
+        sampler_options=sampler_options,
     )  # fmt: skip
     if options.is_diffusion:
         results = _generate_diffusion(prompt, options)
-        batch = _is_batch(prompt)
+        batch = is_batch(prompt)
     else:
-        prep = _Prepared(prompt, options, options.method())
+        prep = PreparedCall(prompt, options, options.method())
         results = prep.results(prep.method.run_job(prep.job))
         batch = prep.batch
     values: list[Any] = results if return_info else [r.value for r in results]
     return values if batch else values[0]
 
 
-def _json_schema(schema: Any, output: OutputType, opts: Mapping[str, Any]) -> Any:
-    """Return the JSON Schema that ``output`` was built from (``schema=`` as output.py reads it)."""
-    if output.kind != "json":
-        return pydantic_schema(schema, extra_properties=bool(opts.get("extra_properties")))
-    if isinstance(schema, (dict, bool)):
-        return schema
-    if isinstance(schema, str) and schema.lstrip().startswith(("{", "true", "false")):
-        return json.loads(schema)
-    return json.loads(Path(schema).read_text(encoding="utf-8"))
-
-
 def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[GenerationResult]:
     """``generate`` with a masked-diffusion model (:func:`generate_diffusion`)."""
+    if options.tools is not None:
+        raise TypeError("tools= needs an autoregressive model, not a diffusion model")
     if options.top_k or options.top_p != 1.0 or options.overlap is not None or options.speculative:
         raise TypeError(
             "top_k, top_p, overlap and speculative do not apply to a diffusion model; its "
             "options are length, block_size, steps, unmasking, num_candidates and gaps"
         )
     assert isinstance(options.model, DiffusionModel)
-    rows = list(prompt) if _is_batch(prompt) else [prompt]
+    rows = list(prompt) if is_batch(prompt) else [prompt]
     done = generate_diffusion(
         rows, options.model, options.constraint, max_tokens=options.max_tokens,
         temperature=options.temperature, seed=options.seed, sampler=options.sampler,
@@ -701,11 +467,6 @@ def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[Generat
     ]
 
 
-def _generator(model: Model, seed: int | None, n: int) -> RandomStreams | None:
-    # one random stream per request, keyed seed + k: independent of the batch around it
-    return None if seed is None else RandomStreams.for_requests(seed, n, model.device)
-
-
 def stream(
     prompt: Prompt,
     *,
@@ -726,6 +487,10 @@ def stream(
     overlap: bool | None = None,
     speculative: SpeculativeSpec = None,
     max_draft: int = 8,
+    tools: Sequence[Any] | None = None,
+    tool_choice: ToolChoice = "auto",
+    parallel_tool_calls: bool = True,
+    tool_format: str | None = None,
     **sampler_options: Any,
 ) -> Iterator[str]:
     """Yield the output text of one prompt as it is produced (arguments as :func:`generate`).
@@ -744,13 +509,15 @@ def stream(
     IncompleteOutputError, OutputValidationError, GrammarError, ValueError
         As :func:`generate`.
     """
-    if _is_batch(prompt):
+    if is_batch(prompt):
         raise TypeError("stream() takes one prompt; use generate() for a batch")
     options = GenerationOptions(
         schema=schema, regex=regex, grammar=grammar, choices=choices, model=model,
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
         sampler=sampler, chat=chat, system=system, json_options=json_options, overlap=overlap,
-        speculative=speculative, max_draft=max_draft, sampler_options=sampler_options,
+        speculative=speculative, max_draft=max_draft, tools=tools, tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls, tool_format=tool_format,
+        sampler_options=sampler_options,
     )  # fmt: skip
     if options.is_diffusion:
         raise TypeError("stream() needs an autoregressive model; use generate() for diffusion")
@@ -760,7 +527,7 @@ def stream(
             f"stream() needs a token-level sampler; {method.name!r} picks its output only at "
             "the end: use generate()"
         )
-    prep = _Prepared(prompt, options, method)
+    prep = PreparedCall(prompt, options, method)
     assert isinstance(prep.method, StreamingMethod)
     steps = prep.method.steps(prep.job)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

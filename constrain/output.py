@@ -51,7 +51,8 @@ class OutputType:
 
     grammar: Grammar
     kind: str
-    """``"pydantic"``, ``"type"``, ``"json"``, ``"regex"``, ``"grammar"`` or ``"choices"``."""
+    """``"pydantic"``, ``"type"``, ``"json"``, ``"regex"``, ``"grammar"``, ``"choices"`` or
+    ``"tools"`` (:func:`constrain.tools.tool_output`)."""
     description: str
     _parse: Callable[[str], Any] = field(repr=False, compare=False)
 

@@ -136,9 +136,10 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.bitmask",),
     ("constrain.sampling",),  # token-level samplers: logits + matchers -> tokens
     ("constrain.decoding",),  # every loop: autoregressive, speculative, SMC, ASAp, DCCD
-    ("constrain.output",),
+    ("constrain.output", "constrain.tools"),  # output types; tool calls -> tags and back
     ("constrain.diffusion",),  # the diffusion feature, its generate() route included
     ("constrain.integrations",),  # model adapters: transformers, masked LMs, vLLM
+    ("constrain.request",),  # one generate/stream call prepared: options, constraint, job
     ("constrain.generation", "constrain.cli", "constrain.__main__", "constrain.warmup"),  # facades
 ]
 KERNELS = "constrain.kernels"

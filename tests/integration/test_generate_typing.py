@@ -17,6 +17,7 @@ from typing_extensions import assert_type
 
 import constrain
 from constrain import GenerationResult, Model
+from constrain.tools import AssistantMessage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +28,11 @@ class City(BaseModel):
 
 
 CHAT = [{"role": "user", "content": "Name a city and its population."}]
+
+
+def weather(city: str) -> str:
+    """Get the weather in a city."""
+    return f"sunny in {city}"
 
 
 def typed_calls(model: Model) -> dict[str, object]:
@@ -47,6 +53,10 @@ def typed_calls(model: Model) -> dict[str, object]:
     assert_type(value, Any)
     info = constrain.generate("A year:", regex=r"\d{4}", model=model, return_info=True)
     assert_type(info, Any)
+    turn = constrain.generate(
+        "Weather in Oslo?", tools=[weather], tool_choice="required", model=model, max_tokens=48
+    )
+    assert_type(turn, AssistantMessage)
     return {
         "one": one,
         "chat": chat,
@@ -55,6 +65,7 @@ def typed_calls(model: Model) -> dict[str, object]:
         "text": text,
         "texts": texts,
         "info": info,
+        "turn": turn,
     }
 
 
@@ -85,3 +96,6 @@ def test_the_typed_calls_return_what_their_types_say(model: Model) -> None:
     assert isinstance(values["text"], str) and len(values["text"]) == 4
     assert values["texts"] in (["yes", "yes"], ["yes", "no"], ["no", "yes"], ["no", "no"])
     assert isinstance(values["info"], GenerationResult)
+    turn = values["turn"]
+    assert isinstance(turn, AssistantMessage) and turn.tool_calls
+    assert turn.tool_calls[0].name == "weather"

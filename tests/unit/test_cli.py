@@ -61,9 +61,9 @@ def test_check_stats_figures_match_the_compiled_grammar(capsys: pytest.CaptureFi
     compiled = Compiler(byte_vocabulary()).compile(Grammar.builtin("json"))
     assert main(["check", "--grammar", "json"]) == 0
     out = capsys.readouterr().out
-    assert not compiled.grammar.ignore_at_end  # %ignore_at_end false: no terminal is ignored
-    note = "ignored lexemes only before terminals"
-    assert f"terminals      {compiled.parser.num_terminals} ({note})" in out
+    # %ignore_at_end false: whitespace is a prefix of each terminal, nothing is ignored
+    assert not compiled.grammar.ignore_at_end and not compiled.grammar.ignore
+    assert f"terminals      {compiled.parser.num_terminals} (0 ignored)" in out
     assert f"lexer states   {compiled.lexer.trans.shape[0]} x " in out
     assert f"Earley items   {compiled.parser.num_items}\n" in out
 
@@ -405,10 +405,10 @@ def test_generate_empty_batch_file_exits_1(
 def test_generate_missing_default_model_prints_the_install_hint(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from constrain import generation
+    from constrain import request
     from constrain.integrations import default_model
 
-    monkeypatch.setattr(generation, "_DEFAULT", [])  # no default model loaded yet
+    monkeypatch.setattr(request, "_DEFAULT", [])  # no default model loaded yet
     monkeypatch.setattr(default_model, "DEFAULT_MODEL_PACKAGE", "no_such_model_package_xyz")
     assert main(["generate", "hi", "--choices", "a", "b"]) == 1
     err = capsys.readouterr().err

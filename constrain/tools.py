@@ -1,0 +1,488 @@
+r"""Tool calls (stage 8, with the output types): tools -> a structural tag, and text -> calls.
+
+A *tool* is a Python function (its signature and docstring give the schema, through pydantic),
+a pydantic model class (its fields are the arguments) or an OpenAI tool dict (``{"type":
+"function", "function": {"name", "description", "parameters"}}``). A *format* is how a chat
+template writes calls; :data:`TOOL_FORMATS` holds one entry per family:
+
+==============  ==============================================================================
+``hermes``      Hermes, Qwen 2.5 and 3: ``<tool_call>\n{"name": ..., "arguments": {...}}\n
+                </tool_call>``, one tag per call, prose around them
+``smollm2``     SmolLM2 (the default model): ``<tool_call>[\n{"name": ..., "arguments": {...}},
+                \n...\n]</tool_call>``, one list of calls after the prose
+``mistral``     Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``
+``llama3_json`` Llama 3.1-3.3 custom tools: ``{"name": ..., "parameters": {...}}``
+==============  ==============================================================================
+
+:func:`tool_structural_tag` writes the constraint as XGrammar's structural tag (so the same
+spec serves :meth:`~constrain.Grammar.from_structural_tag`, XGrammar and vLLM), where only each
+tool's arguments follow its JSON Schema; :func:`parse_tool_calls` reads a finished text back
+into the prose and the validated :class:`ToolCall` s. ``tool_choice`` is ``"auto"`` (prose, or
+prose then calls), ``"required"`` (calls only), ``"none"`` (prose only) or ``{"name": ...}``
+(one call of that tool); ``parallel`` allows more than one call.
+
+Special tokens (Mistral's ``[TOOL_CALLS]``, Llama's ``<|python_tag|>``) are matched as their
+text here: matching them by token id is engine work still to come.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from constrain.errors import OutputValidationError
+from constrain.ir import Grammar
+from constrain.output import OutputType
+
+__all__ = [
+    "TOOL_FORMATS",
+    "AssistantMessage",
+    "Tool",
+    "ToolCall",
+    "ToolChoice",
+    "ToolFormat",
+    "as_tool",
+    "detect_tool_format",
+    "parse_tool_calls",
+    "tool_structural_tag",
+    "tool_output",
+    "tool_system_prompt",
+]
+
+ToolChoice = Literal["auto", "required", "none"] | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its name, description, arguments schema and how to validate arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """The JSON Schema of the arguments (an object)."""
+    function: Callable[..., Any] | None = field(default=None, compare=False)
+    """The function to call, for a tool made from a function."""
+    model: Any = field(default=None, compare=False)
+    """The pydantic model the arguments are validated into (None: a plain dict, checked with
+    ``jsonschema``)."""
+
+    def validate(self, arguments: Any) -> Any:
+        """Return the arguments validated: a model instance, or the dict itself.
+
+        Raises
+        ------
+        OutputValidationError
+            If they do not follow :attr:`parameters`.
+        """
+        text = json.dumps(arguments)
+        if self.model is not None:
+            import pydantic
+
+            try:
+                return self.model.model_validate(arguments)
+            except pydantic.ValidationError as err:
+                raise OutputValidationError(f"tool {self.name!r}: {err}", text) from err
+        import jsonschema
+
+        try:
+            jsonschema.validate(arguments, dict(self.parameters))
+        except jsonschema.ValidationError as err:
+            raise OutputValidationError(f"tool {self.name!r}: {err.message}", text) from err
+        return arguments
+
+    def openai(self) -> dict[str, Any]:
+        """Return the OpenAI tool dict of this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call: the tool's name and its validated arguments."""
+
+    name: str
+    arguments: Any
+    """A pydantic model instance for a function or model tool, else the dict."""
+    tool: Tool = field(repr=False, compare=False)
+
+    def __call__(self) -> Any:
+        """Call the tool's function with the arguments (a tool made from a function)."""
+        if self.tool.function is None:
+            raise TypeError(f"tool {self.name!r} was not made from a function: nothing to call")
+        args = self.arguments
+        values = args.model_dump() if hasattr(args, "model_dump") else dict(args)
+        return self.tool.function(**values)
+
+
+def as_tool(spec: Any) -> Tool:
+    """Return the :class:`Tool` of a function, a pydantic model class or an OpenAI tool dict.
+
+    Raises
+    ------
+    TypeError
+        If ``spec`` is none of these, or a function's parameter is positional-only or
+        variadic (``*args``, ``**kwargs``).
+    ValueError
+        If an OpenAI dict lacks a name, or its ``parameters`` is not an object schema.
+    """
+    if isinstance(spec, Tool):
+        return spec
+    if isinstance(spec, Mapping):
+        return _dict_tool(spec)
+    import pydantic
+
+    if isinstance(spec, type) and issubclass(spec, pydantic.BaseModel):
+        schema = spec.model_json_schema()
+        description = inspect.getdoc(spec) or ""
+        if description == inspect.getdoc(pydantic.BaseModel):
+            description = ""
+        schema.pop("description", None)
+        schema.pop("title", None)
+        return Tool(spec.__name__, description, schema, model=spec)
+    if callable(spec) and hasattr(spec, "__name__"):
+        return _function_tool(spec)
+    raise TypeError(
+        "a tool is a function, a pydantic model class or an OpenAI tool dict "
+        f"({{'type': 'function', 'function': {{'name': ..., 'parameters': ...}}}}), got "
+        f"{type(spec).__name__}"
+    )
+
+
+def _dict_tool(spec: Mapping[str, Any]) -> Tool:
+    fn = spec.get("function", spec) if spec.get("type", "function") == "function" else None
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise ValueError(
+            "an OpenAI tool dict is {'type': 'function', 'function': {'name': ..., "
+            f"'parameters': {{...}}}}; got {dict(spec)!r}"
+        )
+    parameters = fn.get("parameters", {"type": "object", "properties": {}})
+    if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+        raise ValueError(f"tool {fn['name']!r}: parameters must be an object schema")
+    return Tool(fn["name"], str(fn.get("description", "")), dict(parameters))
+
+
+def _function_tool(fn: Callable[..., Any]) -> Tool:
+    import pydantic
+
+    fields: dict[str, Any] = {}
+    try:  # string annotations (from __future__ import annotations) resolved in fn's module
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError) as err:
+        raise TypeError(f"tool {fn.__name__!r}: cannot resolve its annotations: {err}") from err
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(
+                f"tool {fn.__name__!r}: parameter {name!r} must be passable by keyword "
+                "(no positional-only parameters, *args or **kwargs)"
+            )
+        annotation = hints.get(name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[name] = (annotation, default)
+    model = pydantic.create_model(f"{fn.__name__}_arguments", **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    doc = inspect.getdoc(fn) or ""
+    description = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    return Tool(fn.__name__, description, schema, function=fn, model=model)
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    """How a chat template writes tool calls.
+
+    A call is ``call_begin`` (with ``{name}``), the arguments as JSON, then ``call_end``. With a
+    ``block_begin``, the calls form one list inside ``block_begin`` ... ``block_end`` separated
+    by ``separator``; without, each call stands alone and ``call_begin``'s text before ``{name}``
+    is the trigger that starts it.
+    """
+
+    name: str
+    call_begin: str
+    call_end: str
+    block_begin: str = ""
+    block_end: str = ""
+    separator: str = ""
+    instructions: str = ""
+    """The system-prompt text that lists the tools (``{tools}``: their JSON, one per line)."""
+
+    @property
+    def trigger(self) -> str:
+        """The text that starts the tool calls."""
+        return self.block_begin or self.call_begin.split("{name}", 1)[0]
+
+    def begin(self, tool: str) -> str:
+        """Return the text before a call's arguments."""
+        return self.call_begin.replace("{name}", json.dumps(tool)[1:-1])
+
+
+_JSON_RULES = (
+    "For each call, write the function's name and its arguments as a JSON object that follows "
+    "the function's parameters."
+)
+TOOL_FORMATS: dict[str, ToolFormat] = {
+    "hermes": ToolFormat(
+        "hermes",
+        '<tool_call>\n{"name": "{name}", "arguments": ',
+        "}\n</tool_call>",
+        separator="\n",
+        instructions=(
+            "You may call one or more functions to assist with the user query. The functions "
+            "are listed in <tools></tools>:\n<tools>\n{tools}\n</tools>\nFor each function "
+            "call, return a JSON object with the function name and arguments within "
+            '<tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, '
+            '"arguments": <args-json-object>}\n</tool_call>'
+        ),
+    ),
+    "smollm2": ToolFormat(
+        "smollm2",
+        '{"name": "{name}", "arguments": ',
+        "}",
+        block_begin="<tool_call>[\n",
+        block_end="\n]</tool_call>",
+        separator=",\n",
+        instructions=(
+            "You are an expert in composing functions. You are given a question and a set of "
+            "possible functions. Based on the question, you will need to make one or more "
+            "function/tool calls to achieve the purpose.\nYou have access to the following "
+            "tools:\n<tools>{tools}</tools>\nThe output MUST strictly adhere to the following "
+            "format.\n<tool_call>[\n"
+            '{"name": "func_name1", "arguments": {"argument1": "value1"}},\n'
+            "(more tool calls as required)\n]</tool_call>"
+        ),
+    ),
+    "mistral": ToolFormat(
+        "mistral",
+        '{"name": "{name}", "arguments": ',
+        "}",
+        block_begin="[TOOL_CALLS][",
+        block_end="]",
+        separator=", ",
+        instructions="[AVAILABLE_TOOLS][{tools}][/AVAILABLE_TOOLS] " + _JSON_RULES,
+    ),
+    "llama3_json": ToolFormat(
+        "llama3_json",
+        '{"name": "{name}", "parameters": ',
+        "}",
+        instructions=(
+            "Given the following functions, please respond with a JSON for a function call "
+            "with its proper arguments that best answers the given prompt.\nRespond in the "
+            'format {"name": function name, "parameters": dictionary of argument name and '
+            "its value}. Do not use variables.\n\n{tools}"
+        ),
+    ),
+}
+
+
+def _format(fmt: str | ToolFormat) -> ToolFormat:
+    if isinstance(fmt, ToolFormat):
+        return fmt
+    found = TOOL_FORMATS.get(fmt)
+    if found is None:
+        raise ValueError(f"unknown tool format {fmt!r}; choose from {', '.join(TOOL_FORMATS)}")
+    return found
+
+
+def _chosen(tools: Sequence[Tool], tool_choice: ToolChoice) -> tuple[list[Tool], str]:
+    """Return the tools that may be called and the mode: auto, required or none."""
+    if isinstance(tool_choice, Mapping):
+        name = tool_choice.get("name", tool_choice.get("function", {}).get("name"))
+        picked = [t for t in tools if t.name == name]
+        if not picked:
+            known = ", ".join(t.name for t in tools)
+            raise ValueError(f"tool_choice names {name!r}, which is not a tool ({known})")
+        return picked, "required"
+    if tool_choice not in ("auto", "required", "none"):
+        raise ValueError(
+            f"tool_choice is 'auto', 'required', 'none' or {{'name': ...}}, got {tool_choice!r}"
+        )
+    if tool_choice != "none" and not tools:
+        raise ValueError(f"tool_choice={tool_choice!r} needs at least one tool")
+    return list(tools), tool_choice
+
+
+def tool_structural_tag(
+    tools: Sequence[Any],
+    *,
+    tool_choice: ToolChoice = "auto",
+    parallel: bool = True,
+    format: str | ToolFormat = "hermes",  # noqa: A002 (the name users pass)
+) -> dict[str, Any]:
+    """Return XGrammar's structural tag for calls of ``tools`` in ``format``.
+
+    ``"auto"``: prose, then (optionally) the calls; ``"required"`` and ``{"name": ...}``: the
+    calls only, at least one; ``"none"``: prose that never starts a call. Without ``parallel``
+    at most one call.
+    Arguments follow each tool's schema as XGrammar reads JSON Schema (strict: no keys beyond
+    ``properties`` unless the schema allows them).
+    """
+    fmt = _format(format)
+    picked, mode = _chosen([as_tool(t) for t in tools], tool_choice)
+    if mode == "none":  # prose that never starts a call
+        return {"type": "structural_tag", "format": {"type": "any_text", "excludes": [fmt.trigger]}}
+    tags = [
+        {
+            "type": "tag",
+            "begin": fmt.begin(t.name),
+            "content": {"type": "json_schema", "json_schema": dict(t.parameters)},
+            "end": fmt.call_end,
+        }
+        for t in picked
+    ]
+    required = mode == "required"
+    if not fmt.block_begin:
+        inner: dict[str, Any] = {
+            "type": "triggered_tags",
+            "triggers": [fmt.trigger],
+            "tags": tags,
+            "at_least_one": required,
+            "stop_after_first": not parallel,
+        }
+        return {"type": "structural_tag", "format": inner}
+    calls = {
+        "type": "tags_with_separator",
+        "tags": tags,
+        "separator": fmt.separator,
+        "at_least_one": True,
+        "stop_after_first": not parallel,
+    }
+    block = {"type": "tag", "begin": fmt.block_begin, "content": calls, "end": fmt.block_end}
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": [fmt.block_begin],
+            "tags": [block],
+            "at_least_one": required,
+            "stop_after_first": True,
+        },
+    }
+
+
+def tool_system_prompt(tools: Sequence[Any], format: str | ToolFormat = "hermes") -> str:  # noqa: A002
+    """Return the system-prompt text that lists ``tools`` the way ``format``'s models read it."""
+    fmt = _format(format)
+    listed = "\n".join(json.dumps(as_tool(t).openai()) for t in tools)
+    return fmt.instructions.replace("{tools}", listed)
+
+
+def parse_tool_calls(
+    text: str,
+    tools: Sequence[Any],
+    format: str | ToolFormat = "hermes",  # noqa: A002
+) -> tuple[str, list[ToolCall]]:
+    """Return the prose of ``text`` and its calls, each validated by its tool.
+
+    Reads what :func:`tool_structural_tag` allows: prose and calls in ``format`` (the prose
+    pieces around the calls are joined by a blank line).
+
+    Raises
+    ------
+    OutputValidationError
+        If a call is malformed, names an unknown tool or its arguments do not validate.
+    """
+    fmt = _format(format)
+    known = [as_tool(t) for t in tools]
+    prose: list[str] = []
+    calls: list[ToolCall] = []
+    if fmt.block_begin:
+        start = text.find(fmt.block_begin)
+        if start < 0:
+            return text.strip(), []
+        body_at, body_end = start + len(fmt.block_begin), len(text) - len(fmt.block_end)
+        if not text.endswith(fmt.block_end) or body_end < body_at:
+            raise OutputValidationError(f"the calls do not end with {fmt.block_end!r}", text)
+        prose.append(text[:start])
+        pos = body_at
+        while True:
+            call, pos = _read_call(text, pos, known, fmt)
+            calls.append(call)
+            if pos == body_end:
+                break
+            if not text.startswith(fmt.separator, pos):
+                raise OutputValidationError(f"calls must be separated by {fmt.separator!r}", text)
+            pos += len(fmt.separator)
+    else:
+        pos = 0
+        while (at := text.find(fmt.trigger, pos)) >= 0:
+            prose.append(text[pos:at])
+            call, pos = _read_call(text, at, known, fmt)
+            calls.append(call)
+        prose.append(text[pos:])
+    return "\n\n".join(p.strip() for p in prose if p.strip()), calls
+
+
+def _read_call(text: str, at: int, tools: Sequence[Tool], fmt: ToolFormat) -> tuple[ToolCall, int]:
+    """Read the call that starts at ``at``; return it and where it ends."""
+    for tool in tools:
+        begin = fmt.begin(tool.name)
+        if text.startswith(begin, at):
+            try:
+                arguments, end = json.JSONDecoder().raw_decode(text, at + len(begin))
+            except json.JSONDecodeError as err:
+                raise OutputValidationError(f"tool {tool.name!r}: arguments: {err}", text) from err
+            if not text.startswith(fmt.call_end, end):
+                raise OutputValidationError(f"the call of {tool.name!r} is not closed", text)
+            return ToolCall(tool.name, tool.validate(arguments), tool), end + len(fmt.call_end)
+    raise OutputValidationError(f"a call at offset {at} names no known tool", text)
+
+
+@dataclass(frozen=True)
+class AssistantMessage:
+    """What ``constrain.generate(prompt, tools=...)`` returns: the prose and the calls."""
+
+    content: str
+    """The prose around the calls, stripped (empty when the output is calls only)."""
+    tool_calls: list[ToolCall]
+    """The calls, in order, each validated by its tool's schema."""
+    text: str
+    """The whole output, exactly as generated."""
+
+
+def detect_tool_format(chat_template: str | None) -> str:
+    """Return the :data:`TOOL_FORMATS` name a chat template writes its calls in.
+
+    Read from the template's text: ``[TOOL_CALLS]`` is Mistral's, ``<|python_tag|>`` Llama
+    3's, a SmolLM template SmolLM2's, and anything else (``<tool_call>`` included: Hermes,
+    Qwen) Hermes'.
+    """
+    template = chat_template or ""
+    if "[TOOL_CALLS]" in template:
+        return "mistral"
+    if "<|python_tag|>" in template or "Environment: ipython" in template:
+        return "llama3_json"
+    if "SmolLM" in template and "<tool_call>" not in template:
+        return "smollm2"
+    return "hermes"
+
+
+def tool_output(
+    tools: Sequence[Any],
+    *,
+    tool_choice: ToolChoice = "auto",
+    parallel: bool = True,
+    format: str | ToolFormat = "hermes",  # noqa: A002
+) -> OutputType:
+    """Return the output type of tool calls: a grammar, and a parser to AssistantMessage."""
+    known = [as_tool(t) for t in tools]
+    fmt = _format(format)
+    spec = tool_structural_tag(known, tool_choice=tool_choice, parallel=parallel, format=fmt)
+    grammar = Grammar.from_structural_tag(spec)
+
+    def parse(text: str) -> AssistantMessage:
+        if isinstance(tool_choice, str) and tool_choice == "none":
+            return AssistantMessage(text.strip(), [], text)
+        content, calls = parse_tool_calls(text, known, fmt)
+        return AssistantMessage(content, calls, text)
+
+    names = ", ".join(t.name for t in known)
+    return OutputType(grammar, "tools", f"tool calls ({fmt.name}: {names})", parse)
