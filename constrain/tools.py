@@ -252,12 +252,15 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
         separator=",\n",
         instructions=(
             "You are an expert in composing functions. You are given a question and a set of "
-            "possible functions. Based on the question, you will need to make one or more "
-            "function/tool calls to achieve the purpose.\nYou have access to the following "
-            "tools:\n<tools>{tools}</tools>\nThe output MUST strictly adhere to the following "
-            "format.\n<tool_call>[\n"
-            '{"name": "func_name1", "arguments": {"argument1": "value1"}},\n'
-            "(more tool calls as required)\n]</tool_call>"
+            "possible functions.\nBased on the question, you will need to make one or more "
+            "function/tool calls to achieve the purpose.\nIf none of the functions can be "
+            "used, point it out and refuse to answer.\nIf the given question lacks the "
+            "parameters required by the function, also point it out.\nYou have access to the "
+            "following tools:\n<tools>{tools}</tools>\nThe output MUST strictly adhere to the "
+            "following format, and NO other text MUST be included.\nThe example format is as "
+            "follows. Please make sure the parameter type is correct.\n<tool_call>[\n"
+            '{"name": "func_name1", "arguments": {"argument1": "value1", "argument2": '
+            '"value2"}},\n(more tool calls as required)\n]</tool_call>'
         ),
     ),
     "mistral": ToolFormat(
