@@ -29,7 +29,7 @@ from constrain import (
     MatcherStateError,
     OutputValidationError,
 )
-from constrain import generation as generation_module
+from constrain import request as request_module
 from constrain.frontends.lark import without_option_lines
 from constrain.generation import GenerationResult
 from constrain.integrations import default_model
@@ -314,14 +314,14 @@ def test_stream_rejects_a_batch(model: Model) -> None:
 def test_output_validation_error_when_the_grammar_is_looser(
     model: Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = generation_module.output_type
+    real = request_module.output_type
 
     def loose(**kwargs: Any) -> Any:
         # decode with a grammar the validator (re.fullmatch of the asked regex) rejects
         ot = real(**kwargs)
         return dataclasses.replace(ot, grammar=Grammar.from_regex(r"[a-z]{2}"))
 
-    monkeypatch.setattr(generation_module, "output_type", loose)
+    monkeypatch.setattr(request_module, "output_type", loose)
     with pytest.raises(OutputValidationError, match="does not match") as info:
         constrain.generate("Give a number.", regex=r"\d{3}", model=model, max_tokens=5)
     assert re.fullmatch(r"[a-z]{2}", info.value.text)
@@ -511,7 +511,7 @@ def test_every_argument_is_checked_before_the_model_loads(
     def no_loading(*args: Any, **kw: Any) -> Model:
         raise AssertionError("the model was loaded before the arguments were checked")
 
-    monkeypatch.setattr(generation_module, "default_model", no_loading)
+    monkeypatch.setattr(request_module, "default_model", no_loading)
     with pytest.raises(error, match=match):
         constrain.generate("Hello.", **kwargs)
     if "sampler" not in kwargs:  # stream takes token-level samplers only

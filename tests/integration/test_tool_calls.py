@@ -69,7 +69,13 @@ def test_named_none_and_auto_choices(model: Model) -> None:
     assert auto.tool_calls or auto.content  # prose or calls, both parsed
 
 
-def test_tool_options_are_checked_before_the_model_loads() -> None:
+def test_tool_options_are_checked_before_the_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from constrain import request
+
+    def no_loading() -> Model:
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(request, "default_model", no_loading)
     with pytest.raises(TypeError, match="constraint of its own"):
         constrain.generate("x", tools=TOOLS, regex="a")
     with pytest.raises(ValueError, match="not a tool"):
