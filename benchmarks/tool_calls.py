@@ -1,7 +1,8 @@
 """Tool calls on the default model: 40 tool-use prompts, each with 1-5 tools.
 
 Every prompt goes through ``constrain.generate(prompt, tools=..., tool_choice=...)`` on the
-default model (SmolLM2-135M-Instruct, greedy, ``max_tokens`` 160), once with ``"required"`` and
+default model (SmolLM2-135M-Instruct, greedy, ``max_tokens`` 160, one call per answer unless
+``--parallel``: the small model repeats a call it may repeat), once with ``"required"`` and
 once with ``"auto"``. The tools' schemas use enums, nested objects, arrays and optional fields.
 An output *parses* when its calls read back in the template's format (``smollm2``) and every
 call validates against its tool's schema (pydantic or ``jsonschema``); the table counts the
@@ -224,7 +225,7 @@ CASES: list[tuple[str, list[str], str | None]] = [
 
 
 def run_case(
-    prompt: str, names: Sequence[str], choice: str, model: Any, max_tokens: int
+    prompt: str, names: Sequence[str], choice: str, model: Any, max_tokens: int, parallel: bool
 ) -> dict[str, Any]:
     import constrain
 
@@ -233,8 +234,8 @@ def run_case(
     row: dict[str, Any] = {"prompt": prompt, "tools": list(names), "choice": choice}
     try:
         result = constrain.generate(
-            prompt, tools=tools, tool_choice=choice, model=model, max_tokens=max_tokens,
-            return_info=True,
+            prompt, tools=tools, tool_choice=choice, parallel_tool_calls=parallel, model=model,
+            max_tokens=max_tokens, return_info=True,
         )  # fmt: skip
         turn = result.value
         row.update(
@@ -278,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="the first N prompts")
     p.add_argument("--max-tokens", type=int, default=160)
     p.add_argument("--choices", default="required,auto", help="comma list of tool_choice")
+    p.add_argument(
+        "--parallel", action="store_true", help="parallel_tool_calls=True (default: one call)"
+    )
     p.add_argument("--out", type=Path, default=result_path("tool-calls"))
     args = p.parse_args(argv)
     import constrain
@@ -287,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for choice in args.choices.split(","):
         rows = []
         for prompt, names, expected in CASES[: args.limit]:
-            row = run_case(prompt, names, choice, model, args.max_tokens)
+            row = run_case(prompt, names, choice, model, args.max_tokens, args.parallel)
             row["expected"] = expected
             rows.append(row)
             log(f"  {choice:8s} {row['finish_reason']:10s} {row['text'][:90]!r}")
