@@ -54,7 +54,12 @@ def typed_calls(model: Model) -> dict[str, object]:
     info = constrain.generate("A year:", regex=r"\d{4}", model=model, return_info=True)
     assert_type(info, Any)
     turn = constrain.generate(
-        "Weather in Oslo?", tools=[weather], tool_choice="required", model=model, max_tokens=48
+        "Weather in Oslo?",
+        tools=[weather],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        model=model,
+        max_tokens=48,
     )
     assert_type(turn, AssistantMessage)
     return {

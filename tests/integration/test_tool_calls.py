@@ -34,8 +34,8 @@ def test_the_default_model_writes_smollm2_calls(model: Model) -> None:
 def test_required_calls_are_valid_and_callable(model: Model) -> None:
     for prompt in ("What's the weather in Paris?", "Is it raining in Tokyo right now?"):
         result = constrain.generate(
-            prompt, tools=TOOLS, tool_choice="required", model=model, max_tokens=64,
-            return_info=True,
+            prompt, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
+            model=model, max_tokens=64, return_info=True,
         )  # fmt: skip
         turn = result.value
         assert isinstance(turn, AssistantMessage)
