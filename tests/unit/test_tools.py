@@ -13,8 +13,6 @@ from constrain import Compiler, Grammar, Matcher, OutputValidationError
 from constrain.testing import byte_vocabulary
 from constrain.tools import (
     TOOL_FORMATS,
-    Tool,
-    ToolCall,
     as_tool,
     parse_tool_calls,
     tool_structural_tag,
@@ -165,4 +163,5 @@ def test_the_system_prompt_lists_every_tool() -> None:
         assert "{tools}" not in prompt
         for tool in map(as_tool, TOOLS):
             assert f'"name": "{tool.name}"' in prompt
-    assert isinstance(as_tool(ADD), Tool) and ToolCall.__call__ is not None
+    assert "<tool_call>[\n" in tool_system_prompt(TOOLS, "smollm2")
+    assert tool_system_prompt(TOOLS, "mistral").startswith("[AVAILABLE_TOOLS][")
