@@ -470,6 +470,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         "model": model,
         "max_tokens": args.max_tokens,
         "temperature": args.temperature,
+        "frequency_penalty": args.frequency_penalty,
         "seed": args.seed,
         "system": args.system,
         **constraint,
@@ -698,6 +699,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     g.add_argument("--model", metavar="PATH", help="a local Hugging Face model folder or .gguf")
     g.add_argument("--max-tokens", type=int, default=512, metavar="N", help="default 512")
     g.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0: greedy")
+    g.add_argument(
+        "--frequency-penalty", type=float, default=0.0, metavar="F",
+        help="lower a token's logit by F per earlier use in the output (repetition loops)",
+    )  # fmt: skip
     g.add_argument("--seed", type=int, metavar="S", help="seed of the sampler")
     g.add_argument(
         "--sampler",

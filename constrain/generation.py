@@ -25,6 +25,7 @@ from constrain.diffusion.denoising import DiffusionModel
 from constrain.diffusion.route import generate_diffusion
 from constrain.integrations.transformers import Model
 from constrain.ir import Grammar
+from constrain.reasoning import Reasoning
 from constrain.request import (
     GenerationOptions,
     GenerationResult,
@@ -61,6 +62,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -73,6 +76,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> ModelT: ...
@@ -91,6 +95,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -103,6 +109,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> list[ModelT]: ...
@@ -121,6 +128,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -133,6 +142,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> AssistantMessage: ...
@@ -151,6 +161,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -163,6 +175,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> list[AssistantMessage]: ...
@@ -181,6 +194,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -193,6 +208,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> str: ...
@@ -211,6 +227,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -223,6 +241,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: Literal[False] = False,
     **sampler_options: Any,
 ) -> list[str]: ...
@@ -241,6 +260,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -253,6 +274,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: bool = False,
     **sampler_options: Any,
 ) -> Any: ...
@@ -270,6 +292,8 @@ def generate(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -282,6 +306,7 @@ def generate(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     return_info: bool = False,
     **sampler_options: Any,
 ) -> Any:
@@ -322,6 +347,13 @@ def generate(
         ``"constrain"`` logger; one it ends before raises :class:`IncompleteOutputError`.
     temperature, top_k, top_p : optional
         Sampling: ``temperature=0`` (default) is greedy.
+    frequency_penalty, presence_penalty : float, optional
+        OpenAI's repetition penalties (default 0: off), for the token-level samplers: a
+        token's logit is lowered by ``frequency_penalty`` for each time the output already
+        has it, and by ``presence_penalty`` once if it has it at all (the prompt does not
+        count). A remedy for a small model that repeats an array item or a row until
+        ``max_tokens`` under greedy decoding; they change the distribution sampled
+        (``docs/sampling.md``).
     seed : int, optional
         Seed of the sampling generator (reproducible outputs).
     sampler : str or sampler object, optional
@@ -382,6 +414,16 @@ def generate(
         The calls' syntax, a :data:`~constrain.tools.TOOL_FORMATS` name (``"hermes"``,
         ``"smollm2"``, ``"mistral"``, ``"llama3_json"``); default: read from the model's chat
         template (:func:`~constrain.tools.detect_tool_format`).
+    reasoning : bool, Reasoning or None, optional
+        A reasoning block before the constraint (:mod:`constrain.reasoning`): free text between
+        ``<think>`` and ``</think>``, then the output. ``True``: required; a
+        :class:`~constrain.reasoning.Reasoning` sets other markers or a thinking budget
+        (``max_chars``); ``None`` (default): an optional block when the chat template mentions
+        ``</think>`` (a reasoning model's), none otherwise; ``False``: none. A prompt that the
+        template already opened the block in starts inside it; one it closed (thinking
+        switched off) gets none. The reasoning is returned apart, as
+        ``GenerationResult.reasoning`` (and ``AssistantMessage.reasoning`` with ``tools=``);
+        the value is parsed from the answer alone.
     return_info : bool, optional
         Return :class:`GenerationResult` objects (value, text, finish reason, token counts,
         time, log-weight) instead of bare values.
@@ -417,9 +459,10 @@ def generate(
     options = GenerationOptions(
         schema=schema, regex=regex, grammar=grammar, choices=choices, model=model,
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+        frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
         sampler=sampler, chat=chat, system=system, json_options=json_options, overlap=overlap,
         speculative=speculative, max_draft=max_draft, tools=tools, tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls, tool_format=tool_format,
+        parallel_tool_calls=parallel_tool_calls, tool_format=tool_format, reasoning=reasoning,
         sampler_options=sampler_options,
     )  # fmt: skip
     if options.is_diffusion:
@@ -437,9 +480,18 @@ def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[Generat
     """``generate`` with a masked-diffusion model (:func:`generate_diffusion`)."""
     if options.tools is not None:
         raise TypeError("tools= needs an autoregressive model, not a diffusion model")
-    if options.top_k or options.top_p != 1.0 or options.overlap is not None or options.speculative:
+    if options.reasoning not in (None, False):
+        raise TypeError("reasoning= needs an autoregressive model, not a diffusion model")
+    if (
+        options.top_k
+        or options.top_p != 1.0
+        or options.overlap is not None
+        or options.speculative
+        or options.sampling.penalized
+    ):
         raise TypeError(
-            "top_k, top_p, overlap and speculative do not apply to a diffusion model; its "
+            "top_k, top_p, penalties, overlap and speculative do not apply to a diffusion "
+            "model; its "
             "options are length, block_size, steps, unmasking, num_candidates and gaps"
         )
     assert isinstance(options.model, DiffusionModel)
@@ -479,6 +531,8 @@ def stream(
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
+    frequency_penalty: float = 0.0,
+    presence_penalty: float = 0.0,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -491,6 +545,7 @@ def stream(
     tool_choice: ToolChoice = "auto",
     parallel_tool_calls: bool = True,
     tool_format: str | None = None,
+    reasoning: bool | Reasoning | None = None,
     **sampler_options: Any,
 ) -> Iterator[str]:
     """Yield the output text of one prompt as it is produced (arguments as :func:`generate`).
@@ -514,9 +569,10 @@ def stream(
     options = GenerationOptions(
         schema=schema, regex=regex, grammar=grammar, choices=choices, model=model,
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+        frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
         sampler=sampler, chat=chat, system=system, json_options=json_options, overlap=overlap,
         speculative=speculative, max_draft=max_draft, tools=tools, tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls, tool_format=tool_format,
+        parallel_tool_calls=parallel_tool_calls, tool_format=tool_format, reasoning=reasoning,
         sampler_options=sampler_options,
     )  # fmt: skip
     if options.is_diffusion:

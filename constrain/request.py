@@ -17,10 +17,11 @@ import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from constrain.decoding.autoregressive import TokenMethod
 from constrain.decoding.method import DecodeJob, DecodingMethod, MethodOutcome, SamplingOptions
 from constrain.decoding.registry import resolve_method
 from constrain.decoding.speculative import (
@@ -39,10 +40,12 @@ from constrain.integrations.transformers import Model, load_model
 from constrain.ir import Grammar
 from constrain.matcher import Matcher
 from constrain.output import DEFAULT_NUMBER_DIGITS, OutputType, output_type
+from constrain.reasoning import Reasoning, plan_reasoning, read_reasoning, reasoning_output
 from constrain.sampling import RandomStreams
 from constrain.sampling.base import Sampler
 from constrain.tools import (
     TOOL_FORMATS,
+    AssistantMessage,
     ToolChoice,
     detect_tool_format,
     tool_output,
@@ -107,6 +110,9 @@ class GenerationResult:
     """Method-specific record: the :class:`~constrain.sampling.SMCResult` (all weighted
     particles), the :class:`~constrain.sampling.ASApSample`, or the DCCD
     :class:`~constrain.sampling.DraftInfo` (the draft text and its likelihood)."""
+    reasoning: str | None = None
+    """The reasoning written before the answer, without its markers (``reasoning=``;
+    ``None``: no reasoning block)."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -180,6 +186,8 @@ class GenerationOptions:
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     seed: int | None = None
     sampler: SamplerSpec = None
     chat: bool | None = None
@@ -192,6 +200,7 @@ class GenerationOptions:
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
     tool_format: str | None = None
+    reasoning: bool | Reasoning | None = None
     sampler_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -211,10 +220,18 @@ class GenerationOptions:
                 name == "seed" and value is None
             ):
                 raise TypeError(f"{name}= must be an int, got {value!r}")
-        for name in ("temperature", "top_p"):
+        for name in ("temperature", "top_p", "frequency_penalty", "presence_penalty"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise TypeError(f"{name}= must be a number, got {value!r}")
+        for name in ("frequency_penalty", "presence_penalty"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
+        if self.reasoning is not None and not isinstance(self.reasoning, (bool, Reasoning)):
+            raise TypeError(
+                "reasoning= must be a bool, a constrain.reasoning.Reasoning or None, got "
+                f"{self.reasoning!r}"
+            )
         for name, kind in (("chat", bool), ("overlap", bool), ("system", str)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, kind):
@@ -266,8 +283,10 @@ class GenerationOptions:
 
     @property
     def sampling(self) -> SamplingOptions:
-        """``temperature``, ``top_k`` and ``top_p``, as a method's factory takes them."""
-        return SamplingOptions(self.temperature, self.top_k, self.top_p)
+        """The sampling options, as a method's factory and the decoding loop take them."""
+        return SamplingOptions(
+            self.temperature, self.top_k, self.top_p, self.frequency_penalty, self.presence_penalty
+        )
 
     @property
     def is_diffusion(self) -> bool:
@@ -288,6 +307,12 @@ class GenerationOptions:
         method = resolve_method(self.sampler, self.sampling, self.sampler_options)
         if self.speculative:
             speculative_target(method)
+        if self.sampling.penalized and (self.speculative or not isinstance(method, TokenMethod)):
+            raise TypeError(
+                "frequency_penalty and presence_penalty apply to the token-level samplers "
+                "(None, 'greedy', 'masked', 'awrs' or a Sampler object) without speculative=; "
+                f"{getattr(method, 'name', method)!r} would not apply them"
+            )
         return method
 
 
@@ -318,16 +343,25 @@ class PreparedCall:
                 listed = tool_system_prompt(options.tools, fmt)
                 system = listed if system is None else f"{system}\n\n{listed}"
         self.max_tokens = options.max_tokens
+        chat = options.chat
+        prompt_ids = [model.encode_prompt(p, chat=chat, system=system) for p in prompts]
+        self.answer = self.output
+        self.reasoning = plan_reasoning(
+            options.reasoning,
+            getattr(model.tokenizer, "chat_template", None),
+            [model.tokenizer.decode(ids[-8:]) for ids in prompt_ids],
+        )
+        if self.reasoning is not None:
+            self.output = reasoning_output(self.answer, self.reasoning)
         notice_kernel_compilation()
         t1 = time.perf_counter()
         compiled = model.compile(self.output.grammar)
         self.compile_seconds = time.perf_counter() - t1
         matchers = [Matcher(compiled) for _ in prompts]
-        chat = options.chat
         self.job = DecodeJob(
             model=model,
             prompts=prompts,
-            prompt_ids=[model.encode_prompt(p, chat=chat, system=system) for p in prompts],
+            prompt_ids=prompt_ids,
             matchers=matchers,
             compiled=compiled,
             output_kind=self.output.kind,
@@ -358,9 +392,10 @@ class PreparedCall:
             if not done:
                 incomplete.append((i, text))
                 continue
+            reasoning, value = self._parse(text)
             out.append(
                 GenerationResult(
-                    value=self.output.parse(text),
+                    value=value,
                     text=text,
                     finish_reason=res.finish_reasons[i],
                     prompt_tokens=len(prompt_ids[i]),
@@ -370,6 +405,7 @@ class PreparedCall:
                     log_weight=res.log_weights[i],
                     sampler=outcome.name,
                     details=None if outcome.details is None else outcome.details[i],
+                    reasoning=reasoning,
                 )
             )
         if incomplete:
@@ -393,11 +429,27 @@ class PreparedCall:
             )
         return out
 
+    def _parse(self, text: str) -> tuple[str | None, Any]:
+        """Return the reasoning (``None`` without a block) and the value of a finished text."""
+        if self.reasoning is None:
+            return None, self.output.parse(text)
+        reasoning, value = read_reasoning(text, self.reasoning, self.answer)
+        if isinstance(value, AssistantMessage):
+            value = replace(value, reasoning=reasoning, text=text)
+        return reasoning, value
+
     def _open_hint(self, text: str) -> str:
         """Say how to bound the output: the open places of a schema, by JSON pointer.
 
         The places under the last key the partial ``text`` wrote come first (best effort).
         """
+        plan = self.reasoning
+        if plan is not None and plan.reasoning.end not in text and (plan.opened or text):
+            return (
+                f"The reasoning block is still open (no {plan.reasoning.end!r} yet): raise "
+                "max_tokens, or give the reasoning a budget: "
+                "reasoning=constrain.reasoning.Reasoning(max_chars=...)."
+            )
         if self.output.kind not in ("json", "pydantic", "type"):
             return "Raise max_tokens, or bound the repetitions of the regex or grammar."
         opts = dict(self.options.json_options or {})

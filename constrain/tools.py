@@ -449,6 +449,9 @@ class AssistantMessage:
     """The calls, in order, each validated by its tool's schema."""
     text: str
     """The whole output, exactly as generated."""
+    reasoning: str | None = None
+    """The reasoning before the prose and calls (``generate(..., reasoning=...)``), without its
+    markers; ``None`` without a reasoning block."""
 
 
 def detect_tool_format(chat_template: str | None) -> str:

@@ -136,7 +136,11 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.bitmask",),
     ("constrain.sampling",),  # token-level samplers: logits + matchers -> tokens
     ("constrain.decoding",),  # every loop: autoregressive, speculative, SMC, ASAp, DCCD
-    ("constrain.output", "constrain.tools"),  # output types; tool calls -> tags and back
+    (
+        "constrain.output",
+        "constrain.tools",
+        "constrain.reasoning",
+    ),  # output types; tools, reasoning
     ("constrain.diffusion",),  # the diffusion feature, its generate() route included
     ("constrain.integrations",),  # model adapters: transformers, masked LMs, vLLM
     ("constrain.request",),  # one generate/stream call prepared: options, constraint, job

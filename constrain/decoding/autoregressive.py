@@ -48,6 +48,7 @@ from constrain.sampling.streams import Randomness
 __all__ = [
     "DecodeResult",
     "DecodingSession",
+    "PenalizedSession",
     "TokenMethod",
     "awrs_method",
     "decode",
@@ -67,6 +68,44 @@ class DecodingSession(Protocol):
         token appended to each row. The result may be computed asynchronously (CUDA).
         """
         ...
+
+
+class PenalizedSession:
+    """A session whose logits carry OpenAI's frequency and presence penalties.
+
+    Row ``i``'s logit of token ``t`` becomes ``logit - frequency_penalty * c - presence_penalty
+    * (c > 0)``, where ``c`` counts the times row ``i`` has generated ``t`` (the prompt is not
+    counted). The tokens are the ones fed to :meth:`forward`, which are the rows' generated
+    tokens in the autoregressive loop; a finished row's padding is counted too, but nothing
+    samples from that row any more.
+
+    The penalties change the distribution the model gives, so the samplers then target the
+    penalized model: a remedy for small models that repeat themselves under greedy decoding
+    (an array item or a CSV row written until ``max_tokens``), not an exact sampling of the
+    model's own distribution.
+    """
+
+    def __init__(
+        self, session: DecodingSession, frequency_penalty: float, presence_penalty: float
+    ) -> None:
+        self.session = session
+        self.frequency_penalty = float(frequency_penalty)
+        self.presence_penalty = float(presence_penalty)
+        self.counts: torch.Tensor | None = None
+
+    def forward(self, token_ids: torch.Tensor | None) -> torch.Tensor:
+        """Return the session's next-token logits ``(B, C)``, penalized."""
+        logits = self.session.forward(token_ids)
+        if self.counts is None:
+            self.counts = torch.zeros(logits.shape, dtype=torch.float32, device=logits.device)
+        if token_ids is not None:
+            rows = torch.arange(self.counts.shape[0], device=self.counts.device)
+            self.counts[rows, token_ids.to(self.counts.device).view(-1)] += 1.0
+        if self.frequency_penalty:
+            logits = logits - self.frequency_penalty * self.counts
+        if self.presence_penalty:
+            logits = logits - self.presence_penalty * (self.counts > 0).float()
+        return logits
 
 
 @dataclass
@@ -292,8 +331,14 @@ class TokenMethod:
 
     def steps(self, job: DecodeJob) -> Steps:
         """Return the decoding loop of ``job`` (:func:`iter_decode`'s generator)."""
+        session: DecodingSession = job.model.start(job.prompt_ids)
+        sampling = job.sampling
+        if sampling.penalized:
+            session = PenalizedSession(
+                session, sampling.frequency_penalty, sampling.presence_penalty
+            )
         return iter_decode(
-            job.model.start(job.prompt_ids),
+            session,
             job.matchers,
             self.sampler,
             eos_ids=job.model.eos_ids,

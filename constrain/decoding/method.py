@@ -54,11 +54,22 @@ id or a list of them), returns the :class:`~constrain.decoding.DecodeResult`."""
 
 @dataclass(frozen=True)
 class SamplingOptions:
-    """``generate``'s ``temperature``, ``top_k`` and ``top_p``, as a method's factory gets them."""
+    """``generate``'s sampling options, as a method's factory and the decoding loop get them."""
 
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
+    frequency_penalty: float = 0.0
+    """Subtracted from a token's logit once per time the row has generated it (OpenAI's
+    definition); applied by the token-level loop
+    (:class:`~constrain.decoding.autoregressive.PenalizedSession`)."""
+    presence_penalty: float = 0.0
+    """Subtracted from the logit of every token the row has generated at least once."""
+
+    @property
+    def penalized(self) -> bool:
+        """Whether a frequency or presence penalty changes the model's logits."""
+        return self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
 
     @property
     def sampling_temperature(self) -> float:

@@ -492,6 +492,8 @@ MISUSES: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"regex": "a", "max_tokens": 2.5}, TypeError, "max_tokens"),
     ({"regex": "a", "temperature": -1.0}, ValueError, "temperature"),
     ({"regex": "a", "top_p": 0.0}, ValueError, "top_p"),
+    ({"regex": "a", "frequency_penalty": float("inf")}, ValueError, "frequency_penalty"),
+    ({"regex": "a", "sampler": "smc", "presence_penalty": 0.5}, TypeError, "presence_penalty"),
     ({"regex": "a", "seed": "1"}, TypeError, "seed"),
     ({"regex": "a", "chat": "yes"}, TypeError, "chat"),
     ({"regex": "a", "speculative": "nosuch"}, ValueError, "unknown drafter"),

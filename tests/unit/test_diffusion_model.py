@@ -132,6 +132,10 @@ def test_generate_rejects_what_does_not_apply() -> None:
         constrain.generate("sql:", model=model, regex="a", sampler="smc")
     with pytest.raises(TypeError, match="top_k"):
         constrain.generate("sql:", model=model, regex="a", top_k=5)
+    with pytest.raises(TypeError, match="penalties"):
+        constrain.generate("sql:", model=model, regex="a", frequency_penalty=0.3)
+    with pytest.raises(TypeError, match="reasoning= needs an autoregressive model"):
+        constrain.generate("sql:", model=model, regex="a", reasoning=True)
     with pytest.raises(ValueError, match="64 positions"):
         constrain.generate("sql:", model=model, regex="a", length=61)
     with pytest.raises(TypeError, match="stream"):

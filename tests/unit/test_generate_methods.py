@@ -140,3 +140,19 @@ def test_generation_options_are_validated_once() -> None:
         GenerationOptions(regex="a", sampler="smc", speculative=True).method()
     with pytest.raises(TypeError, match="sampler='awrs'"):
         GenerationOptions(regex="a", sampler="awrs", sampler_options={"k": 3}).method()
+
+
+def test_repetition_penalties_are_options_of_the_token_level_loop() -> None:
+    options = GenerationOptions(regex="a+", frequency_penalty=0.5, presence_penalty=0.25)
+    assert options.sampling == SamplingOptions(0.0, 0, 1.0, 0.5, 0.25)
+    assert options.sampling.penalized and not SamplingOptions().penalized
+    assert isinstance(options.method(), TokenMethod)
+    for name in ("smc", "asap", "dccd"):
+        with pytest.raises(TypeError, match=f"frequency_penalty .*'{name}' would not apply"):
+            GenerationOptions(regex="a", sampler=name, frequency_penalty=0.3).method()
+    with pytest.raises(TypeError, match="without speculative="):
+        GenerationOptions(regex="a", speculative=True, presence_penalty=0.3).method()
+    with pytest.raises(ValueError, match="frequency_penalty must be a finite number"):
+        GenerationOptions(regex="a", frequency_penalty=float("nan"))
+    with pytest.raises(TypeError, match="presence_penalty= must be a number"):
+        GenerationOptions(regex="a", presence_penalty="high")

@@ -15,7 +15,7 @@ import torch
 
 from constrain import Compiler, Grammar, Matcher
 from constrain.decoding import DecodeResult, decode
-from constrain.decoding.autoregressive import iter_decode
+from constrain.decoding.autoregressive import PenalizedSession, iter_decode
 from constrain.errors import InternalError
 from constrain.sampling import MaskedSampler, RandomStreams, Sample, Sampler
 from constrain.sampling.masked import gumbel_argmax
@@ -776,3 +776,41 @@ def test_masked_sampling_with_streams_does_not_depend_on_the_batch(temperature: 
         one = RandomStreams.for_requests(10 + k, 1)
         alone = [sampler.sample(logits[k : k + 1].clone(), [None], one).token_ids for _ in range(4)]
         assert [int(t[k]) for t in together] == [int(t[0]) for t in alone]
+
+
+def test_penalized_session_lowers_each_generated_token_by_its_count() -> None:
+    inner = FakeSession([60, 61])
+    session = PenalizedSession(FakeSession([60, 61]), frequency_penalty=0.5, presence_penalty=2.0)
+    fed = [[7, 9], [7, 9], [8, 9]]
+    for step in [None, *fed]:
+        ids = None if step is None else torch.tensor(step, dtype=torch.long)
+        got = session.forward(ids)
+        want = inner.forward(ids)
+    counts = {0: {7: 2, 8: 1}, 1: {9: 3}}  # row -> token -> times generated
+    for row, tokens in counts.items():
+        for tok, c in tokens.items():
+            want[row, tok] -= 0.5 * c + 2.0
+    assert torch.equal(got, want)  # the prompt is not counted; nothing else changes
+
+
+def test_frequency_penalty_breaks_a_repetition_loop() -> None:
+    # a "model" that always prefers the token it just wrote: greedy repeats it until max_tokens;
+    # the penalty makes it move on and end where the grammar allows
+    class Sticky:
+        def __init__(self) -> None:
+            self.last = 97  # "a"
+
+        def forward(self, token_ids: torch.Tensor | None) -> torch.Tensor:
+            if token_ids is not None:
+                self.last = int(token_ids[0])
+            logits = torch.zeros((1, VOCAB.size))
+            logits[0, self.last] = 5.0
+            logits[0, EOS] = 1.0
+            return logits
+
+    plain = decode(Sticky(), [_matcher("[a-c]+")], MaskedSampler(), eos_ids=[EOS], max_tokens=30)
+    assert plain.finish_reasons == ["length"] and _text(plain.token_ids[0]) == "a" * 30
+    session = PenalizedSession(Sticky(), frequency_penalty=1.0, presence_penalty=0.0)
+    res = decode(session, [_matcher("[a-c]+")], MaskedSampler(), eos_ids=[EOS], max_tokens=30)
+    assert res.finish_reasons == ["stop"]
+    assert _accepts("[a-c]+", res.token_ids[0]) and len(res.token_ids[0]) < 30

@@ -1,0 +1,252 @@
+r"""Reasoning before the answer: free text between markers, then the constraint (stage 8).
+
+A reasoning model thinks before it answers: ``<think> ... </think>`` and then the answer. With
+``generate(..., reasoning=True)`` the grammar is the reasoning block followed by the constraint::
+
+    start: REASONING answer          REASONING = "<think>" text "</think>" "\n"{0,2}
+
+where *text* is any text in which the end marker does not occur (so the block ends at the first
+``</think>``), optionally at most ``max_chars`` characters: a thinking budget, after which the
+grammar forces the end marker. The answer is the constraint's own grammar, embedded whole
+(:func:`constrain.frontends.compose.splice`), so masks stay exact across the boundary, and
+speculative decoding and jump-forward verify a draft that crosses ``</think>`` token by token
+like any other.
+
+When the chat template already opens the block in the prompt (DeepSeek-R1 writes ``<think>\n``
+after the assistant header) the grammar starts inside it; when it closes an empty block there
+(Qwen3 with thinking switched off) no reasoning is expected. ``reasoning=None`` turns it on for
+a tokenizer whose chat template mentions the end marker, with the block optional (a reasoning
+model may skip it).
+
+The output is split back at the first end marker: :func:`split_reasoning` returns the reasoning
+(without the markers) and the answer text, which the constraint's own parser reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from constrain.errors import OutputValidationError
+from constrain.frontends.compose import splice, until_first
+from constrain.ir import Concat, Grammar, Literal, Repeat, Rule, Terminal
+from constrain.output import OutputType
+
+__all__ = [
+    "Reasoning",
+    "ReasoningPlan",
+    "detect_reasoning",
+    "plan_reasoning",
+    "read_reasoning",
+    "reasoning_grammar",
+    "reasoning_output",
+    "split_reasoning",
+]
+
+_ANSWER = "answer_"
+_BLOCK = "REASONING"
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    r"""How a model marks its reasoning, and how much of it to allow.
+
+    Parameters
+    ----------
+    start, end : str
+        The markers around the reasoning (default ``<think>`` and ``</think>``, as DeepSeek-R1,
+        Qwen3 and most open reasoning models write them). Matched as text: a tokenizer that has
+        them as added tokens (Qwen3) writes each as one token.
+    max_chars : int, optional
+        A thinking budget: at most this many characters of reasoning, after which the end marker
+        is forced. ``None`` (default): unbounded, the model ends its reasoning itself.
+    newlines : int, optional
+        Line breaks allowed between the end marker and the answer (default 2, as models write
+        ``</think>\n\n``).
+    """
+
+    start: str = "<think>"
+    end: str = "</think>"
+    max_chars: int | None = None
+    newlines: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.start or not self.end:
+            raise ValueError("Reasoning needs non-empty start and end markers")
+        if self.end in self.start:
+            raise ValueError(f"the end marker {self.end!r} occurs in the start marker")
+        if self.max_chars is not None and (
+            isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int)
+        ):
+            raise TypeError(f"max_chars must be an int or None, got {self.max_chars!r}")
+        if self.max_chars is not None and self.max_chars < 0:
+            raise ValueError(f"max_chars must be >= 0, got {self.max_chars}")
+        if isinstance(self.newlines, bool) or not isinstance(self.newlines, int):
+            raise TypeError(f"newlines must be an int, got {self.newlines!r}")
+        if self.newlines < 0:
+            raise ValueError(f"newlines must be >= 0, got {self.newlines}")
+
+
+@dataclass(frozen=True)
+class ReasoningPlan:
+    """What the grammar expects of one call: the markers, and where the prompt left them."""
+
+    reasoning: Reasoning
+    opened: bool
+    """The prompt ends inside an open block: the output starts with reasoning, not the marker."""
+    optional: bool
+    """The block may be skipped (reasoning detected from the template, not asked for)."""
+
+
+def detect_reasoning(chat_template: str | None, reasoning: Reasoning | None = None) -> bool:
+    """Return whether a chat template is a reasoning model's (it mentions the end marker)."""
+    end = (reasoning or Reasoning()).end
+    return bool(chat_template) and end in str(chat_template)
+
+
+def plan_reasoning(
+    setting: bool | Reasoning | None,
+    chat_template: str | None,
+    prompt_tails: Sequence[str],
+) -> ReasoningPlan | None:
+    """Decide the reasoning block of a call from ``generate``'s ``reasoning=`` and the prompts.
+
+    Parameters
+    ----------
+    setting : bool, Reasoning or None
+        ``generate``'s ``reasoning=``: ``True`` or a :class:`Reasoning` asks for a block,
+        ``False`` for none, ``None`` decides from the chat template (an optional block).
+    chat_template : str or None
+        The tokenizer's chat template.
+    prompt_tails : sequence of str
+        The end of each prompt's text, chat template applied (the last few tokens decoded).
+
+    Returns
+    -------
+    ReasoningPlan or None
+        ``None``: no reasoning block.
+
+    Raises
+    ------
+    TypeError
+        If ``setting`` is of another type.
+    ValueError
+        If some prompts of a batch open the block and others do not (one grammar serves all).
+    """
+    if setting is False:
+        return None
+    if setting is None:
+        if not detect_reasoning(chat_template):
+            return None
+        spec, optional = Reasoning(), True
+    elif setting is True:
+        spec, optional = Reasoning(), False
+    elif isinstance(setting, Reasoning):
+        spec, optional = setting, False
+    else:
+        raise TypeError(f"reasoning= must be a bool, a Reasoning or None, got {setting!r}")
+    states = {_prompt_state(tail, spec) for tail in prompt_tails}
+    if len(states) > 1:
+        raise ValueError(
+            "the prompts of this batch differ in whether the chat template opened the reasoning "
+            f"block ({spec.start!r}); generate them in separate calls"
+        )
+    state = states.pop() if states else "none"
+    if state == "closed":  # the template wrote an empty block: thinking is off
+        return None
+    return ReasoningPlan(spec, opened=state == "open", optional=optional and state != "open")
+
+
+def _prompt_state(tail: str, spec: Reasoning) -> str:
+    """``"open"``, ``"closed"`` or ``"none"``: how the prompt's text leaves the block."""
+    text = tail.rstrip()
+    if text.endswith(spec.end):
+        return "closed"
+    if text.endswith(spec.start):
+        return "open"
+    return "none"
+
+
+def reasoning_grammar(answer: Grammar, plan: ReasoningPlan) -> Grammar:
+    """Return the grammar of a reasoning block followed by a sentence of ``answer``."""
+    spec = plan.reasoning
+    body = until_first(spec.end, [spec.end], [], spec.max_chars)
+    pieces = (() if plan.opened else (Literal(spec.start),)) + (body,)
+    if spec.newlines:
+        pieces += (Repeat(Literal("\n"), 0, spec.newlines),)
+    block = Concat(pieces)
+    alternatives: tuple[tuple[str, ...], ...] = ((_BLOCK, _ANSWER),)
+    if plan.optional:
+        alternatives += ((_ANSWER,),)
+    outer = Grammar(
+        rules=(Rule("start", alternatives),),
+        terminals=(Terminal(_BLOCK, block),),
+        start="start",
+        greedy=answer.greedy,
+    )
+    return splice(outer, {_ANSWER: answer}).normalise()
+
+
+def split_reasoning(text: str, plan: ReasoningPlan) -> list[tuple[str | None, str]]:
+    """Return the ways to read ``text`` as (reasoning, answer), the likeliest first.
+
+    The reasoning block ends at the first end marker; the line breaks after it belong to the
+    block when the answer can do without them, so the readings try the most line breaks taken
+    by the block first. Without a block (an optional one skipped) the reasoning is ``None``.
+    """
+    spec = plan.reasoning
+    readings: list[tuple[str | None, str]] = []
+    body = text
+    if not plan.opened and text.startswith(spec.start):
+        body = text[len(spec.start) :]
+    elif not plan.opened:
+        body = ""
+    at = body.find(spec.end) if body or plan.opened else -1
+    if at >= 0:
+        reasoning = body[:at]
+        rest = body[at + len(spec.end) :]
+        taken = len(rest) - len(rest.lstrip("\n"))
+        readings.extend((reasoning, rest[k:]) for k in range(min(taken, spec.newlines), -1, -1))
+    if plan.optional or not readings:
+        readings.append((None, text))
+    return readings
+
+
+def read_reasoning(text: str, plan: ReasoningPlan, answer: OutputType) -> tuple[str | None, Any]:
+    """Return the reasoning of ``text`` and the value of its answer (``answer``'s parser).
+
+    Raises
+    ------
+    OutputValidationError
+        If no reading of ``text`` (:func:`split_reasoning`) gives a valid answer.
+    """
+    readings = split_reasoning(text, plan)
+    for reasoning, rest in readings[:-1]:
+        try:
+            return reasoning, answer.parse(rest)
+        except OutputValidationError:  # another reading of the line breaks may parse
+            continue
+    reasoning, rest = readings[-1]
+    return reasoning, answer.parse(rest)
+
+
+def reasoning_output(answer: OutputType, plan: ReasoningPlan) -> OutputType:
+    """Return the output type of a reasoning block followed by ``answer``'s output.
+
+    Its parser returns ``answer``'s value for the answer part; :func:`read_reasoning` gives the
+    reasoning too (``generate`` reports it as ``GenerationResult.reasoning``).
+
+    Raises
+    ------
+    GrammarError
+        If the composed grammar cannot be built.
+    """
+    grammar = reasoning_grammar(answer.grammar, plan)
+
+    def parse(text: str) -> Any:
+        return read_reasoning(text, plan, answer)[1]
+
+    markers = f"{plan.reasoning.start}...{plan.reasoning.end}"
+    described = f"reasoning ({markers}), then {answer.description}"
+    return replace(answer, grammar=grammar, description=described, _parse=parse)
