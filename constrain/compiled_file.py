@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ def write_compiled_file(
 
 
 def read_compiled_file(
-    path: Path, vocab_fingerprint: str, limit_types: Mapping[str, type]
+    path: Path, vocab_fingerprint: str | Callable[[Grammar], str], limit_types: Mapping[str, type]
 ) -> SavedGrammar:
     """Read and validate a compiled-grammar file.
 
@@ -167,8 +167,10 @@ def read_compiled_file(
     ----------
     path : Path
         The ``.npz`` file.
-    vocab_fingerprint : str
-        The fingerprint of the vocabulary it must have been compiled for.
+    vocab_fingerprint : str or callable
+        The fingerprint of the vocabulary it must have been compiled for, or a function of the
+        file's (validated) grammar that returns it: a grammar with special tokens is compiled
+        for the vocabulary in which they have bytes (``Vocabulary.with_special_bytes``).
     limit_types : mapping of str to type
         The compile limits' field names and types (``int`` or ``float``).
 
@@ -201,12 +203,18 @@ def read_compiled_file(
         raise SavedFileError(
             path, f"corrupt compiled grammar: unreadable archive ({err})"
         ) from None
-    if header["vocab_fingerprint"] != vocab_fingerprint:
-        raise SavedFileError(path, "compiled for another vocabulary; compile it for this tokenizer")
+    another = "compiled for another vocabulary; compile it for this tokenizer"
+    if isinstance(vocab_fingerprint, str) and header["vocab_fingerprint"] != vocab_fingerprint:
+        raise SavedFileError(path, another)
     try:
-        return _check_content(header, arrays, limit_types)
+        saved = _check_content(header, arrays, limit_types)
     except ValueError as err:
         raise SavedFileError(path, f"corrupt compiled grammar: {err}") from None
+    if callable(vocab_fingerprint) and header["vocab_fingerprint"] != vocab_fingerprint(
+        saved.grammar
+    ):
+        raise SavedFileError(path, another)
+    return saved
 
 
 class _RefusedError(Exception):

@@ -26,13 +26,29 @@ from constrain._version import __version__
 from constrain.automata.lexer import LexerDfa, grammar_lexer, lexer_restarts
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiled_file import read_compiled_file, write_compiled_file
-from constrain.errors import CompileLimitError, GrammarError, SavedFileError
-from constrain.ir import Grammar
+from constrain.errors import CompileLimitError, GrammarError, SavedFileError, VocabularyError
+from constrain.frontends.compose import map_specials
+from constrain.ir import (
+    SPECIAL_BASE,
+    Automaton,
+    CharSet,
+    Grammar,
+    Regex,
+    Terminal,
+    special_token,
+    special_token_id,
+)
 from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
 from constrain.vocab.vocabulary import Vocabulary
 
-__all__ = ["CompileLimits", "CompiledGrammar", "Compiler"]
+__all__ = [
+    "CompileLimits",
+    "CompiledGrammar",
+    "Compiler",
+    "resolve_special_tokens",
+    "special_chars",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +275,17 @@ class CompiledGrammar:
         """
         path = Path(path)
         types = {f.name: type(f.default) for f in dataclasses.fields(CompileLimits)}
-        saved = read_compiled_file(path, vocab.fingerprint, types)
+        derived = [vocab]
+
+        def fingerprint(grammar: Grammar) -> str:  # of the vocabulary with its special tokens
+            try:
+                derived[0] = vocab.with_special_bytes(special_chars(grammar)[0])
+            except VocabularyError:
+                return ""  # not this vocabulary's special tokens: "another vocabulary"
+            return derived[0].fingerprint
+
+        saved = read_compiled_file(path, fingerprint, types)
+        vocab = derived[0]
         limits = CompileLimits(**saved.limits)
         names = list(saved.lexer.names)
         try:
@@ -297,6 +323,8 @@ class Compiler:
         self.limits = limits or CompileLimits()
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[Grammar, CompiledGrammar] = OrderedDict()
+        # special token ids -> the vocabulary in which they have bytes (with_special_bytes)
+        self._special_vocabs: dict[frozenset[int], Vocabulary] = {}
         self._cache_used = 0
         self._lock = threading.Lock()
 
@@ -344,10 +372,20 @@ class Compiler:
         return compiled
 
     def _compile(self, grammar: Grammar) -> CompiledGrammar:
+        grammar, ids = resolve_special_tokens(grammar, self.vocab)
+        vocab = self.vocab
+        if ids:
+            with self._lock:
+                found = self._special_vocabs.get(ids)
+            if found is None:
+                found = vocab.with_special_bytes(ids)
+                with self._lock:
+                    found = self._special_vocabs.setdefault(ids, found)
+            vocab = found
         g, lexer = grammar_lexer(grammar, max_states=self.limits.max_lexer_states)
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
-        compiled = CompiledGrammar(g, self.vocab, lexer, parser, self.limits)
+        compiled = CompiledGrammar(g, vocab, lexer, parser, self.limits)
         if g.is_regular_terminal() and self.limits.precompute_ms > 0:
             compiled.precompute(self.limits.precompute_ms / 1e3)
         return compiled
@@ -378,3 +416,107 @@ class Compiler:
         with self._lock:
             self._cache.clear()
             self._cache_used = 0
+
+
+# --------------------------------------------------------------------------------------------
+# Special tokens: names resolved against the vocabulary, ids given their bytes
+# --------------------------------------------------------------------------------------------
+
+
+def special_chars(grammar: Grammar) -> tuple[frozenset[int], frozenset[int]]:
+    """Return the special token ids and the name placeholders the grammar's terminals use.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        Any grammar.
+
+    Returns
+    -------
+    tuple of frozenset of int
+        The ids of :func:`~constrain.ir.special_token` pseudo characters, and the indices of
+        :func:`~constrain.ir.special_placeholder` ones (into ``grammar.special_names``).
+    """
+    ids: set[int] = set()
+    names: set[int] = set()
+    seen: set[int] = set()
+    stack: list[Regex] = [t.regex for t in grammar.terminals]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        sets = [node] if isinstance(node, CharSet) else []
+        if isinstance(node, Automaton):
+            sets = [cs for _, cs, _ in node.edges]
+        for cs in sets:
+            for lo, hi in cs.ranges:
+                for cp in range(max(lo, SPECIAL_BASE), hi + 1):
+                    kind, k = special_token_id(cp) or ("", 0)
+                    (ids if kind == "id" else names).add(k)
+        items = getattr(node, "items", None)
+        stack.extend(items if items is not None else [getattr(node, "item", node)])
+    return frozenset(ids), frozenset(names)
+
+
+def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar, frozenset[int]]:
+    """Return ``grammar`` with its special token names replaced by ids, and the ids it uses.
+
+    Parameters
+    ----------
+    grammar : Grammar
+        A grammar, possibly with special tokens by id or by name (``special_names``).
+    vocab : Vocabulary
+        The vocabulary whose :attr:`~constrain.Vocabulary.special_names` give the ids.
+
+    Returns
+    -------
+    tuple of (Grammar, frozenset of int)
+        ``(grammar, frozenset())`` itself when it has no special token; else the grammar
+        with ids only (no ``special_names``) and every id it requires.
+
+    Raises
+    ------
+    GrammarError
+        If a name is not a special token of the vocabulary (the message lists some that are),
+        or an id or name is an end-of-sequence token or not a special token.
+    """
+    ids, used = special_chars(grammar)
+    if not ids and not used:
+        return grammar, frozenset()
+    known = vocab.special_names
+    by_index: dict[int, int] = {}
+    for k in sorted(used):
+        if k >= len(grammar.special_names):
+            raise GrammarError(f"special token name placeholder {k} has no name in special_names")
+        name = grammar.special_names[k]
+        inner = name[1:-1] if name.startswith("<") and name.endswith(">") else name
+        tid = known.get(name, known.get(inner))
+        if tid is None:
+            some = ", ".join(sorted(known)[:8]) or "none: build it with special_names"
+            raise GrammarError(
+                f"special token {name} is not a special token of this vocabulary; its special "
+                f"tokens include {some} (or require a token by id, <[id]>)"
+            )
+        by_index[k] = tid
+    for tid in sorted(ids | set(by_index.values())):
+        what = next((n for k, n in enumerate(grammar.special_names) if by_index.get(k) == tid), "")
+        label = what or f"<[{tid}]>"
+        if tid in set(vocab.eos_ids.tolist()):
+            raise GrammarError(
+                f"special token {label} (id {tid}) is an end-of-sequence token: a grammar cannot "
+                "require it; end the grammar there instead (the matcher allows EOS exactly when "
+                "the grammar accepts)"
+            )
+        if not 0 <= tid < vocab.size or vocab.token_lengths[tid] != 0:
+            raise GrammarError(
+                f"{label}: token id {tid} is not a special token of this vocabulary (its ids "
+                f"are 0..{vocab.size - 1}, and only ids with no text can be required by id)"
+            )
+
+    def rewrite(kind: str, k: int) -> CharSet:
+        return special_token(by_index[k] if kind == "name" else k)
+
+    terminals = tuple(Terminal(t.name, map_specials(t.regex, rewrite)) for t in grammar.terminals)
+    resolved = dataclasses.replace(grammar, terminals=terminals, special_names=())
+    return resolved, frozenset(ids | set(by_index.values()))

@@ -440,9 +440,13 @@ class Matcher:
         return k
 
     def accept_bytes(self, data: bytes | str) -> bool:
-        """Advance by raw text (counted as one step for :meth:`rollback`), if allowed."""
+        """Advance by raw text (counted as one step for :meth:`rollback`), if allowed.
+
+        Special tokens are accepted by id only (:meth:`accept_token`): bytes holding 0xFF, the
+        lead byte of their encoding, which no UTF-8 text contains, are refused.
+        """
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        if self._terminated:
+        if self._terminated or 0xFF in raw:
             return False
         if not raw:
             self._push_history()
@@ -631,8 +635,8 @@ class Matcher:
     def forced_bytes(self) -> bytes:
         """Return the bytes the grammar alone decides next (jump-forward), possibly empty.
 
-        Stops where more than one byte is possible or the text could end here. The state is
-        unchanged.
+        Stops where more than one byte is possible, the text could end here or a special token
+        comes next (it is a token id, not text). The state is unchanged.
         """
         if self._terminated:
             return b""
@@ -648,6 +652,8 @@ class Matcher:
                 if choices.shape[0] != 1:
                     break
                 b = int(choices[0])
+                if b == 0xFF:  # a special token comes next: a token id, never forced text
+                    break
                 n = self._advance(_EVERY_BYTE, b, b + 1)
                 self._hyp[:, :n] = self._cur[:, :n]
                 self._n = n

@@ -175,7 +175,7 @@ def _cached_by_file(path: Path, recipe: str, build: Callable[[], Vocabulary]) ->
     The key hashes the file's bytes (~20 ms for 10 MB), so a fresh process skips loading the
     tokenizer itself; a corrupt or other-version cache file is rebuilt.
     """
-    h = hashlib.sha256(f"constrain.testing/1\x00{recipe}\x00".encode())
+    h = hashlib.sha256(f"constrain.testing/2\x00{recipe}\x00".encode())  # 2: names
     h.update(path.read_bytes())
     cached = vocab_cache_dir() / f"file-{h.hexdigest()}.npz"
     if cached.is_file():

@@ -17,12 +17,16 @@ their grammar from these pieces:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from constrain.ir import (
     ANY_CHAR,
+    ANY_SPECIAL,
+    SPECIAL_BASE,
     Alt,
+    Automaton,
     CharSet,
     Complement,
     Concat,
@@ -33,6 +37,9 @@ from constrain.ir import (
     Repeat,
     Rule,
     Terminal,
+    special_placeholder,
+    special_token,
+    special_token_id,
 )
 
 __all__ = [
@@ -42,8 +49,10 @@ __all__ = [
     "embed",
     "free_text",
     "map_regex",
+    "map_specials",
     "splice",
     "until_first",
+    "with_special_names",
     "without_trailing",
 ]
 
@@ -142,11 +151,12 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
     rules: list[Rule] = []
     terminals: list[Terminal] = list(grammar.terminals)
     warnings = list(grammar.warnings)
+    special_names = list(grammar.special_names)
     k = 0
     for placeholder, part in parts.items():
         while any(name.startswith(f"e{k}_") for name in lowered):
             k += 1
-        embedded = embed(part, f"e{k}_")
+        embedded = embed(with_special_names(part, special_names), f"e{k}_")
         k += 1
         starts[placeholder] = embedded.start
         rules.extend(embedded.rules)
@@ -179,8 +189,84 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
         start=start,
         greedy=grammar.greedy,
         ignore_at_end=grammar.ignore_at_end,
+        special_names=tuple(special_names),
         _meta=meta,
     )
+
+
+def with_special_names(grammar: Grammar, names: list[str]) -> Grammar:
+    """Return ``grammar`` with its special-token name placeholders renumbered into ``names``.
+
+    Each of the grammar's ``special_names`` is looked up in ``names`` (and appended when
+    missing); the placeholders of its terminals are rewritten to the new indices, so that
+    several grammars can share one name table (the composed grammar's).
+
+    Parameters
+    ----------
+    grammar : Grammar
+        A grammar, possibly with ``special_names``.
+    names : list of str
+        The shared name table, extended in place.
+
+    Returns
+    -------
+    Grammar
+        ``grammar`` itself when it names no special token; else a copy whose placeholders index
+        ``names`` and whose ``special_names`` is ``tuple(names)``.
+    """
+    if not grammar.special_names:
+        return grammar
+    index: dict[int, int] = {}
+    for k, name in enumerate(grammar.special_names):
+        if name not in names:
+            names.append(name)
+        index[k] = names.index(name)
+
+    def rewrite(kind: str, k: int) -> CharSet:
+        return special_placeholder(index.get(k, k)) if kind == "name" else special_token(k)
+
+    terminals = tuple(Terminal(t.name, map_specials(t.regex, rewrite)) for t in grammar.terminals)
+    return dataclasses.replace(grammar, terminals=terminals, special_names=tuple(names))
+
+
+def map_specials(node: Regex, rewrite: Callable[[str, int], CharSet]) -> Regex:
+    """Return ``node`` with every special-token pseudo character replaced by a set.
+
+    Parameters
+    ----------
+    node : Regex
+        A regex IR tree (automaton edges included).
+    rewrite : callable
+        Called as ``rewrite(kind, k)`` for each pseudo character, ``kind`` being ``"id"`` (a
+        token id ``k``) or ``"name"`` (name placeholder ``k``, :func:`~constrain.ir.
+        special_placeholder`); returns the set that replaces it.
+
+    Returns
+    -------
+    Regex
+        The rewritten tree (``node`` itself when it has no pseudo character).
+    """
+
+    def charset(cs: CharSet) -> CharSet:
+        if not cs.ranges or cs.ranges[-1][1] < SPECIAL_BASE:
+            return cs
+        out = cs.intersect(ANY_CHAR.union(CharSet(((0xD800, 0xDFFF),))))
+        for lo, hi in cs.intersect(ANY_SPECIAL).ranges:
+            for cp in range(lo, hi + 1):
+                kind = special_token_id(cp)
+                assert kind is not None
+                out = out.union(rewrite(*kind))
+        return out
+
+    def leaf(item: Regex) -> Regex:
+        if isinstance(item, CharSet):
+            return charset(item)
+        if isinstance(item, Automaton):
+            edges = tuple((src, charset(cs), dst) for src, cs, dst in item.edges)
+            return Automaton(item.num_states, edges, item.start, item.accept)
+        return item
+
+    return map_regex(node, leaf)
 
 
 def _explicit_ignore(
@@ -280,6 +366,7 @@ def without_trailing(grammar: Grammar, chars: CharSet) -> Grammar:
         rules=(*new_rules, *grammar.rules),
         terminals=(*grammar.terminals, *new_terms),
         start=final[grammar.start],
+        special_names=grammar.special_names,
         _meta=grammar._meta,
     )
 

@@ -55,15 +55,19 @@ from constrain.errors import (
 )
 from constrain.frontends.compose import splice
 from constrain.frontends.lark_terminals import (
+    SPECIAL_TOKEN,
     definition_pattern,
     error_at_offset,
     find,
     lark_terminal,
+    special_terminal,
 )
 from constrain.frontends.regex import parse_regex
 from constrain.ir import (
     Grammar,
+    Regex,
     Rule,
+    Terminal,
     is_terminal_name,
     matches_empty,
 )
@@ -160,12 +164,13 @@ def _parse(
     text: str, start: str, source: str, import_paths: list[ImportPath], stack: tuple[Path, ...]
 ) -> Grammar:
     """Return :func:`parse_lark` of ``text``; ``stack`` holds the files being embedded."""
-    lark_text, parts, options = _embed_directives(text, stack)
+    lark_text, parts, options, specials = _embed_directives(text, stack)
     lark_grammar = _load(lark_text, text, source, import_paths)
     _check_definitions(lark_grammar, text, start)
     term_defs, lark_rules, ignore = _call_lark(text, lambda: lark_grammar.compile([start], set()))
 
     terminals = [lark_terminal(t, text) for t in term_defs]
+    terminals += [Terminal(name, regex) for name, regex in specials.terminals.items()]
     names = {t.name for t in terminals} | set(parts)
     alternatives: dict[str, list[tuple[str, ...]]] = {}
     for lark_rule in lark_rules:
@@ -184,6 +189,7 @@ def _parse(
         ignore=tuple(dict.fromkeys(map(str, ignore))),
         greedy=options.get("greedy", False),
         ignore_at_end=options.get("ignore_at_end", True),
+        special_names=tuple(specials.names),
     )
     if parts:
         grammar = splice(grammar, parts)
@@ -401,6 +407,8 @@ def _declared_error(name: str, text: str) -> LarkGrammarError:
 # What the scan skips (strings, regexes, comments) and the directives it looks for.
 _LEXEME_OR_DIRECTIVE = re.compile(
     r'"(?:[^"\\\n]|\\.)*"|/(?!/)(?:\\.|[^/\\\n])*/|//[^\n]*|#[^\n]*|%(json|regex|grammar|lexer|ignore_at_end)\b'
+    + "|"
+    + SPECIAL_TOKEN
 )
 # %lexer MODE: Lark's lexer names, and whether the mode is greedy
 _LEXER_MODES = {"basic": True, "dynamic_complete": False}
@@ -458,10 +466,18 @@ class _Directive:
     options_at: int = 0
 
 
+@dataclass(slots=True)
+class _Specials:
+    """The special tokens of a grammar text: their terminals and the names they use."""
+
+    terminals: dict[str, Regex] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+
+
 def _embed_directives(
     text: str, stack: tuple[Path, ...]
-) -> tuple[str, dict[str, Grammar], dict[str, bool]]:
-    """Return the text for lark's loader, the embedded grammars and the lexing options.
+) -> tuple[str, dict[str, Grammar], dict[str, bool], _Specials]:
+    """Return the text for lark's loader, the embedded grammars, lexing options and specials.
 
     A ``%lexer basic`` line asks for greedy lexing, ``%ignore_at_end false`` for no ignored
     lexeme after the last terminal (:class:`~constrain.ir.Grammar`'s ``greedy`` and
@@ -470,16 +486,39 @@ def _embed_directives(
     standing for the embedded grammar returned with it; a ``%regex`` becomes the Lark literal
     of its pattern. A replacement is padded to the directive's width and keeps
     its line breaks (ending each line but the last with a backslash, Lark's line
-    continuation), so lark's lines and columns still point into ``text``.
+    continuation), so lark's lines and columns still point into ``text``. A special token
+    (``<[id]>``, ``<|name|>``) in a rule becomes a fresh ``%declare``-d terminal name; a
+    terminal defined as one special token (``END: <|im_end|>``) is ``%declare``-d in place.
     """
     base = stack[-1].parent if stack else None
     used = set(re.findall(r"\w+", text))
     pieces: list[str] = []
     parts: dict[str, Grammar] = {}
     options: dict[str, bool] = {}
+    specials = _Specials()
+    tokens: dict[str, str] = {}  # "<...>" -> its terminal
     copied = scan = 0
     while (m := _LEXEME_OR_DIRECTIVE.search(text, scan)) is not None:
         scan = m.end()
+        if m[2] is not None:
+            regex = special_terminal(m[2], specials.names, text, m.start())
+            before = "".join(pieces) + text[copied : m.start()]
+            defined = _special_definition(before, m, text)
+            if defined is not None:  # NAME: <...>, the whole definition
+                at, name = defined
+                specials.terminals[name] = regex
+                width = len(before) - at + len(m[0])
+                pieces = [before[:at], f"%declare {name}".ljust(width)]
+            else:
+                name = tokens.get(m[0], "")
+                if not name:
+                    name = next(f"_S{k}" for k in itertools.count() if f"_S{k}" not in used)
+                    used.add(name)
+                    tokens[m[0]] = name
+                    specials.terminals[name] = regex
+                pieces = [before, name.ljust(len(m[0]))]
+            copied = scan
+            continue
         if m[1] is None:
             continue
         if m[1] in _OPTION_VALUES:
@@ -508,9 +547,33 @@ def _embed_directives(
         pieces += [text[copied : directive.start], replacement]
         copied = scan = directive.end
     pieces.append(text[copied:])
-    if parts:
-        pieces.append(f"\n%declare {' '.join(parts)}\n")
-    return "".join(pieces), parts, options
+    declared = [*parts, *(t for t in specials.terminals if t in tokens.values())]
+    if declared:
+        pieces.append(f"\n%declare {' '.join(declared)}\n")
+    return "".join(pieces), parts, options, specials
+
+
+def _special_definition(before: str, m: re.Match[str], text: str) -> tuple[int, str] | None:
+    """Return where ``NAME: <...>`` starts in ``before`` and NAME, if ``m`` is its whole body.
+
+    Return None for a special token in a rule's body; refuse one anywhere else.
+    """
+    statement = next(reversed(list(_STATEMENT.finditer(before))), None)
+    if statement is not None and statement[2] is not None:
+        if not is_terminal_name(statement[2]):
+            return None
+        rest = re.match(r"[ \t]*(?://[^\n]*|#[^\n]*)?(?:\n|$)", text[m.end() :])
+        following = re.match(r"\s*\|", text[m.end() :])
+        if before[statement.end() :].strip() == "" and rest and not following:
+            return statement.start(), statement[2]
+        problem = (
+            f"terminal {statement[2]} uses special token {m[0]} inside a longer definition; a "
+            f"terminal can only be one special token ({statement[2]}: {m[0]}): use the token "
+            "in a rule instead"
+        )
+    else:
+        problem = f"special token {m[0]} can only be used in a rule's body or as a terminal"
+    raise error_at_offset(problem, text, m.start())
 
 
 def _lay_out(name: str, span: str) -> str:

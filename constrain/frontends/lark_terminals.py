@@ -6,6 +6,12 @@ terminal goes through :func:`constrain.frontends.regex.parse_regex` with its fla
 refused). Lookaround is refused, naming the terminal, except the lookbehind of
 ``common.ESCAPED_STRING`` (built from ``_STRING_ESC_INNER``), replaced by the lookaround-free
 regex of the same language. Errors point into the grammar text (line, column, caret).
+
+Special tokens (llguidance's syntax) are read by :func:`special_terminal`: ``<[128010]>`` is the
+token of that id (:func:`~constrain.ir.special_token`), ``<|im_end|>`` or any other ``<name>``
+without whitespace is a name resolved when the grammar is compiled for a vocabulary (a
+placeholder, :func:`~constrain.ir.special_placeholder`, indexing the grammar's
+``special_names``).
 """
 
 from __future__ import annotations
@@ -27,9 +33,60 @@ from constrain.ir import (
     Terminal,
     ignorecase_literal,
     matches_empty,
+    special_placeholder,
+    special_token,
 )
 
-__all__ = ["definition_pattern", "error_at_offset", "find", "lark_terminal"]
+__all__ = [
+    "SPECIAL_TOKEN",
+    "definition_pattern",
+    "error_at_offset",
+    "find",
+    "lark_terminal",
+    "special_terminal",
+]
+
+SPECIAL_TOKEN = r"<([^\s<>]+)>"
+"""The syntax of a special token in a Lark grammar (group 1: ``[id]`` or the name)."""
+
+
+def special_terminal(content: str, names: list[str], text: str, at: int) -> Regex:
+    """Return the regex of a special token ``<content>`` met at offset ``at`` of ``text``.
+
+    Parameters
+    ----------
+    content : str
+        What is between ``<`` and ``>``: ``[id]`` (a decimal token id) or anything else, a
+        name: ``<|im_end|>`` is recorded as the name ``"<|im_end|>"`` (the compiler also tries
+        the text between the brackets, so ``<[TOOL_CALLS]>`` finds ``"[TOOL_CALLS]"``).
+    names : list of str
+        The special token names met so far (the grammar's ``special_names``), extended in place
+        with a new name.
+    text : str
+        The grammar text, for errors.
+    at : int
+        The offset of the ``<``.
+
+    Returns
+    -------
+    Regex
+        ``special_token(id)`` or the name's placeholder.
+
+    Raises
+    ------
+    LarkGrammarError
+        If an id is ``2**18`` or more.
+    """
+    if re.fullmatch(r"\[[0-9]+\]", content):
+        try:
+            return special_token(int(content[1:-1]))
+        except ValueError as err:
+            raise error_at_offset(f"special token <{content}>: {err}", text, at) from None
+    name = f"<{content}>"
+    if name not in names:
+        names.append(name)
+    return special_placeholder(names.index(name))
+
 
 _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE, "u": 0}
 # The compiled text of Lark's ``_STRING_ESC_INNER`` (``/.*?/ /(?<!\\)(\\\\)*?/``).

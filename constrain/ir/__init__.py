@@ -13,8 +13,11 @@ from constrain.ir.casefold import ignorecase_charset, ignorecase_literal
 from constrain.ir.grammar import Grammar, Rule, Terminal, is_terminal_name
 from constrain.ir.nodes import (
     ANY_CHAR,
+    ANY_SPECIAL,
     EMPTY,
+    MAX_SPECIAL_TOKENS,
     NOTHING,
+    SPECIAL_BASE,
     Alt,
     Automaton,
     CharSet,
@@ -26,13 +29,19 @@ from constrain.ir.nodes import (
     Repeat,
     matches_empty,
     non_empty,
+    special_placeholder,
+    special_token,
+    special_token_id,
 )
 from constrain.ir.printer import regex_to_pattern
 
 __all__ = [
     "ANY_CHAR",
+    "ANY_SPECIAL",
     "EMPTY",
+    "MAX_SPECIAL_TOKENS",
     "NOTHING",
+    "SPECIAL_BASE",
     "Alt",
     "Automaton",
     "CharSet",
@@ -51,4 +60,7 @@ __all__ = [
     "matches_empty",
     "non_empty",
     "regex_to_pattern",
+    "special_placeholder",
+    "special_token",
+    "special_token_id",
 ]

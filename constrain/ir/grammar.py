@@ -100,6 +100,10 @@ class Grammar:
         before each terminal comes at most one ignored lexeme. It takes one ignored terminal
         (join several into one); under greedy lexing no terminal may start with a byte that
         could continue the ignored one (so that the language stays inside Lark's).
+    special_names : tuple of str, optional
+        Names of special tokens the terminals use by name (Lark ``<|im_end|>``): name ``k`` is
+        the placeholder character :func:`~constrain.ir.special_placeholder` ``(k)``, which
+        ``Compiler.compile`` replaces with the token of that name in its vocabulary.
     """
 
     rules: tuple[Rule, ...]
@@ -108,6 +112,7 @@ class Grammar:
     ignore: tuple[str, ...] = ()
     greedy: bool = False
     ignore_at_end: bool = True
+    special_names: tuple[str, ...] = ()
     _meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # -- construction -----------------------------------------------------------------------
@@ -360,6 +365,8 @@ class Grammar:
         for name in self.ignore:
             if name not in terms:
                 raise GrammarError(f"%ignore names undefined terminal {name!r}")
+        if len(set(self.special_names)) != len(self.special_names) or "" in self.special_names:
+            raise GrammarError("special_names must be distinct, non-empty token names")
 
     def normalise(self) -> Grammar:
         """Return an equivalent grammar keeping only productive rules reachable from the start.
@@ -496,7 +503,7 @@ class Grammar:
         for term in printed:
             regex = nullable.get(term.name, term.regex)
             assert regex is not None
-            lines.append(f"{names[term.name]}: {terminal_to_lark(regex)}")
+            lines.append(f"{names[term.name]}: {terminal_to_lark(regex, self.special_names)}")
         lines.extend(
             f"%ignore {names[name]}"
             for name in dict.fromkeys(self.ignore)

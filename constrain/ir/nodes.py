@@ -15,8 +15,11 @@ from typing import Any, Union
 
 __all__ = [
     "ANY_CHAR",
+    "ANY_SPECIAL",
     "EMPTY",
+    "MAX_SPECIAL_TOKENS",
     "NOTHING",
+    "SPECIAL_BASE",
     "Alt",
     "Automaton",
     "CharSet",
@@ -28,9 +31,21 @@ __all__ = [
     "Repeat",
     "matches_empty",
     "non_empty",
+    "special_placeholder",
+    "special_token",
+    "special_token_id",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
+
+# Special tokens are pseudo characters above Unicode: ``SPECIAL_BASE + id`` stands for the token
+# with that id, matched by id (its bytes are 0xFF and three continuation bytes, which no UTF-8
+# text contains). ``PLACEHOLDER_BASE + k`` stands for the k-th special token *name* of a grammar
+# (``Grammar.special_names``), resolved to an id when the grammar is compiled for a vocabulary.
+SPECIAL_BASE = 0x110000
+MAX_SPECIAL_TOKENS = 2**18
+PLACEHOLDER_BASE = SPECIAL_BASE + MAX_SPECIAL_TOKENS
+MAX_PSEUDO = PLACEHOLDER_BASE + MAX_SPECIAL_TOKENS - 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,7 +93,8 @@ class CharSet:
     """A set of Unicode code points, as sorted, disjoint, non-adjacent inclusive ranges.
 
     Surrogates (U+D800..U+DFFF) cannot be encoded in UTF-8 and are dropped by the automaton
-    builder.
+    builder. Code points above U+10FFFF are special-token pseudo characters
+    (:func:`special_token`); :meth:`negate` stays within Unicode.
     """
 
     ranges: tuple[tuple[int, int], ...]
@@ -103,10 +119,16 @@ class CharSet:
         return CharSet.of((ord(c), ord(c)) for c in text)
 
     def negate(self) -> CharSet:
-        """Return the complement within ``[0, U+10FFFF]``."""
+        """Return the complement within ``[0, U+10FFFF]``.
+
+        Special-token pseudo characters (:func:`special_token`) are never in the result: free
+        text excludes special tokens, whatever set it is the complement of.
+        """
         out: list[tuple[int, int]] = []
         prev = 0
         for lo, hi in self.ranges:
+            if lo > MAX_CODEPOINT:
+                break
             if lo > prev:
                 out.append((prev, lo - 1))
             prev = hi + 1
@@ -119,8 +141,19 @@ class CharSet:
         return CharSet.of(self.ranges + other.ranges)
 
     def intersect(self, other: CharSet) -> CharSet:
-        """Return the intersection of two sets."""
-        return self.negate().union(other.negate()).negate()
+        """Return the intersection of two sets (pseudo characters included)."""
+        out: list[tuple[int, int]] = []
+        a, b = self.ranges, other.ranges
+        i = j = 0
+        while i < len(a) and j < len(b):
+            lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+            if lo <= hi:
+                out.append((lo, hi))
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return CharSet(tuple(out))
 
     def is_empty(self) -> bool:
         """Return whether the set has no code point."""
@@ -208,6 +241,91 @@ Regex = Union[  # noqa: UP007  (runtime alias on 3.10)
 EMPTY = Concat(())
 NOTHING = Alt(())
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
+ANY_SPECIAL = CharSet(((SPECIAL_BASE, MAX_PSEUDO),))
+"""Every special-token pseudo character, by id or by name placeholder (never in free text)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Special tokens
+# --------------------------------------------------------------------------------------------
+
+
+def special_token(token_id: int) -> CharSet:
+    """Return the one-character set that matches the special token ``token_id``, by id.
+
+    The pseudo character ``SPECIAL_BASE + token_id`` lies above Unicode, so :data:`ANY_CHAR`,
+    complements and free text never contain it; compiled for a vocabulary, it matches exactly
+    that token id (``Vocabulary.with_special_bytes``), never a text spelling its name.
+
+    Parameters
+    ----------
+    token_id : int
+        The token id, in ``[0, 2**18)``.
+
+    Returns
+    -------
+    CharSet
+        ``{SPECIAL_BASE + token_id}``.
+
+    Raises
+    ------
+    ValueError
+        If the id is out of range.
+    """
+    tid = int(token_id)
+    if not 0 <= tid < MAX_SPECIAL_TOKENS:
+        raise ValueError(
+            f"special token id {tid} is outside [0, {MAX_SPECIAL_TOKENS}): constrain encodes "
+            "special tokens with 18-bit ids"
+        )
+    return CharSet(((SPECIAL_BASE + tid, SPECIAL_BASE + tid),))
+
+
+def special_placeholder(index: int) -> CharSet:
+    """Return the placeholder of the ``index``-th special token name of a grammar.
+
+    A front end that knows a token's name but not its id (``<|im_end|>`` in Lark) uses it and
+    lists the name in ``Grammar.special_names[index]``; the compiler replaces it with
+    :func:`special_token` of the id the vocabulary gives that name.
+
+    Parameters
+    ----------
+    index : int
+        The name's index, in ``[0, 2**18)``.
+
+    Returns
+    -------
+    CharSet
+        ``{SPECIAL_BASE + 2**18 + index}``.
+
+    Raises
+    ------
+    ValueError
+        If the index is out of range.
+    """
+    if not 0 <= index < MAX_SPECIAL_TOKENS:
+        raise ValueError(f"special token name index {index} is outside [0, {MAX_SPECIAL_TOKENS})")
+    return CharSet(((PLACEHOLDER_BASE + index, PLACEHOLDER_BASE + index),))
+
+
+def special_token_id(codepoint: int) -> tuple[str, int] | None:
+    """Classify a pseudo character: ``("id", token_id)``, ``("name", index)`` or None.
+
+    Parameters
+    ----------
+    codepoint : int
+        A code point of a :class:`CharSet`.
+
+    Returns
+    -------
+    tuple of (str, int) or None
+        None for a real Unicode code point.
+    """
+    if codepoint < SPECIAL_BASE or codepoint > MAX_PSEUDO:
+        return None
+    if codepoint < PLACEHOLDER_BASE:
+        return ("id", codepoint - SPECIAL_BASE)
+    return ("name", codepoint - PLACEHOLDER_BASE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,7 +399,7 @@ def _automatonnon_empty(node: Automaton) -> Automaton | None:
     edges = node.edges + tuple((fresh, cs, dst) for src, cs, dst in node.edges if src == node.start)
     succ: dict[int, list[int]] = {}
     for src, cs, dst in edges:
-        if not cs.intersect(ANY_CHAR).is_empty():
+        if not cs.intersect(ANY_CHAR.union(ANY_SPECIAL)).is_empty():
             succ.setdefault(src, []).append(dst)
     seen, stack = {fresh}, [fresh]
     while stack:

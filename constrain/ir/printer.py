@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from constrain.errors import GrammarError
@@ -31,6 +31,7 @@ from constrain.ir.nodes import (
     Regex,
     Repeat,
     matches_empty,
+    special_token_id,
 )
 
 if TYPE_CHECKING:
@@ -139,6 +140,12 @@ def regex_to_pattern(node: Regex) -> str:
         :class:`~constrain.ir.Complement`, or an automaton too large to print.
     """
     if isinstance(node, CharSet):
+        if node.ranges and special_token_id(node.ranges[-1][1]) is not None:
+            raise GrammarError(
+                "a special token (a pseudo character above U+10FFFF) cannot be printed as a "
+                "regex pattern; only a terminal that is exactly one special token prints, as "
+                "Lark's <[id]> or <name>"
+            )
         return _NO_CHAR if node.is_empty() else _charset_pattern(node)
     if isinstance(node, Literal):
         return "".join(_escape_char(ord(c), False) for c in node.text)
@@ -209,7 +216,7 @@ def _ignorecase_text(regex: Regex) -> str | None:
     chars = []
     is_cased = False
     for item in regex.items:
-        if not isinstance(item, CharSet) or not item.ranges:
+        if not isinstance(item, CharSet) or not item.ranges or item.ranges[-1][1] > 0x10FFFF:
             return None
         first = chr(item.ranges[0][0])
         candidates = [c for c in (first.lower(), first) if len(c) == 1]
@@ -222,14 +229,38 @@ def _ignorecase_text(regex: Regex) -> str | None:
     return "".join(chars) if is_cased else None
 
 
-def terminal_to_lark(regex: Regex) -> str:
+def terminal_to_lark(regex: Regex, special_names: Sequence[str] = ()) -> str:
     """Print a terminal's regex as a Lark string (``"text"``, ``"text"i``) or ``/pattern/``.
+
+    A terminal that is exactly one special token prints as ``<[id]>`` (by id) or ``<name>``
+    (a name placeholder, named by ``special_names``), which the Lark front end reads back.
+
+    Parameters
+    ----------
+    regex : Regex
+        The terminal's language.
+    special_names : sequence of str, optional
+        The grammar's ``special_names``.
+
+    Returns
+    -------
+    str
+        The terminal's Lark definition body.
 
     Raises
     ------
     GrammarError
         If the regex cannot be printed (see :func:`regex_to_pattern`).
     """
+    if isinstance(regex, CharSet) and len(regex.ranges) == 1:
+        lo, hi = regex.ranges[0]
+        kind = special_token_id(lo)
+        if kind is not None and lo == hi:
+            if kind[0] == "id":
+                return f"<[{kind[1]}]>"
+            if kind[1] < len(special_names):
+                name = special_names[kind[1]]
+                return name if name.startswith("<") and name.endswith(">") else f"<{name}>"
     if isinstance(regex, Literal) and regex.text:
         return _lark_string(regex.text)
     text = _ignorecase_text(regex)

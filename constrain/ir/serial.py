@@ -7,6 +7,7 @@ regex node is written once, in a table where a node names its children by their 
 so shared subtrees stay shared and reading needs no recursion::
 
     {"start": "start", "ignore": ["WS"], "greedy": false, "meta": {"warnings": [...]},
+     "special_names": ["<|im_end|>"],              # only when the grammar names special tokens
      "rules": [["start", [["A", "b"], []]], ...],
      "terminals": [["A", 3], ...],                 # the index of the terminal's root node
      "nodes": [["set", [[48, 57]]],                # CharSet ranges
@@ -25,7 +26,7 @@ from typing import Any
 
 from constrain.ir.grammar import Grammar, Rule, Terminal
 from constrain.ir.nodes import (
-    MAX_CODEPOINT,
+    MAX_PSEUDO,
     Alt,
     Automaton,
     CharSet,
@@ -117,11 +118,14 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
     }
     # ignore_at_end only when false, so that other grammars read back in older versions
     at_end = {} if grammar.ignore_at_end else {"ignore_at_end": False}
+    # special_names only when there are some, likewise
+    names = {"special_names": list(grammar.special_names)} if grammar.special_names else {}
     return {
         "start": grammar.start,
         "ignore": list(grammar.ignore),
         "greedy": grammar.greedy,
         **at_end,
+        **names,
         "meta": meta,
         "rules": [[r.name, [list(alt) for alt in r.alternatives]] for r in grammar.rules],
         "terminals": [[t.name, index[t.regex]] for t in grammar.terminals],
@@ -155,7 +159,7 @@ class _Reader:
     def charset(self, value: Any, where: str) -> CharSet:
         pairs = [self.seq(p, where, 2) for p in self.seq(value, where)]
         ranges = tuple(
-            (self.integer(lo, where, 0, MAX_CODEPOINT), self.integer(hi, where, 0, MAX_CODEPOINT))
+            (self.integer(lo, where, 0, MAX_PSEUDO), self.integer(hi, where, 0, MAX_PSEUDO))
             for lo, hi in pairs
         )
         cs = CharSet.of(ranges)
@@ -239,11 +243,11 @@ def grammar_from_data(data: Any) -> Grammar:
     """
     r = _Reader()
     fields = {"start", "ignore", "meta", "rules", "terminals", "nodes"}
-    if type(data) is not dict or set(data) - {"greedy", "ignore_at_end"} != fields:
+    if type(data) is not dict or set(data) - {"greedy", "ignore_at_end", "special_names"} != fields:
         raise r.fail(
             "",
             "expected the fields start, ignore, meta, rules, terminals, nodes "
-            "(and greedy, ignore_at_end)",
+            "(and greedy, ignore_at_end, special_names)",
         )
     nodes: list[Regex] = []
     for i, entry in enumerate(r.seq(data["nodes"], "nodes")):
@@ -279,6 +283,9 @@ def grammar_from_data(data: Any) -> Grammar:
     ignore_at_end = data.get("ignore_at_end", True)
     if type(ignore_at_end) is not bool:
         raise r.fail("ignore_at_end", "expected true or false")
+    special_names = tuple(
+        r.text(n, "special_names") for n in r.seq(data.get("special_names", []), "special_names")
+    )
     grammar = Grammar(
         rules=tuple(rules),
         terminals=tuple(terminals),
@@ -286,6 +293,7 @@ def grammar_from_data(data: Any) -> Grammar:
         ignore=tuple(r.text(n, "ignore") for n in r.seq(data["ignore"], "ignore")),
         greedy=greedy,
         ignore_at_end=ignore_at_end,
+        special_names=special_names,
         _meta=meta,
     )
     grammar.validate()

@@ -271,3 +271,39 @@ def hf_special_ids(tokenizer: Any) -> set[int]:
 def hf_eos_ids(tokenizer: Any) -> set[int]:
     """Return the tokenizer's ``eos_token_id`` (an int or a list) as a set."""
     return as_token_ids(getattr(tokenizer, "eos_token_id", None))
+
+
+def hf_special_names(tokenizer: Any, added: dict[int, Added]) -> dict[str, int]:
+    """Return ``{name: id}`` of the special tokens a tokenizer names.
+
+    Parameters
+    ----------
+    tokenizer : Any
+        A transformers tokenizer or a ``tokenizers.Tokenizer``.
+    added : dict of int to Added
+        Its backend's added tokens (:func:`token_strings`).
+
+    Returns
+    -------
+    dict of str to int
+        The special added tokens' contents, then the pairs of ``all_special_tokens`` and
+        ``all_special_ids`` and the special entries of ``added_tokens_decoder`` (transformers
+        tokenizers only); the first id given to a name wins.
+    """
+    names: dict[str, int] = {}
+    for i, tok in sorted(added.items()):
+        if tok.special and tok.content:
+            names.setdefault(tok.content, i)
+    strings = getattr(tokenizer, "all_special_tokens", None)
+    ids = getattr(tokenizer, "all_special_ids", None)
+    if isinstance(strings, (list, tuple)) and isinstance(ids, (list, tuple)):
+        for name, tid in zip(strings, ids, strict=False):
+            if isinstance(name, str) and name and isinstance(tid, int):
+                names.setdefault(name, tid)
+    decoder = getattr(tokenizer, "added_tokens_decoder", None)
+    if isinstance(decoder, dict):
+        for tid, tok in sorted(decoder.items()):
+            content = getattr(tok, "content", None)
+            if getattr(tok, "special", False) and isinstance(content, str) and content:
+                names.setdefault(content, int(tid))
+    return names

@@ -18,6 +18,8 @@ member              dtype   shape  content
 ``node_depth``      ``<i4`` (M,)
 ``token_next_dup``  ``<i4`` (V,)
 ``cache_key``       ``<U``  ()     optional: the disk-cache key the file was written under
+``special_names``   ``<U``  (n,)   optional: names of special tokens (``Vocabulary.special_names``)
+``special_name_ids`` ``<i4`` (n,)  their ids (present exactly when ``special_names`` is)
 ``checksum``        ``<U``  ()     SHA-256 (hex) of every other member (see :func:`checksum`)
 ==================  ======  =====  =========================================================
 
@@ -32,6 +34,7 @@ altered consistently and re-checksummed is refused as well. Every failure is a
 
 from __future__ import annotations
 
+import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +52,9 @@ __all__ = [
     "VOCAB_FORMAT_VERSION",
     "checksum",
     "read_vocab_file",
+    "special_name_arrays",
+    "special_names_of",
+    "vocab_cache_dir",
     "write_vocab_file",
 ]
 
@@ -74,9 +80,11 @@ _LAYOUT: dict[str, tuple[str, int]] = {
     "node_depth": ("<i4", 1),
     "token_next_dup": ("<i4", 1),
     "cache_key": ("<U", 0),
+    "special_names": ("<U", 1),
+    "special_name_ids": ("<i4", 1),
     "checksum": ("<U", 0),
 }
-_OPTIONAL = frozenset({"cache_key"})
+_OPTIONAL = frozenset({"cache_key", "special_names", "special_name_ids"})
 _MAX_STRING_CHARS = 256
 _MAX_ID = 2**31 - 1  # token ids and node indices are int32
 _CHECKSUM_TAG = b"constrain.Vocabulary.checksum/2\x00"
@@ -226,5 +234,72 @@ def _check_content(arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
         raise VocabularyError("eos_ids are not sorted distinct ids of the vocabulary")
     if (indptr[eos + 1] != indptr[eos]).any():
         raise VocabularyError("an EOS id has bytes (EOS tokens must be special)")
+    if ("special_names" in arrays) != ("special_name_ids" in arrays):
+        raise VocabularyError("special_names and special_name_ids come together")
+    if "special_names" in arrays:
+        names, ids = arrays["special_names"], arrays["special_name_ids"].astype(np.int64)
+        if names.shape != ids.shape or ((ids < 0) | (ids >= size)).any():
+            raise VocabularyError("special_name_ids are not ids of the vocabulary, one per name")
+        if len(set(names.tolist())) != names.shape[0] or "" in names.tolist():
+            raise VocabularyError("special_names are not distinct non-empty names")
     trie = Trie(*(arrays[name] for name in TRIE_FIELDS))
     check_trie(trie, indptr, data)
+
+
+def vocab_cache_dir() -> Path:
+    """Return the folder of cached vocabularies.
+
+    ``$CONSTRAIN_CACHE_DIR/vocab`` when that variable is set, else
+    ``$XDG_CACHE_HOME/constrain/vocab`` or ``~/.cache/constrain/vocab``.
+
+    Returns
+    -------
+    Path
+        The folder (not created here).
+    """
+    root = os.environ.get("CONSTRAIN_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "vocab"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "constrain" / "vocab"
+
+
+def special_name_arrays(names: Mapping[str, int]) -> dict[str, np.ndarray[Any, Any]]:
+    """Return the optional members that store special token names (none when there are none).
+
+    Parameters
+    ----------
+    names : mapping of str to int
+        ``Vocabulary.special_names``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``special_names`` and ``special_name_ids``, or an empty dict.
+    """
+    if not names:  # files without names stay readable by older versions
+        return {}
+    return {
+        "special_names": np.array(list(names), dtype=str),
+        "special_name_ids": np.array(list(names.values()), dtype="<i4"),
+    }
+
+
+def special_names_of(arrays: Mapping[str, np.ndarray[Any, Any]]) -> dict[str, int]:
+    """Return the special token names of validated members (``{}`` for a file without them).
+
+    Parameters
+    ----------
+    arrays : mapping of str to numpy.ndarray
+        What :func:`read_vocab_file` returned.
+
+    Returns
+    -------
+    dict of str to int
+        Name -> token id.
+    """
+    if "special_names" not in arrays:
+        return {}
+    names, ids = arrays["special_names"].tolist(), arrays["special_name_ids"].tolist()
+    return dict(zip(names, ids, strict=True))

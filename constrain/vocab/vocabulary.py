@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import types
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -51,12 +52,17 @@ from constrain._types import (
 )
 from constrain.errors import VocabularyError
 from constrain.vocab import huggingface
+from constrain.vocab.special import check_special_names, decode_text, special_byte_arrays
+from constrain.vocab.tiktoken_file import read_tiktoken
 from constrain.vocab.trie import Trie, build_trie, frozen
 from constrain.vocab.vocab_file import (
     FORMAT_TAG,
     TRIE_FIELDS,
     VOCAB_FORMAT_VERSION,
     read_vocab_file,
+    special_name_arrays,
+    special_names_of,
+    vocab_cache_dir,
     write_vocab_file,
 )
 
@@ -85,6 +91,9 @@ class Vocabulary:
     model_vocab_size : int, optional
         Width of the model's logits (``>= V``); ids ``V..model_vocab_size-1`` are padding that is
         never allowed. Defaults to ``V``.
+    special_names : mapping of str to int, optional
+        Names of special tokens (``{"<|im_end|>": 151645}``), by which grammars require them
+        (Lark ``<|im_end|>``) and :meth:`decode_text` prints them.
 
     Raises
     ------
@@ -106,6 +115,7 @@ class Vocabulary:
         "_lengths",
         "_max_length",
         "_model_vocab_size",
+        "_names",
         "_special",
         "_trie",
         "_slice",
@@ -120,6 +130,7 @@ class Vocabulary:
         *,
         eos_ids: Iterable[int] = (),
         model_vocab_size: int | None = None,
+        special_names: Mapping[str, int] | None = None,
         _trie: Trie | None = None,
     ) -> None:
         indptr = np.array(token_indptr, dtype=INDPTR_DTYPE)
@@ -154,6 +165,7 @@ class Vocabulary:
         self._special: Int32Array = frozen(np.flatnonzero(lengths == 0).astype(TOKEN_DTYPE))
         self._eos: Int32Array = frozen(eos.astype(TOKEN_DTYPE))
         self._model_vocab_size = mvs
+        self._names = types.MappingProxyType(check_special_names(special_names or {}, size))
         self._fingerprint: str | None = None
         self._trie: Trie | None = _trie
         self._slice: dict[int, tuple[np.ndarray, Trie]] = {}
@@ -200,8 +212,13 @@ class Vocabulary:
         return self._eos
 
     @property
+    def special_names(self) -> Mapping[str, int]:
+        """Read-only ``{name: id}`` of the named special tokens (may be empty)."""
+        return self._names
+
+    @property
     def fingerprint(self) -> str:
-        """SHA-256 hex digest of the content (bytes, specials, EOS, sizes): a cache key."""
+        """SHA-256 hex digest of the content (bytes, specials, EOS, sizes, names): a cache key."""
         if self._fingerprint is None:
             h = hashlib.sha256(b"constrain.Vocabulary/1\x00")
             h.update(np.array([self.size, self._model_vocab_size], dtype="<i8").tobytes())
@@ -211,6 +228,9 @@ class Vocabulary:
             h.update(self._special.astype("<i4").tobytes())
             h.update(b"\x00eos")
             h.update(self._eos.astype("<i4").tobytes())
+            if self._names:  # only when there are names: older fingerprints stay valid
+                h.update(b"\x00names")
+                h.update(repr(sorted(self._names.items())).encode("utf-8", "surrogatepass"))
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
@@ -361,6 +381,60 @@ class Vocabulary:
         offs = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total)
         return self._bytes[offs].tobytes()
 
+    def decode_text(self, token_ids: Iterable[int]) -> str:
+        """Return the text of a sequence of tokens, special tokens written by name.
+
+        Parameters
+        ----------
+        token_ids : iterable of int
+            Ids in ``[0, model_vocab_size)``.
+
+        Returns
+        -------
+        str
+            Ordinary tokens' bytes decoded as UTF-8 (``errors="replace"``), a special token with
+            a name (:attr:`special_names`) as that name; other special ids add nothing.
+
+        Raises
+        ------
+        ValueError
+            If an id is outside ``[0, model_vocab_size)``.
+        """
+        return decode_text(((int(t), self.token_bytes_of(t)) for t in token_ids), self._names)
+
+    def with_special_bytes(self, token_ids: Iterable[int]) -> Vocabulary:
+        """Return the vocabulary in which the given special tokens can be matched by id.
+
+        Each id gets the 4 bytes of its pseudo character (0xFF and 3 continuation bytes), which
+        :func:`constrain.ir.special_token` matches; every ordinary token containing byte 0xFF
+        becomes special (empty), so no text spells those bytes (:mod:`constrain.vocab.special`).
+
+        Parameters
+        ----------
+        token_ids : iterable of int
+            Special ids (empty bytes), not EOS ids, below ``2**18``.
+
+        Returns
+        -------
+        Vocabulary
+            ``self`` when ``token_ids`` is empty; else a new vocabulary with the same EOS ids,
+            ``model_vocab_size`` and :attr:`special_names`.
+
+        Raises
+        ------
+        VocabularyError
+            If an id is out of range, an ordinary token or an EOS token (the message says why).
+        """
+        ids = {int(i) for i in token_ids}
+        if not ids:
+            return self
+        eos = self._eos.tolist()
+        indptr, data = special_byte_arrays(self._indptr, self._bytes, self._lengths, eos, ids)
+        mvs = self._model_vocab_size
+        return Vocabulary(
+            indptr, data, eos_ids=eos, model_vocab_size=mvs, special_names=self._names
+        )
+
     def __len__(self) -> int:
         return self.size
 
@@ -380,7 +454,8 @@ class Vocabulary:
         return hash(self.fingerprint)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self._indptr, self._bytes, self._eos, self._model_vocab_size))
+        names = dict(self._names)
+        return (_rebuild, (self._indptr, self._bytes, self._eos, self._model_vocab_size, names))
 
     # ---------------------------------------------------------------- constructors
     @classmethod
@@ -391,6 +466,7 @@ class Vocabulary:
         eos_ids: Iterable[int] = (),
         special_ids: Iterable[int] = (),
         model_vocab_size: int | None = None,
+        special_names: Mapping[str, int] | None = None,
     ) -> Vocabulary:
         """Build a vocabulary from the bytes of each token id.
 
@@ -405,6 +481,8 @@ class Vocabulary:
             Further ids to treat as special (bytes dropped).
         model_vocab_size : int, optional
             Logits width, ``>= len(tokens)``.
+        special_names : mapping of str to int, optional
+            Names of special tokens (:attr:`special_names`); the named ids become special.
 
         Returns
         -------
@@ -419,7 +497,8 @@ class Vocabulary:
         """
         n = len(tokens)
         eos = [int(i) for i in eos_ids]
-        drop = {int(i) for i in special_ids} | set(eos)
+        names = dict(special_names or {})
+        drop = {int(i) for i in special_ids} | set(eos) | {int(i) for i in names.values()}
         bad = [i for i in drop if not 0 <= i < n]
         if bad:
             raise VocabularyError(f"special/eos ids {sorted(bad)} out of range [0, {n})")
@@ -433,7 +512,9 @@ class Vocabulary:
                     f"(use .encode('utf-8') for text)"
                 )
         indptr, data = _csr(table)
-        return cls(indptr, data, eos_ids=eos, model_vocab_size=model_vocab_size)
+        return cls(
+            indptr, data, eos_ids=eos, model_vocab_size=model_vocab_size, special_names=names
+        )
 
     @classmethod
     def from_tiktoken(
@@ -451,7 +532,8 @@ class Vocabulary:
         path : str or PathLike
             The ``.tiktoken`` file.
         special_tokens : mapping of str to int, optional
-            Special tokens and their ids (e.g. ``{"<|endoftext|>": 100257}``); they get empty bytes.
+            Special tokens and their ids (e.g. ``{"<|endoftext|>": 100257}``); they get empty bytes
+            and are the vocabulary's :attr:`special_names`.
         eos_tokens : sequence of str, optional
             Names in ``special_tokens`` that end a sequence.
         model_vocab_size : int, optional
@@ -467,42 +549,14 @@ class Vocabulary:
             If the file is malformed, a rank repeats, a special id collides with a rank, or an
             EOS name is not a special token.
         """
-        import base64
-        import binascii
-
         specials = dict(special_tokens or {})
-        ranks: dict[int, bytes] = {}
-        with open(path, "rb") as fh:
-            for lineno, line in enumerate(fh, 1):
-                parts = line.split()
-                if not parts:
-                    continue
-                try:
-                    if len(parts) != 2:
-                        raise ValueError("expected 2 fields")
-                    tok, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
-                except (ValueError, binascii.Error) as err:
-                    raise VocabularyError(
-                        f"{path}:{lineno}: not a tiktoken rank line ({err}): {line[:60]!r}"
-                    ) from err
-                if rank < 0 or rank in ranks:
-                    raise VocabularyError(f"{path}:{lineno}: rank {rank} is negative or repeated")
-                ranks[rank] = tok
-        for name, sid in specials.items():
-            if sid in ranks or sid < 0:
-                raise VocabularyError(f"special token {name!r} id {sid} collides with a rank")
-        missing = [t for t in eos_tokens if t not in specials]
-        if missing:
-            raise VocabularyError(f"eos_tokens {missing} are not in special_tokens")
-        n = max([*ranks, *specials.values(), -1]) + 1
-        table: list[bytes | None] = [None] * n
-        for rank, tok in ranks.items():
-            table[rank] = tok
+        table = read_tiktoken(path, specials, eos_tokens)
         return cls.from_bytes(
             table,
             eos_ids=[specials[t] for t in eos_tokens],
             special_ids=specials.values(),
             model_vocab_size=model_vocab_size,
+            special_names=specials,
         )
 
     @classmethod
@@ -544,7 +598,9 @@ class Vocabulary:
 
         Notes
         -----
-        Special added tokens get empty bytes; non-special added tokens get their content as
+        Special added tokens get empty bytes and their names (the tokenizer's special added
+        tokens and ``all_special_tokens``) are :attr:`special_names`; non-special added tokens
+        get their content as
         UTF-8 (with the metaspace character read as a space for normalised SentencePiece-style
         tokens). The cache key is the SHA-256 of everything the bytes depend on: the tokenizer
         kind, every token string and the added tokens; a corrupt or other-version cache file is
@@ -568,10 +624,18 @@ class Vocabulary:
                 "cannot find the tokenizer's end-of-sequence token (it has no eos_token_id); "
                 "pass Vocabulary.from_huggingface(tokenizer, eos_ids=[...])"
             )
-        return base._derive(special=hf_special | eos, eos=eos, vocab_size=vocab_size)
+        names = huggingface.hf_special_names(tokenizer, added)
+        return base._derive(special=hf_special | eos, eos=eos, vocab_size=vocab_size, names=names)
 
-    def _derive(self, *, special: set[int], eos: set[int], vocab_size: int | None) -> Vocabulary:
-        """Return a copy with more special ids, EOS ids and a logits width (trie kept if valid)."""
+    def _derive(
+        self,
+        *,
+        special: set[int],
+        eos: set[int],
+        vocab_size: int | None,
+        names: Mapping[str, int] | None = None,
+    ) -> Vocabulary:
+        """Return a copy with more special ids, EOS ids, a width and names (of its specials)."""
         n = self.size
         bad = sorted(i for i in special | eos if not 0 <= i < n)
         if bad:
@@ -602,7 +666,11 @@ class Vocabulary:
             data = data[: int(indptr[-1])]
             if trie is not None:
                 trie = trie._replace(token_next_dup=trie.token_next_dup[:size])
-        return Vocabulary(indptr, data, eos_ids=eos, model_vocab_size=mvs, _trie=trie)
+        empty = indptr[1:] == indptr[:-1]
+        kept = {k: v for k, v in (names or {}).items() if 0 <= v < size and empty[v]}
+        return Vocabulary(
+            indptr, data, eos_ids=eos, model_vocab_size=mvs, special_names=kept, _trie=trie
+        )
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -634,6 +702,7 @@ class Vocabulary:
             "eos_ids": self._eos,
         }
         out.update(zip(TRIE_FIELDS, trie, strict=True))
+        out.update(special_name_arrays(self._names))
         return out
 
     @classmethod
@@ -663,8 +732,14 @@ class Vocabulary:
         return _read_npz(Path(path))[0]
 
 
-def _rebuild(indptr: Int64Array, data: ByteArray, eos: Int32Array, mvs: int) -> Vocabulary:
-    return Vocabulary(indptr, data, eos_ids=eos.tolist(), model_vocab_size=mvs)
+def _rebuild(
+    indptr: Int64Array,
+    data: ByteArray,
+    eos: Int32Array,
+    mvs: int,
+    names: Mapping[str, int] | None = None,
+) -> Vocabulary:
+    return Vocabulary(indptr, data, eos_ids=eos.tolist(), model_vocab_size=mvs, special_names=names)
 
 
 def _csr(table: Sequence[bytes | bytearray | memoryview | None]) -> tuple[Int64Array, ByteArray]:
@@ -676,25 +751,6 @@ def _csr(table: Sequence[bytes | bytearray | memoryview | None]) -> tuple[Int64A
 
 
 # -------------------------------------------------------------------- files and cache
-def vocab_cache_dir() -> Path:
-    """Return the folder of cached vocabularies.
-
-    ``$CONSTRAIN_CACHE_DIR/vocab`` when that variable is set, else
-    ``$XDG_CACHE_HOME/constrain/vocab`` or ``~/.cache/constrain/vocab``.
-
-    Returns
-    -------
-    Path
-        The folder (not created here).
-    """
-    root = os.environ.get("CONSTRAIN_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "vocab"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "constrain" / "vocab"
-
-
 def _read_npz(path: Path) -> tuple[Vocabulary, str]:
     """Read a vocabulary file; return it and its ``cache_key`` entry (``""`` when absent)."""
     arrays = read_vocab_file(path)  # validated: the trie is the tokens' trie
@@ -707,6 +763,7 @@ def _read_npz(path: Path) -> tuple[Vocabulary, str]:
         arrays["token_bytes"],
         eos_ids=arrays["eos_ids"].tolist(),
         model_vocab_size=int(arrays["model_vocab_size"]),
+        special_names=special_names_of(arrays),
         _trie=trie,
     )
     return vocab, str(arrays.get("cache_key", ""))
