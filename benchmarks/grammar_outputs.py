@@ -2,7 +2,9 @@
 
 For every shipped grammar, varied tasks go through ``constrain.generate(messages,
 grammar=name, system=...)`` on the default model (greedy unless ``--temperature``,
-``max_tokens`` 256), each asked as one asks a small chat model: a system message saying what
+``max_tokens`` 256), once per ``--frequency-penalties`` value (default: 0, then 0.3, generate's
+``frequency_penalty``, which keeps a small model from repeating a row or an array item until
+``max_tokens``), each asked as one asks a small chat model: a system message saying what
 to write and two worked examples as earlier chat turns (``PROMPTS``; no example is a task).
 Each output is checked:
 
@@ -15,8 +17,8 @@ Each output is checked:
 It also records how each output ended: ``finish_reason`` ``"stop"`` (the model ended it) or
 ``"length"``, or ``"incomplete"`` when ``max_tokens`` cut it before the grammar accepted
 (``IncompleteOutputError``), and the longest run of whitespace. The table prints the counts
-per grammar; the results file (``results/grammar-outputs.json``, overwritten) keeps every
-output.
+per grammar and penalty; the results file (``results/grammar-outputs.json``, overwritten)
+keeps every output.
 
     python benchmarks/grammar_outputs.py                 # 50 SQL tasks, 15 for each other
     python benchmarks/grammar_outputs.py --grammars sql --limit 5
@@ -265,8 +267,24 @@ CHECKS: dict[str, Callable[[str], tuple[bool, bool, str]]] = {
 }
 
 
+def check(name: str, text: str, finish_reason: str) -> tuple[bool, bool, str]:
+    """Check an output with its language's parser; a text cut before it was complete fails.
+
+    (sqlite reads ``--`` as a comment, so a query cut after ``- -(...`` would parse there.)
+    """
+    if finish_reason == "incomplete":
+        return False, False, "cut by max_tokens before the output was complete"
+    return CHECKS[name](text)
+
+
 def run(
-    name: str, tasks: Sequence[str], model: Any, max_tokens: int, temperature: float, seed: int
+    name: str,
+    tasks: Sequence[str],
+    model: Any,
+    max_tokens: int,
+    temperature: float,
+    seed: int,
+    frequency_penalty: float = 0.0,
 ) -> dict[str, Any]:
     import constrain
 
@@ -277,11 +295,12 @@ def run(
             result = constrain.generate(
                 _prompt(name, task), system=PROMPTS[name][0], grammar=name, model=model,
                 max_tokens=max_tokens, temperature=temperature, seed=seed, return_info=True,
+                frequency_penalty=frequency_penalty,
             )  # fmt: skip
             text, finish, tokens = result.text, result.finish_reason, result.output_tokens
         except constrain.IncompleteOutputError as err:  # cut by max_tokens, not complete
             text, finish, tokens = err.partial_texts[0], "incomplete", max_tokens
-        parsed, sensible, error = CHECKS[name](text)
+        parsed, sensible, error = check(name, text, finish)
         runs = [len(m) for m in re.findall(r"\s+", text)]
         rows.append(
             {
@@ -312,15 +331,17 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _print_table(results: dict[str, Any]) -> None:
+def _print_table(runs: list[dict[str, Any]]) -> None:
     print(
-        f"{'grammar':12s}{'prompts':>8s}{'parsed':>8s}{'ended':>8s}{'sensible':>10s}{'max ws':>8s}"
+        f"{'grammar':12s}{'penalty':>8s}{'prompts':>8s}{'parsed':>8s}{'ended':>8s}"
+        f"{'sensible':>10s}{'max ws':>8s}"
     )
-    for name, r in results.items():
-        print(
-            f"{name:12s}{r['prompts']:>8d}{r['parsed']:>8d}{r['stopped']:>8d}"
-            f"{r['sensible']:>10d}{r['longest_whitespace']:>8d}"
-        )
+    for one in runs:
+        for name, r in one["results"].items():
+            print(
+                f"{name:12s}{one['frequency_penalty']:>8g}{r['prompts']:>8d}{r['parsed']:>8d}"
+                f"{r['stopped']:>8d}{r['sensible']:>10d}{r['longest_whitespace']:>8d}"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -330,6 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     p.add_argument("--seed", type=int, default=1, help="for temperature > 0")
+    p.add_argument(
+        "--frequency-penalties",
+        default="0,0.3",
+        help="comma list: one run of every task per value of generate's frequency_penalty",
+    )
     p.add_argument("--out", type=Path, default=result_path("grammar-outputs"))
     p.add_argument(
         "--recheck", action="store_true", help="re-run the checks on the outputs stored in --out"
@@ -337,25 +363,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.recheck:
         payload = json.loads(args.out.read_text(encoding="utf-8"))
-        for name, r in payload["results"].items():
-            for row in r["outputs"]:
-                row["parsed"], row["sensible"], row["error"] = CHECKS[name](row["text"])
-            payload["results"][name] = _summary(r["outputs"])
-        _print_table(payload["results"])
+        for one in payload["runs"]:
+            for name, r in one["results"].items():
+                for row in r["outputs"]:
+                    checked = check(name, row["text"], row["finish_reason"])
+                    row["parsed"], row["sensible"], row["error"] = checked
+                one["results"][name] = _summary(r["outputs"])
+        _print_table(payload["runs"])
         log(f"wrote {write_result(args.out, payload)}")
         return 0
     import constrain
 
     model = constrain.load_model()
-    results = {}
-    for name in [g for g in args.grammars.split(",") if g]:
-        tasks = SQL_TASKS if name == "sql" else OTHER_TASKS[name]
-        log(f"[{name}] {len(tasks[: args.limit])} prompts")
-        results[name] = run(
-            name, tasks[: args.limit], model, args.max_tokens, args.temperature, args.seed
-        )
-    _print_table(results)
-    payload = {"meta": machine(), "args": args_record(args), "results": results}
+    runs = []
+    for penalty in [float(f) for f in args.frequency_penalties.split(",") if f]:
+        results = {}
+        for name in [g for g in args.grammars.split(",") if g]:
+            tasks = SQL_TASKS if name == "sql" else OTHER_TASKS[name]
+            log(f"[{name}, frequency_penalty {penalty:g}] {len(tasks[: args.limit])} prompts")
+            results[name] = run(
+                name, tasks[: args.limit], model, args.max_tokens, args.temperature, args.seed,
+                penalty,
+            )  # fmt: skip
+        runs.append({"frequency_penalty": penalty, "results": results})
+    _print_table(runs)
+    payload = {"meta": machine(), "args": args_record(args), "runs": runs}
     log(f"wrote {write_result(args.out, payload)}")
     return 0
 
