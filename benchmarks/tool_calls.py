@@ -1,8 +1,9 @@
 """Tool calls on the default model: 40 tool-use prompts, each with 1-5 tools.
 
 Every prompt goes through ``constrain.generate(prompt, tools=..., tool_choice=...)`` on the
-default model (SmolLM2-135M-Instruct, greedy, ``max_tokens`` 160, one call per answer unless
-``--parallel``: the small model repeats a call it may repeat), once with ``"required"`` and
+default model (SmolLM2-135M-Instruct, greedy with ``frequency_penalty`` 0.3 unless
+``--frequency-penalty``, ``max_tokens`` 160, one call per answer unless ``--parallel``: the
+small model repeats a call, or an array item, it may repeat), once with ``"required"`` and
 once with ``"auto"``. The tools' schemas use enums, nested objects, arrays and optional fields.
 An output *parses* when its calls read back in the template's format (``smollm2``) and every
 call validates against its tool's schema (pydantic or ``jsonschema``); the table counts the
@@ -225,7 +226,13 @@ CASES: list[tuple[str, list[str], str | None]] = [
 
 
 def run_case(
-    prompt: str, names: Sequence[str], choice: str, model: Any, max_tokens: int, parallel: bool
+    prompt: str,
+    names: Sequence[str],
+    choice: str,
+    model: Any,
+    max_tokens: int,
+    parallel: bool,
+    frequency_penalty: float = 0.0,
 ) -> dict[str, Any]:
     import constrain
 
@@ -235,7 +242,7 @@ def run_case(
     try:
         result = constrain.generate(
             prompt, tools=tools, tool_choice=choice, parallel_tool_calls=parallel, model=model,
-            max_tokens=max_tokens, return_info=True,
+            max_tokens=max_tokens, return_info=True, frequency_penalty=frequency_penalty,
         )  # fmt: skip
         turn = result.value
         row.update(
@@ -282,6 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--parallel", action="store_true", help="parallel_tool_calls=True (default: one call)"
     )
+    p.add_argument(
+        "--frequency-penalty",
+        type=float,
+        default=0.3,
+        help="generate's frequency_penalty (default 0.3: the small model otherwise repeats an "
+        "array item until max_tokens; 0 for plain greedy)",
+    )
     p.add_argument("--out", type=Path, default=result_path("tool-calls"))
     args = p.parse_args(argv)
     import constrain
@@ -291,7 +305,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for choice in args.choices.split(","):
         rows = []
         for prompt, names, expected in CASES[: args.limit]:
-            row = run_case(prompt, names, choice, model, args.max_tokens, args.parallel)
+            row = run_case(
+                prompt, names, choice, model, args.max_tokens, args.parallel,
+                args.frequency_penalty,
+            )  # fmt: skip
             row["expected"] = expected
             rows.append(row)
             log(f"  {choice:8s} {row['finish_reason']:10s} {row['text'][:90]!r}")
