@@ -194,6 +194,28 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
                 "excludes": ["!!"],
             },
         ),  # fmt: skip
+        (
+            "token_then_json",
+            {
+                "type": "sequence",
+                "elements": [{"type": "token", "token": "<|python_tag|>"}, _json(WEATHER)],
+            },
+        ),  # fmt: skip
+        (
+            "token_tag",
+            {
+                "type": "sequence",
+                "elements": [
+                    _const("Answer: "),
+                    {
+                        "type": "tag",
+                        "begin": {"type": "token", "token": 128010},
+                        "content": {"type": "regex", "pattern": "[a-z]{1,8}"},
+                        "end": {"type": "token", "token": "<|eom_id|>"},
+                    },
+                ],
+            },
+        ),  # fmt: skip
     ]
     specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
     specs.append(
@@ -333,8 +355,9 @@ def walk(
 ) -> tuple[int, int, int, int, list[str]]:
     """Walk ``steps`` tokens drawn from ``lead``'s masks.
 
-    Only tokens that are not special and keep the text valid UTF-8 are drawn (the known
-    differences). Returns (masks, unexplained diffs, explained diffs, rejected, notes).
+    Only tokens that keep the text valid UTF-8 are drawn (the known differences), and a
+    special token other than EOS only where both sides allow it (a ``token`` format).
+    Returns (masks, unexplained diffs, explained diffs, rejected, notes).
     """
     masks = diffs = explained = rejected = 0
     notes: list[str] = []
@@ -361,7 +384,8 @@ def walk(
         allowed = [
             t
             for t in np.flatnonzero(ours if lead == "constrain" else theirs).tolist()
-            if not pair.special[t] and _valid_utf8_prefix(text + pair.token_bytes(t))
+            if (not pair.special[t] or (ours[t] and theirs[t] and t not in pair.vocab.eos_ids))
+            and _valid_utf8_prefix(text + pair.token_bytes(t))
         ]
         if not allowed:
             break
@@ -393,12 +417,9 @@ def compare(
     seed: int,
 ) -> Result:
     """Compare both engines on one spec: ``walks`` walks led by each side in turn."""
-    import xgrammar as xgr
-
     compiled = constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(spec))
-    xgr_compiled = xgr_compiler.compile_grammar(
-        xgr.Grammar.from_structural_tag(*_xgrammar_spec(spec))
-    )
+    # the compiler resolves token strings with its tokenizer info
+    xgr_compiled = xgr_compiler.compile_structural_tag(*_xgrammar_spec(spec))
     hints = {t for s in hint_strings(spec) for t in encode(s)[:2]}
     rng = random.Random(seed)
     result = Result()

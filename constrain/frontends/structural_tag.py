@@ -7,7 +7,7 @@ spellings are read:
 - the current one, ``{"type": "structural_tag", "format": {...}}``, with the format types
   ``const_string``, ``json_schema``, ``regex``, ``grammar`` (Lark syntax), ``any_text``,
   ``sequence``, ``or``, ``tag``, ``triggered_tags``, ``tags_with_separator``, ``optional``,
-  ``star``, ``plus``, ``repeat`` and ``dispatch``;
+  ``star``, ``plus``, ``repeat``, ``dispatch`` and ``token`` (special tokens only);
 - the legacy one, ``{"triggers": [...], "tags": [{"begin", "schema", "end"}, ...]}`` (also with
   ``"structures"`` for ``"tags"``), which means ``triggered_tags`` over JSON Schema tags.
 
@@ -16,8 +16,10 @@ the first trigger it completes (the longest trigger ending there), excluded stri
 in free text (nor across its end into the trigger), free text inside a tag also excludes the
 tag's end strings, ``json_schema`` is XGrammar's JSON (any whitespace between tokens, none
 around the value, no undeclared properties or items where some are declared) and ``regex``
-patterns have ECMAScript semantics (``\d`` is ASCII). Formats that match special tokens by id
-(``token``, ``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``,
+patterns have ECMAScript semantics (``\d`` is ASCII). ``token`` matches one special token by
+id (an int) or by its string (resolved against the vocabulary when the grammar is compiled),
+also as a ``tag``'s begin or end; the other formats that count or exclude tokens
+(``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``,
 ``any_text.max_tokens``) and the non-JSON argument styles are refused with
 :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format.
 """
@@ -30,8 +32,26 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from constrain.errors import GrammarError, JsonSchemaError
-from constrain.frontends.compose import embed, free_text, map_regex, until_first, without_trailing
-from constrain.ir import Alt, CharSet, Grammar, Literal, Regex, Repeat, Rule, Terminal
+from constrain.frontends.compose import (
+    embed,
+    free_text,
+    map_regex,
+    until_first,
+    with_special_names,
+    without_trailing,
+)
+from constrain.ir import (
+    Alt,
+    CharSet,
+    Grammar,
+    Literal,
+    Regex,
+    Repeat,
+    Rule,
+    Terminal,
+    special_placeholder,
+    special_token,
+)
 
 __all__ = ["parse_structural_tag", "xgrammar_json_schema"]
 
@@ -41,7 +61,7 @@ Fragment = tuple[str, ...]
 _JSON_WS = CharSet(((9, 10), (13, 13), (32, 32)))
 _UNBOUNDED = frozenset({"any_text", "triggered_tags", "dispatch"})
 _TOKEN_FORMATS = frozenset(
-    {"token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"}
+    {"exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"}
 )
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SUBSCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
@@ -254,6 +274,7 @@ class _Builder:
         self.extra_terminals: list[Terminal] = []
         self.num_rules = 0
         self.num_embedded = 0
+        self.special_names: list[str] = []
 
     def grammar(self, top: Fragment) -> Grammar:
         """Return the normalised grammar whose start rule derives ``top``."""
@@ -262,6 +283,7 @@ class _Builder:
             rules=(Rule("start", (top,)), *self.rules),
             terminals=terminals + tuple(self.extra_terminals),
             start="start",
+            special_names=tuple(self.special_names),
         )
         return grammar.normalise()
 
@@ -291,7 +313,7 @@ class _Builder:
     def add_embedded(self, grammar: Grammar) -> Fragment:
         """Add a sub-grammar under a fresh prefix and return its start symbol."""
         self.num_embedded += 1
-        part = embed(grammar, f"g{self.num_embedded}_")
+        part = embed(with_special_names(grammar, self.special_names), f"g{self.num_embedded}_")
         self.rules.extend(part.rules)
         self.extra_terminals.extend(part.terminals)
         return (part.start,)
@@ -320,6 +342,20 @@ class _Builder:
             raise GrammarError("format 'qwen_xml_parameter' (XML arguments) is not supported", path)
         known = ", ".join(sorted(_HANDLERS))
         raise GrammarError(f"unknown format type {kind!r}; supported: {known}", path)
+
+    def token(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        """One special token, by id or by its string (resolved when the grammar is compiled)."""
+        value = fmt.get("token")
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+            raise GrammarError(f"'token' is a token id or a token string, got {value!r}", path)
+        if isinstance(value, int):
+            try:
+                return (self.term(special_token(value)),)
+            except ValueError as err:
+                raise GrammarError(str(err), f"{path}/token") from err
+        if value not in self.special_names:
+            self.special_names.append(value)
+        return (self.term(special_placeholder(self.special_names.index(value))),)
 
     def const_string(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         return self.literal(_field(fmt, "value", str, path))
@@ -398,8 +434,23 @@ class _Builder:
         return (self.rule(alts),)
 
     def tag(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
-        begin, body = self.tag_parts(fmt, path)
-        return (*self.literal(begin), *body)
+        begin, end = fmt.get("begin"), fmt.get("end")
+        if isinstance(begin, Mapping) or isinstance(end, Mapping):  # special tokens around it
+            parts = []
+            for key, value in (("begin", begin), ("end", end)):
+                if isinstance(value, Mapping):
+                    if value.get("type") != "token":
+                        raise GrammarError(
+                            f"a tag's {key} is a string or a 'token' format", f"{path}/{key}"
+                        )
+                    parts.append(self.token(value, f"{path}/{key}", ends))
+                else:
+                    parts.append(self.literal(_field(fmt, key, str, path)))
+            strings = tuple(v for v in (end,) if isinstance(v, str) and v)
+            body = self.format(fmt.get("content"), f"{path}/content", strings)
+            return (*parts[0], *body, *parts[1])
+        text, body = self.tag_parts(fmt, path)
+        return (*self.literal(text), *body)
 
     def tag_parts(self, fmt: Any, path: str) -> tuple[str, Fragment]:
         """Return a tag's begin string and the fragment of its content and end."""
@@ -549,6 +600,7 @@ def _is_unbounded(fmt: Any) -> bool:
 
 
 _HANDLERS: dict[str, Callable[[_Builder, Mapping[str, Any], str, Any], Fragment]] = {
+    "token": _Builder.token,
     "const_string": _Builder.const_string,
     "regex": _Builder.regex,
     "json_schema": _Builder.json_schema,

@@ -142,7 +142,8 @@ def test_legacy_form_is_triggered_tags() -> None:
 @pytest.mark.parametrize(
     ("fmt", "pointer"),
     [
-        ({"type": "token", "token": 5}, "#/format"),
+        ({"type": "any_tokens"}, "#/format"),
+        ({"type": "token", "token": -1}, "#/format/token"),
         ({"type": "sequence", "elements": [X, {"type": "nope"}]}, "#/format/elements/1"),
         (_tag("<a>", {"type": "any_text"}, ""), "#/format/end"),
         (
@@ -157,6 +158,42 @@ def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
         constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
     assert info.value.location == pointer
+
+
+def test_token_formats_match_special_tokens_by_id() -> None:
+    # ids 0..127 are ASCII bytes, then text spelling the name, then <|call|>, <|end|>, EOS
+    tokens: list[bytes | None] = [bytes([b]) for b in range(128)] + [b"<|call|>", None, None, None]
+    call, end, eos = 129, 130, 131
+    vocab = constrain.Vocabulary.from_bytes(
+        tokens, eos_ids=[eos], special_names={"<|call|>": call, "<|end|>": end}
+    )
+    spec = {
+        "type": "structural_tag",
+        "format": {
+            "type": "sequence",
+            "elements": [
+                {"type": "const_string", "value": "a"},
+                {
+                    "type": "tag",
+                    "begin": {"type": "token", "token": "<|call|>"},
+                    "content": {"type": "any_text"},
+                    "end": {"type": "token", "token": end},
+                },
+            ],
+        },
+    }
+    compiled = constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(spec))
+    m = constrain.Matcher(compiled)
+    assert m.accept_token(ord("a"))
+    assert m.allowed_token_ids().tolist() == [call]  # the id, not the text spelling it (128)
+    assert m.accept_token(call)
+    assert m.accept_tokens([ord("h"), ord("i")]) == 2
+    allowed = set(m.allowed_token_ids().tolist())
+    assert end in allowed and call not in allowed and eos not in allowed  # no specials in text
+    assert m.accept_token(end) and m.is_accepting()
+    unknown = {"type": "structural_tag", "format": {"type": "token", "token": "<|nope|>"}}
+    with pytest.raises(constrain.GrammarError, match="<|nope|>"):
+        constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(unknown))
 
 
 def test_json_schema_error_pointer_runs_into_the_schema() -> None:
