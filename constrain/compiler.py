@@ -25,6 +25,7 @@ import numpy as np
 from constrain._version import __version__
 from constrain.automata.lexer import LexerDfa, grammar_lexer, lexer_restarts
 from constrain.automata.pda import ParserTables, build_parser_tables
+from constrain.automata.utf8 import special_bytes
 from constrain.compiled_file import read_compiled_file, write_compiled_file
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError, VocabularyError
 from constrain.frontends.compose import map_specials
@@ -412,9 +413,10 @@ class Compiler:
             }
 
     def clear_cache(self) -> None:
-        """Drop every cached compiled grammar."""
+        """Drop every cached compiled grammar (and the vocabularies derived for special tokens)."""
         with self._lock:
             self._cache.clear()
+            self._special_vocabs.clear()
             self._cache_used = 0
 
 
@@ -494,9 +496,18 @@ def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar
         tid = known.get(name, known.get(inner))
         if tid is None:
             some = ", ".join(sorted(known)[:8]) or "none: build it with special_names"
+            text = inner if name.startswith("<[") else name
+            ordinary = vocab.size and any(
+                vocab.token_bytes_of(t) == text.encode("utf-8") for t in range(vocab.size)
+            )
+            hint = (
+                f"{text!r} is an ordinary token of this vocabulary: write it as text (a string "
+                "literal, or const_string in a structural tag)"
+                if ordinary
+                else f"its special tokens include {some}; or require a special token by id, <[id]>"
+            )
             raise GrammarError(
-                f"special token {name} is not a special token of this vocabulary; its special "
-                f"tokens include {some} (or require a token by id, <[id]>)"
+                f"special token {name} is not a special token of this vocabulary: {hint}"
             )
         by_index[k] = tid
     for tid in sorted(ids | set(by_index.values())):
@@ -508,7 +519,10 @@ def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar
                 "require it; end the grammar there instead (the matcher allows EOS exactly when "
                 "the grammar accepts)"
             )
-        if not 0 <= tid < vocab.size or vocab.token_lengths[tid] != 0:
+        has_bytes = 0 <= tid < vocab.size and vocab.token_lengths[tid] != 0
+        if not 0 <= tid < vocab.size or (
+            has_bytes and vocab.token_bytes_of(tid) != special_bytes(tid)
+        ):
             raise GrammarError(
                 f"{label}: token id {tid} is not a special token of this vocabulary (its ids "
                 f"are 0..{vocab.size - 1}, and only ids with no text can be required by id)"

@@ -491,8 +491,7 @@ def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[Generat
     ):
         raise TypeError(
             "top_k, top_p, penalties, overlap and speculative do not apply to a diffusion "
-            "model; its "
-            "options are length, block_size, steps, unmasking, num_candidates and gaps"
+            "model; its options are length, block_size, steps, unmasking, num_candidates and gaps"
         )
     assert isinstance(options.model, DiffusionModel)
     rows = list(prompt) if is_batch(prompt) else [prompt]

@@ -289,6 +289,7 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
         from constrain.ir.printer import lark_names
 
         grammar, label = spec, "grammar"
+        _refuse_special_tokens(grammar, label)
         start = lark_names(spec).get(spec.start, spec.start)  # the start rule's printed name
         try:
             text = spec.to_lark()
@@ -309,6 +310,7 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
             text, paths = _builtin_text(spec)
         else:
             grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
+    _refuse_special_tokens(grammar, label)
     # lark does not read constrain's %lexer and %ignore_at_end lines: it checks a superset
     text = without_option_lines(text)
     parser = _lark_parser(text, paths, start)
@@ -334,6 +336,19 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
         return out
 
     return OutputType(grammar, "grammar", label, parse)
+
+
+def _refuse_special_tokens(grammar: Grammar, label: str) -> None:
+    """Raise GrammarError before decoding if ``grammar`` requires special tokens by id."""
+    from constrain.compiler import special_chars  # the numba-backed compiler loads on use
+
+    ids, names = special_chars(grammar)
+    if ids or names:
+        raise GrammarError(
+            f"{label} requires special tokens (<|...|> or <[id]>), which generate() can neither "
+            "render in its output text nor check yet; use constrain.Compiler and "
+            "constrain.Matcher with this grammar"
+        )
 
 
 def _byte_level_parser(grammar: Grammar) -> Callable[[str], str]:

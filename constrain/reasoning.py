@@ -100,7 +100,19 @@ class ReasoningPlan:
 
 
 def detect_reasoning(chat_template: str | None, reasoning: Reasoning | None = None) -> bool:
-    """Return whether a chat template is a reasoning model's (it mentions the end marker)."""
+    """Return whether a chat template is a reasoning model's (it mentions the end marker).
+
+    Parameters
+    ----------
+    chat_template : str or None
+        The tokenizer's chat template.
+    reasoning : Reasoning, optional
+        The markers (default ``<think>``/``</think>``).
+
+    Returns
+    -------
+    bool
+    """
     end = (reasoning or Reasoning()).end
     return bool(chat_template) and end in str(chat_template)
 
@@ -169,7 +181,20 @@ def _prompt_state(tail: str, spec: Reasoning) -> str:
 
 
 def reasoning_grammar(answer: Grammar, plan: ReasoningPlan) -> Grammar:
-    """Return the grammar of a reasoning block followed by a sentence of ``answer``."""
+    """Return the grammar of a reasoning block followed by a sentence of ``answer``.
+
+    Parameters
+    ----------
+    answer : Grammar
+        The constraint's grammar, embedded whole.
+    plan : ReasoningPlan
+        The markers, the budget, and whether the block is opened by the prompt or optional.
+
+    Returns
+    -------
+    Grammar
+        The composed grammar, normalised.
+    """
     spec = plan.reasoning
     body = until_first(spec.end, [spec.end], [], spec.max_chars)
     pieces = (() if plan.opened else (Literal(spec.start),)) + (body,)
@@ -194,6 +219,18 @@ def split_reasoning(text: str, plan: ReasoningPlan) -> list[tuple[str | None, st
     The reasoning block ends at the first end marker; the line breaks after it belong to the
     block when the answer can do without them, so the readings try the most line breaks taken
     by the block first. Without a block (an optional one skipped) the reasoning is ``None``.
+
+    Parameters
+    ----------
+    text : str
+        A finished output.
+    plan : ReasoningPlan
+        The plan it was generated with.
+
+    Returns
+    -------
+    list of (str or None, str)
+        Readings ``(reasoning, answer text)``; the last one is tried last.
     """
     spec = plan.reasoning
     readings: list[tuple[str | None, str]] = []
@@ -215,6 +252,20 @@ def split_reasoning(text: str, plan: ReasoningPlan) -> list[tuple[str | None, st
 
 def read_reasoning(text: str, plan: ReasoningPlan, answer: OutputType) -> tuple[str | None, Any]:
     """Return the reasoning of ``text`` and the value of its answer (``answer``'s parser).
+
+    Parameters
+    ----------
+    text : str
+        A finished output.
+    plan : ReasoningPlan
+        The plan it was generated with.
+    answer : OutputType
+        The constraint's output type, whose parser reads the answer.
+
+    Returns
+    -------
+    tuple of (str or None, value)
+        The reasoning without its markers (``None``: no block) and the answer's value.
 
     Raises
     ------

@@ -444,7 +444,8 @@ class PreparedCall:
         The places under the last key the partial ``text`` wrote come first (best effort).
         """
         plan = self.reasoning
-        if plan is not None and plan.reasoning.end not in text and (plan.opened or text):
+        inside = plan is not None and (plan.opened or text.startswith(plan.reasoning.start))
+        if plan is not None and inside and plan.reasoning.end not in text:
             return (
                 f"The reasoning block is still open (no {plan.reasoning.end!r} yet): raise "
                 "max_tokens, or give the reasoning a budget: "
@@ -454,11 +455,13 @@ class PreparedCall:
             return "Raise max_tokens, or bound the repetitions of the regex or grammar."
         opts = dict(self.options.json_options or {})
         spots = open_ends(
-            _json_schema(self.options.schema, self.output, opts),
+            _json_schema(self.options.schema, self.answer, opts),
             max_number_digits=opts.get("max_number_digits", DEFAULT_NUMBER_DIGITS),
         )
         if not spots:
             return "Raise max_tokens."
+        if plan is not None and plan.reasoning.end in text:  # the keys of the answer only
+            text = text.split(plan.reasoning.end, 1)[1]
         keys = _KEY.findall(text)
         if keys:
             last = f"/properties/{keys[-1]}"

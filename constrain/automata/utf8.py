@@ -9,10 +9,11 @@ holding the 18 bits of ``i``: 0xFF never occurs in UTF-8, so no text spells them
 
 from __future__ import annotations
 
+from constrain.ir import SPECIAL_BASE
+
 __all__ = ["SPECIAL_LEAD", "special_bytes", "utf8_sequences"]
 
 _MAX_CODEPOINT = 0x10FFFF
-_SPECIAL_BASE = 0x110000  # constrain.ir.SPECIAL_BASE (this stage does not import the IR)
 SPECIAL_LEAD = 0xFF
 """The first byte of every special-token pseudo character (never a byte of UTF-8 text)."""
 
@@ -83,8 +84,8 @@ def utf8_sequences(lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
     """
     out: list[tuple[tuple[int, int], ...]] = []
     special = []
-    if hi >= _SPECIAL_BASE:
-        special = _special_sequences(max(lo, _SPECIAL_BASE) - _SPECIAL_BASE, hi - _SPECIAL_BASE)
+    if hi >= SPECIAL_BASE:
+        special = _special_sequences(max(lo, SPECIAL_BASE) - SPECIAL_BASE, hi - SPECIAL_BASE)
     hi = min(hi, _MAX_CODEPOINT)
     stack = [(lo, hi)] if lo <= hi else []
     while stack:

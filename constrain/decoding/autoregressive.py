@@ -83,6 +83,13 @@ class PenalizedSession:
     penalized model: a remedy for small models that repeat themselves under greedy decoding
     (an array item or a CSV row written until ``max_tokens``), not an exact sampling of the
     model's own distribution.
+
+    Parameters
+    ----------
+    session : DecodingSession
+        The model's session, whose logits are penalized.
+    frequency_penalty, presence_penalty : float
+        The penalties (0: none).
     """
 
     def __init__(

@@ -334,8 +334,8 @@ class _Builder:
             return handler(self, fmt, path, ends)
         if kind in _TOKEN_FORMATS:
             raise GrammarError(
-                f"format {kind!r} matches special tokens by id, which constrain's grammars "
-                "cannot express yet; write the token's text with const_string instead",
+                f"format {kind!r} counts or excludes tokens, which constrain's grammars cannot "
+                "express yet; a single special token is the 'token' format",
                 path,
             )
         if kind == "qwen_xml_parameter":
@@ -447,6 +447,10 @@ class _Builder:
                 else:
                     parts.append(self.literal(_field(fmt, key, str, path)))
             strings = tuple(v for v in (end,) if isinstance(v, str) and v)
+            if end == "" and _is_unbounded(fmt.get("content")):
+                raise GrammarError(
+                    "the tag's content is free text, so its end must not be empty", f"{path}/end"
+                )
             body = self.format(fmt.get("content"), f"{path}/content", strings)
             return (*parts[0], *body, *parts[1])
         text, body = self.tag_parts(fmt, path)
@@ -458,8 +462,8 @@ class _Builder:
             raise GrammarError("expected a format of type 'tag'", path)
         if isinstance(fmt.get("begin"), Mapping) or isinstance(fmt.get("end"), Mapping):
             raise GrammarError(
-                "a tag whose begin or end is a token format matches special tokens by id, "
-                "which constrain's grammars cannot express yet",
+                "a tag whose begin or end is a 'token' format is read as a plain 'tag' only, "
+                "not among the tags of triggered_tags or tags_with_separator",
                 path,
             )
         begin = _field(fmt, "begin", str, path)

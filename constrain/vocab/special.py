@@ -19,10 +19,11 @@ import numpy as np
 from constrain._types import BYTE_DTYPE, INDPTR_DTYPE, ByteArray, Int32Array, Int64Array
 from constrain.automata.utf8 import SPECIAL_LEAD, special_bytes
 from constrain.errors import VocabularyError
+from constrain.ir import MAX_SPECIAL_TOKENS
 
 __all__ = ["MAX_SPECIAL_ID", "check_special_names", "decode_text", "special_byte_arrays"]
 
-MAX_SPECIAL_ID = 2**18 - 1
+MAX_SPECIAL_ID = MAX_SPECIAL_TOKENS - 1
 """The largest token id a grammar can require by id (ids are encoded on 18 bits)."""
 
 

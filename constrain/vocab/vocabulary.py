@@ -50,6 +50,7 @@ from constrain._types import (
     Int32Array,
     Int64Array,
 )
+from constrain.automata.utf8 import special_bytes
 from constrain.errors import VocabularyError
 from constrain.vocab import huggingface
 from constrain.vocab.special import check_special_names, decode_text, special_byte_arrays
@@ -228,9 +229,8 @@ class Vocabulary:
             h.update(self._special.astype("<i4").tobytes())
             h.update(b"\x00eos")
             h.update(self._eos.astype("<i4").tobytes())
-            if self._names:  # only when there are names: older fingerprints stay valid
-                h.update(b"\x00names")
-                h.update(repr(sorted(self._names.items())).encode("utf-8", "surrogatepass"))
+            # special_names are not hashed: they only resolve names when a grammar is
+            # compiled, and a compiled grammar holds ids (whose bytes are hashed above)
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
@@ -425,7 +425,8 @@ class Vocabulary:
         VocabularyError
             If an id is out of range, an ordinary token or an EOS token (the message says why).
         """
-        ids = {int(i) for i in token_ids}
+        ids = {int(i) for i in token_ids}  # ids that already have their bytes stay as they are
+        ids -= {i for i in ids if 0 <= i < self.size and self.token_bytes_of(i) == special_bytes(i)}
         if not ids:
             return self
         eos = self._eos.tolist()
