@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import sys
@@ -63,7 +64,14 @@ def kernels_cached() -> bool:
     mirror = _KERNELS.relative_to(_KERNELS.anchor)
     root = os.environ.get("NUMBA_CACHE_DIR")
     if root:
-        folders = [Path(root) / mirror]
+        # numba names the folder after the source folder and a SHA-1 of its absolute path
+        # (numba.core.caching._CacheLocator.get_suitable_cache_subpath); older numba mirrored it
+        paths = {str(_KERNELS), os.path.abspath(Path(__file__).parents[1] / "kernels")}
+        folders = [
+            Path(root) / f"{_KERNELS.name}_{hashlib.sha1(p.encode()).hexdigest()}"  # noqa: S324
+            for p in sorted(paths)
+        ]
+        folders.append(Path(root) / mirror)
     else:
         folders = [_KERNELS / "__pycache__", Path.home() / ".cache" / "numba" / mirror]
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}"

@@ -534,8 +534,12 @@ def test_first_run_notices_are_logged_once(
         progress.notice_kernel_compilation()
         progress.notice_kernel_compilation()
     assert caplog.text.count("compiling constrain's numba kernels") == 1
-    mirror = tmp_path / progress._KERNELS.relative_to(progress._KERNELS.anchor)
-    mirror.mkdir(parents=True)
+    # where numba itself puts the index under NUMBA_CACHE_DIR (its own locator decides)
+    from numba.core.caching import _CacheLocator
+
+    kernels = progress._KERNELS / "numba_match.py"
+    folder = tmp_path / _CacheLocator.get_suitable_cache_subpath(str(kernels))
+    folder.mkdir(parents=True)
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    (mirror / f"numba_match.fill_row_kernel-10.{tag}.nbi").touch()
+    (folder / f"numba_match.fill_row_kernel-10.{tag}.nbi").touch()
     assert progress.kernels_cached()
