@@ -21,6 +21,7 @@ import torch
 
 from constrain.errors import ModelNotFoundError
 from constrain.integrations.progress import notice_once
+from constrain.vocab.vocab_file import cache_dir
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -45,12 +46,7 @@ def model_cache_dir() -> Path:
     ``$CONSTRAIN_CACHE_DIR/models`` when that variable is set, else
     ``$XDG_CACHE_HOME/constrain/models`` or ``~/.cache/constrain/models``.
     """
-    root = os.environ.get("CONSTRAIN_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "models"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "constrain" / "models"
+    return cache_dir("models")
 
 
 def default_model_path() -> Path:

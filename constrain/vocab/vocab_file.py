@@ -54,6 +54,7 @@ __all__ = [
     "read_vocab_file",
     "special_name_arrays",
     "special_names_of",
+    "cache_dir",
     "vocab_cache_dir",
     "write_vocab_file",
 ]
@@ -246,11 +247,11 @@ def _check_content(arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
     check_trie(trie, indptr, data)
 
 
-def vocab_cache_dir() -> Path:
-    """Return the folder of cached vocabularies.
+def cache_dir(name: str) -> Path:
+    """Return the folder ``name`` of constrain's on-disk caches (``"vocab"``, ``"models"``).
 
-    ``$CONSTRAIN_CACHE_DIR/vocab`` when that variable is set, else
-    ``$XDG_CACHE_HOME/constrain/vocab`` or ``~/.cache/constrain/vocab``.
+    ``$CONSTRAIN_CACHE_DIR/<name>`` when that variable is set, else
+    ``$XDG_CACHE_HOME/constrain/<name>`` or ``~/.cache/constrain/<name>``.
 
     Returns
     -------
@@ -259,10 +260,15 @@ def vocab_cache_dir() -> Path:
     """
     root = os.environ.get("CONSTRAIN_CACHE_DIR")
     if root:
-        return Path(root).expanduser() / "vocab"
+        return Path(root).expanduser() / name
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "constrain" / "vocab"
+    return base / "constrain" / name
+
+
+def vocab_cache_dir() -> Path:
+    """Return the folder of cached vocabularies (:func:`cache_dir` ``"vocab"``)."""
+    return cache_dir("vocab")
 
 
 def special_name_arrays(names: Mapping[str, int]) -> dict[str, np.ndarray[Any, Any]]:
