@@ -234,12 +234,13 @@ def split_reasoning(text: str, plan: ReasoningPlan) -> list[tuple[str | None, st
     """
     spec = plan.reasoning
     readings: list[tuple[str | None, str]] = []
-    body = text
-    if not plan.opened and text.startswith(spec.start):
+    if plan.opened:
+        body = text
+    elif text.startswith(spec.start):
         body = text[len(spec.start) :]
-    elif not plan.opened:
-        body = ""
-    at = body.find(spec.end) if body or plan.opened else -1
+    else:
+        body = ""  # no block: the end marker is not looked for
+    at = body.find(spec.end)
     if at >= 0:
         reasoning = body[:at]
         rest = body[at + len(spec.end) :]
