@@ -30,7 +30,7 @@ from common import MissingPeerError, import_peer
 
 __all__ = ["ENGINES", "Engine", "GrammarSpec", "MatcherHandle", "MissingPeerError"]
 
-GrammarKind = Literal["regex", "json", "lark", "json_schema"]
+GrammarKind = Literal["regex", "json", "lark", "json_schema", "structural_tag"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ class GrammarSpec:
     """One grammar of a workload, in a form every engine can compile.
 
     ``source`` is the regex (``regex``), the Lark text (``lark``), the schema object
-    (``json_schema``) or ``None`` (``json``: the engine's own "any JSON" grammar).
+    (``json_schema``), XGrammar's structural-tag object (``structural_tag``) or ``None``
+    (``json``: the engine's own "any JSON" grammar).
     """
 
     kind: GrammarKind
@@ -89,6 +90,10 @@ class Engine:
         """A matcher in its initial state for ``compiled``, writing masks into ``bitmask[0]``."""
         raise NotImplementedError
 
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+        """Mask ``logits`` in place with the engine's own CPU kernel."""
+        raise NotImplementedError
+
 
 def peer_lark(text: str) -> str:
     """A Lark text for the peers: without constrain's ``%lexer basic`` line (greedy lexing,
@@ -137,6 +142,8 @@ class LLGuidanceEngine(Engine):
         if spec.kind == "lark":
             assert isinstance(spec.source, str)
             return str(matcher_cls.grammar_from_lark(peer_lark(spec.source)))
+        if spec.kind == "structural_tag":
+            raise UnavailableError("llguidance reads no XGrammar structural tag")
         # flexible whitespace, as every engine here: the texts are json.dumps output
         options = {"whitespace_flexible": True}
         return str(
@@ -192,6 +199,8 @@ class XGrammarEngine(Engine):
         if spec.kind == "lark":
             assert isinstance(spec.source, str)
             return compiler.compile_lark(peer_lark(spec.source))
+        if spec.kind == "structural_tag":
+            return compiler.compile_structural_tag(spec.source)
         # strict_mode=False: follow the JSON Schema spec (extra properties/items allowed unless
         # forbidden), like llguidance; XGrammar's default strict_mode=True would reject valid
         # MaskBench instances. any_whitespace=True (default) accepts json.dumps separators.
@@ -209,6 +218,9 @@ class XGrammarEngine(Engine):
             accept=matcher.accept_token,
             is_accepting=matcher.is_completed,
         )
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+        self._xgr.apply_token_bitmask_inplace(logits, bitmask)
 
 
 _MISSING_API = (ImportError, AttributeError, NotImplementedError)
@@ -248,6 +260,8 @@ class ConstrainEngine(Engine):
             return grammar_cls.builtin("json")
         if spec.kind == "lark":
             return grammar_cls.from_lark(spec.source)
+        if spec.kind == "structural_tag":
+            return grammar_cls.from_structural_tag(spec.source)
         try:
             from_json_schema = grammar_cls.from_json_schema
         except AttributeError as exc:
@@ -277,6 +291,9 @@ class ConstrainEngine(Engine):
             accept=matcher.accept_token,
             is_accepting=matcher.is_accepting,
         )
+
+    def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+        self._cst.apply_token_bitmask_inplace(logits, bitmask)
 
 
 ENGINES: dict[str, type[Engine]] = {

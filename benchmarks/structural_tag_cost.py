@@ -24,18 +24,17 @@ engines in the same process and run.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from common import args_record, log, machine, result_path, write_result
+from engines import ENGINES, Engine, GrammarSpec
+from workloads import load_tokenizer
 
-import constrain
-from constrain.testing import llama3_tokenizer_path, llama3_vocabulary
 from constrain.tools import tool_structural_tag
 
 TOOLS: list[dict[str, Any]] = [
@@ -132,55 +131,15 @@ def phases(text: str, offsets: Sequence[int]) -> list[str]:
     return out
 
 
-class Side:
-    """One engine's matcher factory, fill, apply and accept."""
-
-    def __init__(self, name: str, new: Callable[[], Any], bitmask: torch.Tensor) -> None:
-        self.name = name
-        self.new = new
-        self.bitmask = bitmask
-
-
-def sides(spec: dict[str, Any], tokenizer: Any) -> tuple[list[Side], int]:
-    import xgrammar as xgr
-
-    vocab = llama3_vocabulary()
-    compiled = constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(spec))
-    info = xgr.TokenizerInfo.from_huggingface(
-        tokenizer, vocab_size=vocab.model_vocab_size, stop_token_ids=list(vocab.eos_ids)
-    )
-    x_compiled = xgr.GrammarCompiler(info, max_threads=1).compile_grammar(
-        xgr.Grammar.from_structural_tag(spec)
-    )
-    ours = Side(
-        f"constrain {constrain.__version__}",
-        lambda: _constrain_ops(constrain.Matcher(compiled)),
-        constrain.allocate_token_bitmask(1, vocab.model_vocab_size),
-    )
-    theirs = Side(
-        f"xgrammar {importlib.metadata.version('xgrammar')}",
-        lambda: _xgrammar_ops(xgr, xgr.GrammarMatcher(x_compiled)),
-        xgr.allocate_token_bitmask(1, vocab.model_vocab_size),
-    )
-    return [ours, theirs], vocab.model_vocab_size
-
-
-def _constrain_ops(m: Any) -> tuple[Callable[..., Any], Callable[[int], bool], Callable[..., Any]]:
-    return (
-        lambda bits: m.fill_next_token_bitmask(bits, index=0),
-        m.accept_token,
-        constrain.apply_token_bitmask_inplace,
-    )
-
-
-def _xgrammar_ops(
-    xgr: Any, m: Any
-) -> tuple[Callable[..., Any], Callable[[int], bool], Callable[..., Any]]:
-    return (
-        lambda bits: m.fill_next_token_bitmask(bits, 0),
-        m.accept_token,
-        xgr.apply_token_bitmask_inplace,
-    )
+def engines(spec: dict[str, Any], tokenizer: Any) -> list[tuple[str, Engine, Any, torch.Tensor]]:
+    """constrain and XGrammar (``engines.py``), each with the spec compiled and a bitmask."""
+    out = []
+    for name in ("constrain", "xgrammar"):
+        engine = ENGINES[name]()
+        engine.prepare(tokenizer)
+        compiled = engine.compile(engine.new_compiler(), GrammarSpec("structural_tag", "", spec))
+        out.append((f"{name} {engine.version}", engine, compiled, engine.allocate_bitmask()))
+    return out
 
 
 def sample(logits: torch.Tensor, generator: torch.Generator) -> int:
@@ -190,26 +149,30 @@ def sample(logits: torch.Tensor, generator: torch.Generator) -> int:
 
 
 def follow(
-    side: Side, tokens: list[int], logits: torch.Tensor, generator: torch.Generator
+    side: tuple[str, Engine, Any, torch.Tensor],
+    tokens: list[int],
+    logits: torch.Tensor,
+    generator: torch.Generator,
 ) -> list[tuple[float, float]]:
     """Per step: (fill + accept, fill + apply + sample + accept) seconds, the turn followed."""
-    fill, accept, apply = side.new()
+    name, engine, compiled, bitmask = side
+    matcher = engine.new_matcher(compiled, bitmask)
     out = []
     scratch = logits.clone()
     for token in tokens:
         t0 = time.perf_counter()
-        fill(side.bitmask)
+        matcher.fill()
         t1 = time.perf_counter()
         scratch.copy_(logits)  # fresh logits, as a model gives each step (not timed)
         t2 = time.perf_counter()
-        apply(scratch, side.bitmask)
+        engine.apply_bitmask(scratch, bitmask)
         sample(scratch, generator)
         t3 = time.perf_counter()
-        if not accept(token):
-            raise RuntimeError(f"{side.name} rejected token {token} of the turn")
+        if not matcher.accept(token):
+            raise RuntimeError(f"{name} rejected token {token} of the turn")
         t4 = time.perf_counter()
-        matcher = (t1 - t0) + (t4 - t3)
-        out.append((matcher, matcher + (t3 - t2)))
+        step = (t1 - t0) + (t4 - t3)
+        out.append((step, step + (t3 - t2)))
     return out
 
 
@@ -235,36 +198,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="times each turn is followed")
     p.add_argument("--out", type=Path, default=result_path("structural-tag-cost"))
     args = p.parse_args(argv)
-    from transformers import PreTrainedTokenizerFast
-
     torch.set_num_threads(1)
-    tokenizer: Any = PreTrainedTokenizerFast(tokenizer_file=str(llama3_tokenizer_path()))
+    tokenizer = load_tokenizer()  # Llama 3.2, as every engine benchmark
     spec = tool_structural_tag(TOOLS, tool_choice="auto", format="hermes")
-    engines, vocab_size = sides(spec, tokenizer)
+    sides = engines(spec, tokenizer)
     generator = torch.Generator().manual_seed(0)
-    logits = torch.randn((1, vocab_size), generator=generator)
-    sample_s, copy_s = baseline(logits, engines[0].bitmask.clone(), 400, generator)
+    logits = torch.randn((1, sides[0][1].vocab_size), generator=generator)
+    sample_s, copy_s = baseline(logits, sides[0][3].clone(), 400, generator)
     log(f"baseline: sample {sample_s * 1e6:.1f} us, mask copy {copy_s * 1e6:.1f} us")
-    per: dict[str, dict[str, list[tuple[float, float]]]] = {e.name: {} for e in engines}
+    per: dict[str, dict[str, list[tuple[float, float]]]] = {side[0]: {} for side in sides}
     for _ in range(args.rounds):
         for text in turns():
             enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
             tokens = list(enc["input_ids"])
             labels = phases(text, [start for start, _ in enc["offset_mapping"]])
-            for side in engines:  # the same turn on each engine, back to back
-                for label, step in zip(
-                    labels, follow(side, tokens, logits, generator), strict=True
-                ):
-                    per[side.name].setdefault(label, []).append(step)
+            for side in sides:  # the same turn on each engine, back to back
+                steps = follow(side, tokens, logits, generator)
+                for label, step in zip(labels, steps, strict=True):
+                    per[side[0]].setdefault(label, []).append(step)
     rows = []
-    for side in engines:
+    for name, *_ in sides:
         for label in ("free text", "tag", "arguments"):
-            steps = per[side.name].get(label, [])
+            steps = per[name].get(label, [])
             mask = statistics.median(s[0] for s in steps)
             full = statistics.median(s[1] for s in steps)
             rows.append(
                 {
-                    "engine": side.name,
+                    "engine": name,
                     "phase": label,
                     "steps": len(steps),
                     "mask_us": mask * 1e6,
