@@ -12,9 +12,12 @@ A request asks for constrained output with one entry of ``SamplingParams.extra_a
 OpenAI server fills it from ``extra_body={"vllm_xargs": {...}}``), built by
 :func:`request_args`::
 
-    {"constrain": '{"json_schema": {...}}'}     # or "regex", "grammar" (Lark), "choices"
+    {"constrain": '{"json_schema": {...}}'}     # or "regex", "grammar" (Lark), "choices",
+                                                # "structural_tag" (XGrammar's structural tag)
 
-The value is JSON text because ``vllm_xargs`` only carries strings, numbers and lists.
+The value is JSON text because ``vllm_xargs`` only carries strings, numbers and lists. On an
+engine with a reasoning parser each spec gets a ``"reasoning"`` entry in the worker (free
+reasoning, then the constraint: :mod:`constrain.integrations.vllm_reasoning`).
 
 vLLM 0.32 has two model runners with different processor interfaces; pass the class that matches
 the one in use (vLLM logs "Using V2 Model Runner" when it picks V2, the default when Triton
@@ -52,8 +55,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from constrain.errors import ConstrainError
+from constrain.integrations.vllm_reasoning import (
+    REASONING_KEY,
+    prompt_reasoning,
+    reasoning_plan,
+    server_reasoning,
+)
 from constrain.ir import Grammar
 from constrain.output import choices_grammar
+from constrain.reasoning import reasoning_grammar
 
 if TYPE_CHECKING:
     import torch
@@ -79,7 +89,7 @@ __all__ = [
 SPEC_KEY = "constrain"
 """The ``SamplingParams.extra_args`` / ``vllm_xargs`` key of a constrained request."""
 
-KINDS = ("json_schema", "regex", "grammar", "choices")
+KINDS = ("json_schema", "regex", "grammar", "choices", "structural_tag")
 """The constraint kinds a spec may name (exactly one per request)."""
 
 _MAX_SPECS = 1024  # compile jobs kept per worker, by spec text
@@ -101,6 +111,7 @@ def request_args(
     regex: str | None = None,
     grammar: str | None = None,
     choices: Sequence[str] | None = None,
+    structural_tag: Mapping[str, Any] | str | None = None,
     json_options: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Return the ``extra_args`` (offline) / ``vllm_xargs`` (server) entry of a constraint.
@@ -116,6 +127,10 @@ def request_args(
         Lark grammar text, or the name of a grammar shipped with constrain (``"json"``, ...).
     choices : sequence of str, optional
         The output is exactly one of these strings.
+    structural_tag : dict or str, optional
+        XGrammar's structural tag (``{"type": "structural_tag", "format": {...}}`` or the legacy
+        ``{"triggers", "structures"}`` form), or its JSON text
+        (:meth:`Grammar.from_structural_tag`).
     json_options : mapping, optional
         Options of :meth:`Grammar.from_json_schema`; defaults ``whitespace="spaced"`` and
         ``python_compatible=True``, as :func:`constrain.generate`.
@@ -138,6 +153,7 @@ def request_args(
             ("regex", regex),
             ("grammar", grammar),
             ("choices", choices),
+            ("structural_tag", structural_tag),
         )
         if v is not None
     }
@@ -155,6 +171,10 @@ def request_args(
         spec["json_schema"] = json.loads(schema)
     if choices is not None:
         spec["choices"] = list(choices)
+    if isinstance(structural_tag, str):
+        spec["structural_tag"] = json.loads(structural_tag)
+    elif structural_tag is not None:
+        spec["structural_tag"] = dict(structural_tag)
     if json_options:
         if json_schema is None:
             raise TypeError("json_options only apply with json_schema=")
@@ -180,7 +200,7 @@ def parse_request(extra_args: Mapping[str, Any] | None) -> str | None:
     ------
     ValueError
         If the entry is not a JSON object naming exactly one of :data:`KINDS` (plus
-        ``json_options`` for a schema).
+        ``json_options`` for a schema, and an optional ``reasoning`` entry).
     """
     if not extra_args or SPEC_KEY not in extra_args:
         return None
@@ -196,7 +216,7 @@ def parse_request(extra_args: Mapping[str, Any] | None) -> str | None:
             f'{{"json_schema": {{...}}}}, got {type(raw).__name__}'
         )
     kinds = [k for k in KINDS if k in raw]
-    unknown = sorted(set(raw) - set(KINDS) - {"json_options"})
+    unknown = sorted(set(raw) - set(KINDS) - {"json_options", REASONING_KEY})
     if len(kinds) != 1 or unknown:
         raise ValueError(
             f"vllm_xargs[{SPEC_KEY!r}] must name exactly one of {', '.join(KINDS)}"
@@ -214,7 +234,8 @@ def spec_grammar(spec: str) -> Grammar:
     Raises
     ------
     GrammarError
-        If constrain refuses the schema, regex or grammar (e.g. ``JsonSchemaError``).
+        If constrain refuses the schema, regex, grammar or structural tag (e.g.
+        ``JsonSchemaError``).
     ValueError
         If the spec's values have the wrong types.
     """
@@ -232,6 +253,11 @@ def spec_grammar(spec: str) -> Grammar:
         if not isinstance(data["regex"], str):
             raise ValueError("regex must be a string")
         grammar = Grammar.from_regex(data["regex"])
+    elif "structural_tag" in data:
+        tag = data["structural_tag"]
+        if not isinstance(tag, (dict, str)):
+            raise ValueError("structural_tag must be a structural tag object or its JSON text")
+        grammar = Grammar.from_structural_tag(tag)
     elif "grammar" in data:
         text = data["grammar"]
         if not isinstance(text, str):
@@ -247,6 +273,8 @@ def spec_grammar(spec: str) -> Grammar:
             grammar, _ = choices_grammar(options)
         except (TypeError, ValueError) as err:
             raise ValueError("choices must be a non-empty list of strings") from err
+    if REASONING_KEY in data:
+        grammar = reasoning_grammar(grammar, reasoning_plan(data[REASONING_KEY]))
     return grammar
 
 
@@ -255,15 +283,22 @@ _BYTE_COMPILER: list[Compiler] = []
 
 @functools.lru_cache(maxsize=512)  # successes only: a refused spec raises, and is not cached
 def _check_spec(spec: str) -> None:
-    """Build and compile a spec's grammar against a 256-byte vocabulary (admission check)."""
-    from constrain.compiler import Compiler
+    """Build and compile a spec's grammar against a 256-byte vocabulary (admission check).
+
+    A grammar with special tokens (a structural tag's ``token`` format) is only built: its
+    tokens are looked up in the model's vocabulary, in the worker.
+    """
+    from constrain.compiler import Compiler, special_chars
     from constrain.vocab.vocabulary import Vocabulary
 
     if not _BYTE_COMPILER:
         tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
         vocab = Vocabulary.from_bytes([*tokens, None], eos_ids=[256])
         _BYTE_COMPILER.append(Compiler(vocab, cache_bytes=0))
-    _BYTE_COMPILER[0].compile(spec_grammar(spec))
+    grammar = spec_grammar(spec)
+    if any(special_chars(grammar)):
+        return
+    _BYTE_COMPILER[0].compile(grammar)
 
 
 def _validate(sampling_params: Any) -> None:
@@ -366,12 +401,24 @@ class _Core:
             eos[int(t) // 32] |= np.uint32(1 << (int(t) % 32))
         self.eos_row = eos
         self.width = width
+        self.tokenizer = tokenizer
+        self.reasoning = server_reasoning(vllm_config, tokenizer)
         # numba compiles the kernels on first use (25-40 s on 2 cores when its disk cache is
         # cold, under 1 s when warm): at engine start-up, not inside the first requests
         self._warm_up(tokenizer)
 
-    def start(self, spec: str, output_ids: Any = None) -> _Request:
-        """Return a request whose grammar compiles in the background (once per spec)."""
+    def start(
+        self, spec: str, output_ids: Any = None, prompt_ids: Sequence[int] | None = None
+    ) -> _Request:
+        """Return a request whose grammar compiles in the background (once per spec).
+
+        On an engine with a reasoning parser the spec gets its ``"reasoning"`` entry first
+        (from the prompt's end, ``prompt_ids``), unless it has one.
+        """
+        if self.reasoning is not None and REASONING_KEY not in json.loads(spec):
+            entry = prompt_reasoning(self.reasoning, self.tokenizer, prompt_ids)
+            if entry is not None:
+                spec = _canonical({**json.loads(spec), REASONING_KEY: entry})
         with self._lock:
             future = self.compiled.get(spec)
             if future is None or (future.done() and future.exception() is not None):
@@ -543,12 +590,12 @@ def _make_v1() -> type:
             reqs = self.requests
             for index in batch_update.removed:
                 reqs.pop(index, None)
-            for index, params, _prompt, output_ids in batch_update.added:
+            for index, params, prompt_ids, output_ids in batch_update.added:
                 spec = parse_request(getattr(params, "extra_args", None))
                 if spec is None:
                     reqs.pop(index, None)
                 else:  # a resumed (preempted) request replays its output in apply()
-                    reqs[index] = self.core.start(spec, output_ids)
+                    reqs[index] = self.core.start(spec, output_ids, prompt_ids)
             for a, b, direction in batch_update.moved:
                 first, second = reqs.pop(a, None), reqs.pop(b, None)
                 if first is not None:
@@ -603,21 +650,35 @@ def _make_v2() -> type:
             self.core = _Core(vllm_config, int(req_states.max_num_reqs) * (1 + drafts))
             self.req_states = req_states
             self.requests: dict[int, _Request] = {}
+            self.pending: dict[int, str] = {}  # slot -> spec, started once its prompt is known
 
         def add_request(self, req_idx: int, sampling_params: Any) -> bool:
             """Start (or clear) the slot's request; return whether it is constrained."""
             spec = parse_request(getattr(sampling_params, "extra_args", None))
+            self.requests.pop(req_idx, None)
+            self.pending.pop(req_idx, None)
             if spec is None:
-                self.requests.pop(req_idx, None)
                 return False
-            self.requests[req_idx] = self.core.start(spec)
+            if self.core.reasoning is None:
+                self.requests[req_idx] = self.core.start(spec)
+            else:  # the reasoning entry needs the prompt's end, written after this call
+                self.pending[req_idx] = spec
             return True
+
+        def _start_pending(self, slot: int) -> None:
+            """Start a slot's request with its prompt's last tokens (reasoning engines)."""
+            end = int(self.req_states.prompt_len.np[slot])
+            tail = self.req_states.all_token_ids.gpu[slot, max(0, end - 8) : end]
+            spec = self.pending.pop(slot)
+            self.requests[slot] = self.core.start(spec, prompt_ids=tail.cpu().tolist())
 
         def apply(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
             """Advance the matchers of the constrained rows and mask them in place."""
-            if not self.requests:
+            if not self.requests and not self.pending:
                 return logits
             slots = ctx.expanded_idx_mapping.cpu().numpy()
+            for slot in {int(s) for s in slots.tolist()} & self.pending.keys():
+                self._start_pending(slot)
             mine = [r for r, s in enumerate(slots.tolist()) if s in self.requests]
             if not mine:
                 return logits

@@ -19,15 +19,23 @@ Neither vLLM nor starlette is imported: the middleware is plain ASGI. What it tr
   ``{"json_schema": S}``; ``{"type": "json_object"}`` -> ``{"json_schema": {"type": "object"}}``; on
   ``/v1/responses`` the same types under ``text.format`` (``{"type": "json_schema", "schema":
   S}``);
+* ``response_format`` ``{"type": "structural_tag", "format": ...}`` (or the legacy
+  ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``) ->
+  ``{"structural_tag": ...}`` (:meth:`~constrain.Grammar.from_structural_tag`);
 * ``structured_outputs`` ``json`` (a schema or its JSON text), ``json_object: true``,
-  ``regex``, ``choice``, ``grammar`` (Lark text, or a shipped grammar's name) ->
-  ``json_schema``, ``regex``, ``choices``, ``grammar``; ``disable_any_whitespace: true`` ->
-  ``json_options={"whitespace": "compact"}``.
+  ``regex``, ``choice``, ``grammar`` (Lark text, or a shipped grammar's name),
+  ``structural_tag`` (the tag or its JSON text) -> ``json_schema``, ``regex``, ``choices``,
+  ``grammar``, ``structural_tag``; ``disable_any_whitespace: true`` ->
+  ``json_options={"whitespace": "compact"}``;
+* on ``/v1/chat/completions``, ``tools`` with ``tool_choice`` ``"required"`` or a named function,
+  on a server whose tool parser constrain writes for (:mod:`constrain.integrations.vllm_tools`):
+  the calls' structural tag, with ``tool_choice`` turned ``"auto"`` so vLLM's tool parser reads
+  the output.
 
 Everything else is passed on untouched, for vLLM to serve or refuse: ``{"type": "text"}``,
-structural tags, ``structured_outputs`` with ``whitespace_pattern`` or
-``disable_additional_properties`` (which constrain has no option for), requests with ``tools``
-(vLLM's tool parsers merge the format with tool-call tags), bodies that are not a JSON object.
+``structured_outputs`` with ``whitespace_pattern`` or ``disable_additional_properties`` (which
+constrain has no option for), other requests with ``tools`` (``tool_choice`` ``"auto"``: vLLM's
+tool parsers merge the format with tool-call tags), bodies that are not a JSON object.
 A malformed field, or a structured-output field next to a ``vllm_xargs["constrain"]`` entry (or
 both ``response_format`` and ``structured_outputs``), is answered with HTTP 400 in vLLM's error
 shape; whether constrain can enforce the spec is checked later, at vLLM's admission (also 400).
@@ -41,6 +49,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from constrain.integrations.vllm import SPEC_KEY, request_args
+from constrain.integrations.vllm_tools import ServerSettings, server_settings, tool_request
 
 __all__ = ["PATHS", "ResponseFormatMiddleware", "translate_body"]
 
@@ -68,7 +77,9 @@ class _FieldError(ValueError):
         self.param = param
 
 
-def translate_body(path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+def translate_body(
+    path: str, body: Mapping[str, Any], settings: ServerSettings | None = None
+) -> dict[str, Any] | None:
     """Return a request body with its structured-output field moved to ``vllm_xargs``.
 
     Parameters
@@ -78,6 +89,9 @@ def translate_body(path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
         ``response_format``).
     body : mapping
         The parsed JSON body; not modified.
+    settings : ServerSettings, optional
+        The server's tool parser and options (:func:`~constrain.integrations.vllm_tools.
+        server_settings`); without them requests with tools stay with vLLM.
 
     Returns
     -------
@@ -93,7 +107,13 @@ def translate_body(path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
     """
     tools = body.get("tools")
     if tools and body.get("tool_choice") != "none":
-        return None  # vLLM's tool parsers combine the format with the tool-call tags
+        rewritten = None
+        if path == "/v1/chat/completions":
+            rewritten = tool_request(body, settings or ServerSettings())
+        if rewritten is None:
+            return None  # vLLM's tool parsers combine the format with the tool-call tags
+        out, tag = rewritten
+        return _with_spec(out, request_args(structural_tag=tag)[SPEC_KEY], "tool_choice")
     responses = path == "/v1/responses"
     format_name = "text.format" if responses else "response_format"
     if responses:
@@ -120,10 +140,7 @@ def translate_body(path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
     elif not isinstance(xargs, Mapping):
         return None  # vLLM refuses it
     field = format_name if uses_format else "structured_outputs"
-    if SPEC_KEY in xargs:
-        raise _FieldError(
-            field, f"send the constraint either as {field} or as vllm_xargs[{SPEC_KEY!r}], not both"
-        )
+    _check_xargs(xargs, field)
     out = dict(body)
     if not uses_format:
         del out["structured_outputs"]
@@ -139,6 +156,25 @@ def translate_body(path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def _check_xargs(xargs: Mapping[str, Any], field: str) -> None:
+    """Refuse a translated field next to a ``vllm_xargs["constrain"]`` entry."""
+    if SPEC_KEY in xargs:
+        raise _FieldError(
+            field, f"send the constraint either as {field} or as vllm_xargs[{SPEC_KEY!r}], not both"
+        )
+
+
+def _with_spec(body: dict[str, Any], spec: str, field: str) -> dict[str, Any] | None:
+    """Return ``body`` with ``vllm_xargs["constrain"]`` set, or None if its xargs are invalid."""
+    xargs = body.get("vllm_xargs")
+    if xargs is None:
+        xargs = {}
+    elif not isinstance(xargs, Mapping):
+        return None  # vLLM refuses it
+    _check_xargs(xargs, field)
+    return {**body, "vllm_xargs": {**xargs, SPEC_KEY: spec}}
+
+
 def _format_spec(fmt: Any, name: str, *, flat: bool) -> str | None:
     """Return the spec text of a ``response_format`` (``text.format`` if ``flat``), or None."""
     if not isinstance(fmt, Mapping):
@@ -146,8 +182,10 @@ def _format_spec(fmt: Any, name: str, *, flat: bool) -> str | None:
     kind = fmt.get("type")
     if kind == "json_object":
         return request_args(json_schema=_OBJECT_SCHEMA)[SPEC_KEY]
+    if kind == "structural_tag":  # the whole object is the tag (current or legacy form)
+        return request_args(structural_tag=fmt)[SPEC_KEY]
     if kind != "json_schema":
-        return None  # "text" (unconstrained), structural tags: vLLM's
+        return None  # "text": unconstrained
     if flat:
         holder: Any = fmt
     else:
@@ -173,7 +211,6 @@ def _structured_outputs_spec(so: Any) -> str | None:
     kinds = [k for k in _KINDS if so.get(k) is not None]
     if (
         len(kinds) != 1
-        or kinds[0] == "structural_tag"
         or so.get("whitespace_pattern") is not None
         or so.get("disable_additional_properties")
         or (kinds[0] == "json_object" and so["json_object"] is not True)
@@ -196,6 +233,16 @@ def _structured_outputs_spec(so: Any) -> str | None:
             )  # fmt: skip
         compact = {"whitespace": "compact"} if so.get("disable_any_whitespace") else None
         return request_args(json_schema=schema, json_options=compact)[SPEC_KEY]
+    if kind == "structural_tag":
+        tag = value
+        if isinstance(tag, str):
+            try:
+                tag = json.loads(tag)
+            except ValueError as err:
+                raise _FieldError(param, f"{param} is not JSON text: {err}") from err
+        if not isinstance(tag, Mapping):
+            raise _FieldError(param, f"{param} must be a structural tag object or its JSON text")
+        return request_args(structural_tag=tag)[SPEC_KEY]
     if kind == "choice":
         if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
             raise _FieldError(param, f"{param} must be a list of strings")
@@ -250,7 +297,7 @@ class ResponseFormatMiddleware:
         out = None
         if complete:
             try:
-                out = _rewrite(path, b"".join(chunks))
+                out = _rewrite(path, b"".join(chunks), server_settings(scope))
             except _FieldError as err:
                 await _bad_request(send, str(err), err.param)
                 return
@@ -289,7 +336,7 @@ def _route(scope: Scope) -> str | None:
     return None
 
 
-def _rewrite(path: str, raw: bytes) -> bytes | None:
+def _rewrite(path: str, raw: bytes, settings: ServerSettings) -> bytes | None:
     """Return the translated body, or None to pass the original bytes on."""
     try:
         body = json.loads(raw)
@@ -297,7 +344,7 @@ def _rewrite(path: str, raw: bytes) -> bytes | None:
         return None  # vLLM answers a body that is not JSON
     if not isinstance(body, dict):
         return None
-    out = translate_body(path, body)
+    out = translate_body(path, body, settings)
     if out is None:
         return None
     _LOG.debug("constrain: %s request served through vllm_xargs[%r]", path, SPEC_KEY)

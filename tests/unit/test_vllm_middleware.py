@@ -213,7 +213,6 @@ def test_structured_outputs_specs_constrain_as_asked() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"structural_tag": '{"type": "structural_tag"}'},
         {"json": SCHEMA, "whitespace_pattern": " ?"},
         {"json": SCHEMA, "disable_additional_properties": True},
         {"json": SCHEMA, "regex": "a"},  # two kinds: vLLM refuses it
