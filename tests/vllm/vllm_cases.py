@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -11,6 +15,14 @@ import lark
 from pydantic import BaseModel, Field
 
 from constrain.integrations.vllm import request_args
+
+# the 40 tool-use prompts and their tools, shared with benchmarks/tool_calls.py
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+from tool_calls import CASES, TOOLS  # noqa: E402, F401 (re-exported to the tests)
+
+TOOL_PARSER = "xlam"
+"""The vLLM tool parser of the test servers: it reads SmolLM2's own call format (a JSON list of
+calls in ``<tool_call>...</tool_call>``, constrain's ``smollm2`` format)."""
 
 # engine arguments that work on a 2-core CPU box
 ENGINE_ARGS: dict[str, Any] = {
@@ -81,3 +93,17 @@ def check(name: str, text: str) -> None:
         lark.Lark(GREETING).parse(text)
     elif name == "choices":
         assert text in COLORS, text
+
+
+def post(base: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """POST a JSON body to a server; return the status and the JSON answer (errors included)."""
+    req = urllib.request.Request(
+        base + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
