@@ -385,7 +385,9 @@ def generate(
         output or ``"flexible"`` to let the model choose (bounded). ``max_number_digits``
         defaults to 15 here: a number the schema leaves unbounded is written plainly with at
         most 15 digits before and 15 after the point (listed in the grammar's warnings), so a
-        greedy model cannot write digits until ``max_tokens``; ``None`` lifts it.
+        greedy model cannot write digits until ``max_tokens``; ``None`` lifts it. With
+        ``tools=``, only ``max_items`` and ``max_length``: bounds of the arrays and strings
+        the tools' schemas leave open (none by default; docs/tool_calling.md).
     overlap : bool, optional
         Compute the next mask while the forward pass runs (default: when the model is on a GPU).
     speculative : bool, str, Drafter or list of those, optional
@@ -412,8 +414,10 @@ def generate(
         Allow more than one call (default True).
     tool_format : str, optional
         The calls' syntax, a :data:`~constrain.tools.TOOL_FORMATS` name (``"hermes"``,
-        ``"smollm2"``, ``"mistral"``, ``"llama3_json"``); default: read from the model's chat
-        template (:func:`~constrain.tools.detect_tool_format`).
+        ``"smollm2"``, ``"mistral"``, ``"llama3_json"``, ``"deepseek_v3"``, ``"deepseek_v31"``,
+        ``"harmony"``); default: read from the model's chat template
+        (:func:`~constrain.tools.detect_tool_format`). Its markers that are special tokens of
+        the model's tokenizer are required by token id and written by name in the text.
     reasoning : bool, Reasoning or None, optional
         A reasoning block before the constraint (:mod:`constrain.reasoning`): free text between
         ``<think>`` and ``</think>``, then the output. ``True``: required; a
@@ -587,6 +591,7 @@ def stream(
     steps = prep.method.steps(prep.job)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     vocab = prep.model.vocabulary
+    eos = {int(i) for i in vocab.eos_ids}
     try:
         while True:
             try:
@@ -595,7 +600,13 @@ def stream(
                 outcome = MethodOutcome(done.value, prep.method.name)
                 break
             first = tokens[0]
-            piece = decoder.decode(vocab.decode(first if isinstance(first, list) else [first]))
+            piece = ""
+            for tid in first if isinstance(first, list) else [first]:
+                raw = vocab.decode([tid])
+                if raw or not prep.by_name or tid in eos:
+                    piece += decoder.decode(raw)
+                else:  # a special token the calls require by id: its name, as in the text
+                    piece += vocab.decode_text([tid])
             if piece:
                 yield piece
         tail = decoder.decode(b"", final=True)

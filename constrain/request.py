@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from constrain.compiler import special_chars
 from constrain.decoding.autoregressive import TokenMethod
 from constrain.decoding.method import DecodeJob, DecodingMethod, MethodOutcome, SamplingOptions
 from constrain.decoding.registry import resolve_method
@@ -58,11 +59,15 @@ __all__ = [
     "GenerationResult",
     "PreparedCall",
     "SamplerSpec",
+    "TOOL_JSON_OPTIONS",
     "default_model",
     "is_batch",
 ]
 
 SamplerSpec = str | Sampler | DecodingMethod | None
+
+TOOL_JSON_OPTIONS = ("max_items", "max_length")
+"""The ``json_options`` keys that apply with ``tools=``."""
 
 _KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')  # a JSON object key and its colon
 
@@ -268,8 +273,20 @@ class GenerationOptions:
             raise TypeError(
                 f"parallel_tool_calls= must be a bool, got {self.parallel_tool_calls!r}"
             )
-        # every tool readable and the choice valid (a dict only: the grammar is built later)
-        tool_structural_tag(self.tools, tool_choice=self.tool_choice)
+        unknown = sorted(set(self.json_options or {}) - set(TOOL_JSON_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"with tools=, json_options takes {' and '.join(TOOL_JSON_OPTIONS)} (bounds of "
+                f"the arguments' open arrays and strings), not {', '.join(unknown)}"
+            )
+        # every tool readable, the choice and bounds valid (a dict only: the grammar comes later)
+        tool_structural_tag(self.tools, tool_choice=self.tool_choice, **self.tool_bounds)
+
+    @property
+    def tool_bounds(self) -> dict[str, Any]:
+        """``max_items`` and ``max_length`` of ``json_options`` for the tools' arguments."""
+        opts = self.json_options or {}
+        return {k: opts[k] for k in TOOL_JSON_OPTIONS if k in opts}
 
     @property
     def constraint(self) -> dict[str, Any]:
@@ -325,6 +342,7 @@ class PreparedCall:
         prompts = list(prompt) if self.batch else [prompt]
         _check_prompts(prompts)
         self.options = options
+        self.by_name = False
         if options.tools is None:
             self.output = output_type(**options.constraint, json_options=options.json_options)
         model = resolve_model(options.model)  # after every argument is checked
@@ -333,12 +351,20 @@ class PreparedCall:
         if options.tools is not None:  # the calls' syntax is the model's chat template's
             template = getattr(model.tokenizer, "chat_template", None)
             fmt = options.tool_format or detect_tool_format(template)
+            vocab = model.vocabulary
+            eos = {int(i) for i in vocab.eos_ids}
+            names = vocab.special_names
             self.output = tool_output(
                 options.tools,
                 tool_choice=options.tool_choice,
                 parallel=options.parallel_tool_calls,
                 format=fmt,
+                special_tokens={n for n, i in names.items() if i not in eos},
+                end_tokens={n for n, i in names.items() if i in eos},
+                **options.tool_bounds,
             )
+            # the calls' special tokens (matched by id) are read back by name
+            self.by_name = bool(special_chars(self.output.grammar)[1])
             if options.tool_choice != "none":
                 listed = tool_system_prompt(options.tools, fmt)
                 system = listed if system is None else f"{system}\n\n{listed}"
@@ -384,7 +410,7 @@ class PreparedCall:
         out = []
         incomplete = []
         for i, tokens in enumerate(res.token_ids):
-            text = self.model.vocabulary.decode(tokens).decode("utf-8", errors="replace")
+            text = self._text(tokens)
             if outcome.complete is not None:
                 done = outcome.complete[i]
             else:
@@ -428,6 +454,13 @@ class PreparedCall:
                 self.max_tokens,
             )
         return out
+
+    def _text(self, tokens: Sequence[int]) -> str:
+        """Return the text of an output's tokens (special tokens by name for tool markers)."""
+        vocab = self.model.vocabulary
+        if self.by_name:
+            return vocab.decode_text(tokens)
+        return vocab.decode(tokens).decode("utf-8", errors="replace")
 
     def _parse(self, text: str) -> tuple[str | None, Any]:
         """Return the reasoning (``None`` without a block) and the value of a finished text."""

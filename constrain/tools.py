@@ -3,16 +3,9 @@ r"""Tool calls (stage 8, with the output types): tools -> a structural tag, and 
 A *tool* is a Python function (its signature and docstring give the schema, through pydantic),
 a pydantic model class (its fields are the arguments) or an OpenAI tool dict (``{"type":
 "function", "function": {"name", "description", "parameters"}}``). A *format* is how a chat
-template writes calls; :data:`TOOL_FORMATS` holds one entry per family:
-
-==============  ==============================================================================
-``hermes``      Hermes, Qwen 2.5 and 3: ``<tool_call>\n{"name": ..., "arguments": {...}}\n
-                </tool_call>``, one tag per call, prose around them
-``smollm2``     SmolLM2 (the default model): ``<tool_call>[\n{"name": ..., "arguments": {...}},
-                \n...\n]</tool_call>``, one list of calls after the prose
-``mistral``     Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]``
-``llama3_json`` Llama 3.1-3.3 custom tools: ``{"name": ..., "parameters": {...}}``
-==============  ==============================================================================
+template writes calls; :data:`TOOL_FORMATS` (:mod:`constrain.tool_formats`) holds one entry
+per family: ``hermes``, ``smollm2``, ``mistral``, ``llama3_json``, ``deepseek_v3``,
+``deepseek_v31`` and ``harmony``.
 
 :func:`tool_structural_tag` writes the constraint as XGrammar's structural tag (so the same
 spec serves :meth:`~constrain.Grammar.from_structural_tag`, XGrammar and vLLM), where only each
@@ -21,8 +14,12 @@ into the prose and the validated :class:`ToolCall` s. ``tool_choice`` is ``"auto
 prose then calls), ``"required"`` (calls only), ``"none"`` (prose only) or ``{"name": ...}``
 (one call of that tool); ``parallel`` allows more than one call.
 
-Special tokens (Mistral's ``[TOOL_CALLS]``, Llama's ``<|python_tag|>``) are matched as their
-text here: matching them by token id is engine work still to come.
+A format's markers that the model's tokenizer has as special tokens (DeepSeek's
+``<｜tool▁calls▁begin｜>``, Harmony's ``<|channel|>``, Mistral's ``[TOOL_CALLS]``) are named in
+``special_tokens`` and then required by token id (the structural tag's ``token`` format), so
+that a text merely spelling one does not match; markers that are end-of-sequence tokens
+(``end_tokens``: gpt-oss's ``<|call|>`` and ``<|return|>``) end the output instead. Without
+them, every marker is text.
 """
 
 from __future__ import annotations
@@ -30,13 +27,21 @@ from __future__ import annotations
 import inspect
 import json
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from constrain.errors import OutputValidationError
+from constrain.frontends.json_schema.open_ends import close_open_ends
 from constrain.ir import Grammar
 from constrain.output import OutputType
+from constrain.tool_formats import (
+    TOOL_FORMATS,
+    ToolFormat,
+    detect_tool_format,
+    sequence_tag,
+    uses_sequence_tag,
+)
 
 __all__ = [
     "TOOL_FORMATS",
@@ -48,6 +53,7 @@ __all__ = [
     "as_tool",
     "detect_tool_format",
     "parse_tool_calls",
+    "split_thinking",
     "tool_structural_tag",
     "tool_output",
     "tool_system_prompt",
@@ -196,96 +202,6 @@ def _function_tool(fn: Callable[..., Any]) -> Tool:
     return Tool(fn.__name__, description, schema, function=fn, model=model)
 
 
-@dataclass(frozen=True)
-class ToolFormat:
-    """How a chat template writes tool calls.
-
-    A call is ``call_begin`` (with ``{name}``), the arguments as JSON, then ``call_end``. With a
-    ``block_begin``, the calls form one list inside ``block_begin`` ... ``block_end`` separated
-    by ``separator``; without, each call stands alone and ``call_begin``'s text before ``{name}``
-    is the trigger that starts it.
-    """
-
-    name: str
-    call_begin: str
-    call_end: str
-    block_begin: str = ""
-    block_end: str = ""
-    separator: str = ""
-    instructions: str = ""
-    """The system-prompt text that lists the tools (``{tools}``: their JSON, one per line)."""
-
-    @property
-    def trigger(self) -> str:
-        """The text that starts the tool calls."""
-        return self.block_begin or self.call_begin.split("{name}", 1)[0]
-
-    def begin(self, tool: str) -> str:
-        """Return the text before a call's arguments."""
-        return self.call_begin.replace("{name}", json.dumps(tool)[1:-1])
-
-
-_JSON_RULES = (
-    "For each call, write the function's name and its arguments as a JSON object that follows "
-    "the function's parameters."
-)
-TOOL_FORMATS: dict[str, ToolFormat] = {
-    "hermes": ToolFormat(
-        "hermes",
-        '<tool_call>\n{"name": "{name}", "arguments": ',
-        "}\n</tool_call>",
-        separator="\n",
-        instructions=(
-            "You may call one or more functions to assist with the user query. The functions "
-            "are listed in <tools></tools>:\n<tools>\n{tools}\n</tools>\nFor each function "
-            "call, return a JSON object with the function name and arguments within "
-            '<tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, '
-            '"arguments": <args-json-object>}\n</tool_call>'
-        ),
-    ),
-    "smollm2": ToolFormat(
-        "smollm2",
-        '{"name": "{name}", "arguments": ',
-        "}",
-        block_begin="<tool_call>[\n",
-        block_end="\n]</tool_call>",
-        separator=",\n",
-        instructions=(
-            "You are an expert in composing functions. You are given a question and a set of "
-            "possible functions.\nBased on the question, you will need to make one or more "
-            "function/tool calls to achieve the purpose.\nIf none of the functions can be "
-            "used, point it out and refuse to answer.\nIf the given question lacks the "
-            "parameters required by the function, also point it out.\nYou have access to the "
-            "following tools:\n<tools>{tools}</tools>\nThe output MUST strictly adhere to the "
-            "following format, and NO other text MUST be included.\nThe example format is as "
-            "follows. Please make sure the parameter type is correct.\n<tool_call>[\n"
-            '{"name": "func_name1", "arguments": {"argument1": "value1", "argument2": '
-            '"value2"}},\n(more tool calls as required)\n]</tool_call>'
-        ),
-    ),
-    "mistral": ToolFormat(
-        "mistral",
-        '{"name": "{name}", "arguments": ',
-        "}",
-        block_begin="[TOOL_CALLS][",
-        block_end="]",
-        separator=", ",
-        instructions="[AVAILABLE_TOOLS][{tools}][/AVAILABLE_TOOLS] " + _JSON_RULES,
-    ),
-    "llama3_json": ToolFormat(
-        "llama3_json",
-        '{"name": "{name}", "parameters": ',
-        "}",
-        instructions=(
-            "Given the following functions, please respond with a JSON for a function call "
-            "with its proper arguments that best answers the given prompt.\nRespond in the "
-            'format {"name": function name, "parameters": dictionary of argument name and '
-            "its value}. Do not use variables.\n\n{tools}"
-        ),
-    ),
-}
-
-
 def _format(fmt: str | ToolFormat) -> ToolFormat:
     if isinstance(fmt, ToolFormat):
         return fmt
@@ -319,6 +235,10 @@ def tool_structural_tag(
     tool_choice: ToolChoice = "auto",
     parallel: bool = True,
     format: str | ToolFormat = "hermes",  # noqa: A002 (the name users pass)
+    max_items: int | None = None,
+    max_length: int | None = None,
+    special_tokens: Collection[str] = (),
+    end_tokens: Collection[str] = (),
 ) -> dict[str, Any]:
     """Return XGrammar's structural tag for calls of ``tools`` in ``format``.
 
@@ -326,17 +246,34 @@ def tool_structural_tag(
     calls only, at least one; ``"none"``: prose that never starts a call. Without ``parallel``
     at most one call.
     Arguments follow each tool's schema as XGrammar reads JSON Schema (strict: no keys beyond
-    ``properties`` unless the schema allows them).
+    ``properties`` unless the schema allows them). ``max_items`` and ``max_length``, when
+    given, bound the arrays and strings the schemas leave open (``maxItems`` and
+    ``maxLength`` written where a schema has none:
+    :func:`~constrain.frontends.json_schema.open_ends.close_open_ends`); by default the
+    schemas are used as they are.
+
+    ``special_tokens`` names the tokenizer's special tokens (non-EOS): the format's markers
+    among them are required by token id (``token`` formats in sequences:
+    :func:`~constrain.tool_formats.sequence_tag`). ``end_tokens`` names its end-of-sequence
+    tokens: a marker among them is left out, the output ends there. A format whose answer is a
+    message of its own (``harmony``) is always written as sequences.
     """
-    fmt = _format(format)
+    fmt = _format(format).ending_at(end_tokens)
     picked, mode = _chosen([as_tool(t) for t in tools], tool_choice)
+    bounded = {
+        t.name: close_open_ends(dict(t.parameters), max_items=max_items, max_length=max_length)
+        for t in picked
+    }
+    if uses_sequence_tag(fmt, special_tokens):
+        named = [(t.name, bounded[t.name]) for t in picked]
+        return sequence_tag(fmt, named, mode, parallel=parallel, special_tokens=special_tokens)
     if mode == "none":  # prose that never starts a call
         return {"type": "structural_tag", "format": {"type": "any_text", "excludes": [fmt.trigger]}}
     tags = [
         {
             "type": "tag",
             "begin": fmt.begin(t.name),
-            "content": {"type": "json_schema", "json_schema": dict(t.parameters)},
+            "content": {"type": "json_schema", "json_schema": bounded[t.name]},
             "end": fmt.call_end,
         }
         for t in picked
@@ -382,23 +319,34 @@ def parse_tool_calls(
     text: str,
     tools: Sequence[Any],
     format: str | ToolFormat = "hermes",  # noqa: A002
+    *,
+    end_tokens: Collection[str] = (),
 ) -> tuple[str, list[ToolCall]]:
     """Return the prose of ``text`` and its calls, each validated by its tool.
 
     Reads what :func:`tool_structural_tag` allows: prose and calls in ``format`` (the prose
-    pieces around the calls are joined by a blank line).
+    pieces around the calls are joined by a blank line). Special tokens are read by name, as
+    :meth:`~constrain.Vocabulary.decode_text` writes them; markers that were end tokens
+    (:meth:`~constrain.tool_formats.ToolFormat.ending_at`) are absent from the text. A
+    reasoning message before the answer (Harmony's analysis channel) is skipped:
+    :func:`split_thinking` returns it.
 
     Raises
     ------
     OutputValidationError
         If a call is malformed, names an unknown tool or its arguments do not validate.
     """
-    fmt = _format(format)
+    fmt = _format(format).ending_at(end_tokens)
     known = [as_tool(t) for t in tools]
+    text = split_thinking(text, fmt)[1]
     prose: list[str] = []
     calls: list[ToolCall] = []
-    if fmt.block_begin:
-        start = text.find(fmt.block_begin)
+    if fmt.answer_begin and text.startswith(fmt.answer_begin):
+        if not text.endswith(fmt.answer_end):
+            raise OutputValidationError(f"the answer does not end with {fmt.answer_end!r}", text)
+        return text[len(fmt.answer_begin) : len(text) - len(fmt.answer_end)].strip(), []
+    if fmt.block_begin or fmt.answer_begin:  # a block, or messages of calls only
+        start = text.find(fmt.block_begin) if fmt.block_begin else 0
         if start < 0:
             return text.strip(), []
         body_at, body_end = start + len(fmt.block_begin), len(text) - len(fmt.block_end)
@@ -422,6 +370,23 @@ def parse_tool_calls(
             calls.append(call)
         prose.append(text[pos:])
     return "\n\n".join(p.strip() for p in prose if p.strip()), calls
+
+
+def split_thinking(text: str, format: str | ToolFormat) -> tuple[str | None, str]:  # noqa: A002
+    """Return the reasoning message at the start of ``text`` (None: none) and the rest.
+
+    Raises
+    ------
+    OutputValidationError
+        If the reasoning message is not closed by the format's ``thinking_end``.
+    """
+    fmt = _format(format)
+    if not fmt.thinking_begin or not text.startswith(fmt.thinking_begin):
+        return None, text
+    end = text.find(fmt.thinking_end, len(fmt.thinking_begin))
+    if end < 0:
+        raise OutputValidationError(f"the reasoning does not end with {fmt.thinking_end!r}", text)
+    return text[len(fmt.thinking_begin) : end], text[end + len(fmt.thinking_end) :]
 
 
 def _read_call(text: str, at: int, tools: Sequence[Tool], fmt: ToolFormat) -> tuple[ToolCall, int]:
@@ -454,41 +419,43 @@ class AssistantMessage:
     markers; ``None`` without a reasoning block."""
 
 
-def detect_tool_format(chat_template: str | None) -> str:
-    """Return the :data:`TOOL_FORMATS` name a chat template writes its calls in.
-
-    Read from the template's text: ``[TOOL_CALLS]`` is Mistral's, ``<|python_tag|>`` Llama
-    3's, a SmolLM template SmolLM2's, and anything else (``<tool_call>`` included: Hermes,
-    Qwen) Hermes'.
-    """
-    template = chat_template or ""
-    if "[TOOL_CALLS]" in template:
-        return "mistral"
-    if "<|python_tag|>" in template or "Environment: ipython" in template:
-        return "llama3_json"
-    if "SmolLM" in template and "<tool_call>" not in template:
-        return "smollm2"
-    return "hermes"
-
-
 def tool_output(
     tools: Sequence[Any],
     *,
     tool_choice: ToolChoice = "auto",
     parallel: bool = True,
     format: str | ToolFormat = "hermes",  # noqa: A002
+    max_items: int | None = None,
+    max_length: int | None = None,
+    special_tokens: Collection[str] = (),
+    end_tokens: Collection[str] = (),
 ) -> OutputType:
-    """Return the output type of tool calls: a grammar, and a parser to AssistantMessage."""
+    """Return the output type of tool calls: a grammar, and a parser to AssistantMessage.
+
+    ``max_items``, ``max_length``, ``special_tokens`` and ``end_tokens`` as
+    :func:`tool_structural_tag` (by default: schemas as given, every marker as text). The
+    parser reads text with special tokens by name (:meth:`~constrain.Vocabulary.decode_text`).
+    """
     known = [as_tool(t) for t in tools]
-    fmt = _format(format)
-    spec = tool_structural_tag(known, tool_choice=tool_choice, parallel=parallel, format=fmt)
+    fmt = _format(format).ending_at(end_tokens)
+    spec = tool_structural_tag(
+        known,
+        tool_choice=tool_choice,
+        parallel=parallel,
+        format=fmt,
+        max_items=max_items,
+        max_length=max_length,
+        special_tokens=special_tokens,
+    )
     grammar = Grammar.from_structural_tag(spec)
+    plain = not (fmt.thinking_begin or fmt.answer_begin)
 
     def parse(text: str) -> AssistantMessage:
-        if isinstance(tool_choice, str) and tool_choice == "none":
+        if isinstance(tool_choice, str) and tool_choice == "none" and plain:
             return AssistantMessage(text.strip(), [], text)
+        reasoning = split_thinking(text, fmt)[0]
         content, calls = parse_tool_calls(text, known, fmt)
-        return AssistantMessage(content, calls, text)
+        return AssistantMessage(content, calls, text, reasoning)
 
     names = ", ".join(t.name for t in known)
     return OutputType(grammar, "tools", f"tool calls ({fmt.name}: {names})", parse)

@@ -139,8 +139,9 @@ STAGES: list[tuple[str, ...]] = [
     (
         "constrain.output",
         "constrain.tools",
+        "constrain.tool_formats",
         "constrain.reasoning",
-    ),  # output types; tools, reasoning
+    ),  # output types; tools and their chat-template formats, reasoning
     ("constrain.diffusion",),  # the diffusion feature, its generate() route included
     ("constrain.integrations",),  # model adapters: transformers, masked LMs, vLLM
     ("constrain.request",),  # one generate/stream call prepared: options, constraint, job

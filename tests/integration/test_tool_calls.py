@@ -84,3 +84,32 @@ def test_tool_options_are_checked_before_the_model_loads(monkeypatch: pytest.Mon
         constrain.generate("x", tools=TOOLS, tool_format="chatml")
     with pytest.raises(TypeError, match="list of tools"):
         constrain.generate("x", tools=get_weather)  # type: ignore[call-overload]
+
+
+@pytest.mark.slow
+def test_special_token_markers_are_generated_by_id(
+    model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A format whose trigger is one of the model's special tokens (SmolLM2 has <repo_name>):
+    # generate requires it by id and reads it back by name.
+    from constrain import tool_formats
+
+    assert "<repo_name>" in model.vocabulary.special_names
+    fmt = tool_formats.ToolFormat(
+        "repo_test", '<repo_name>{"name": "{name}", "arguments": ', "}", separator="\n",
+        markers=("<repo_name>",),
+    )  # fmt: skip
+    monkeypatch.setitem(tool_formats.TOOL_FORMATS, "repo_test", fmt)
+    result = constrain.generate(
+        "What's the weather in Paris?", tools=TOOLS, tool_choice="required",
+        parallel_tool_calls=False, tool_format="repo_test", model=model, max_tokens=64,
+        return_info=True,
+    )  # fmt: skip
+    turn = result.value
+    assert turn.text.startswith('<repo_name>{"name": "'), turn.text
+    assert turn.tool_calls and result.finish_reason == "stop" and turn.content == ""
+    pieces = constrain.stream(
+        "What's the weather in Paris?", tools=TOOLS, tool_choice="required",
+        parallel_tool_calls=False, tool_format="repo_test", model=model, max_tokens=64,
+    )  # fmt: skip
+    assert "".join(pieces) == turn.text

@@ -3,6 +3,7 @@ format and tool choice (its language, through constrain's own matcher); calls re
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Any
 
@@ -10,6 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from constrain import Compiler, Grammar, Matcher, OutputValidationError
+from constrain.frontends.json_schema.open_ends import close_open_ends, open_ends
+from constrain.request import GenerationOptions
 from constrain.testing import byte_vocabulary
 from constrain.tools import (
     TOOL_FORMATS,
@@ -54,6 +57,9 @@ ADD = {
 }
 TOOLS: list[Any] = [get_weather, Search, ADD]
 COMPILER = Compiler(byte_vocabulary())
+# Formats whose prose stands around the calls (Harmony's answer is a message of its own:
+# tests/unit/test_tool_formats.py)
+PROSE_FORMATS = sorted(f for f, fmt in TOOL_FORMATS.items() if not fmt.answer_begin)
 
 
 def accepts(spec: dict[str, Any], text: str) -> bool:
@@ -95,7 +101,7 @@ def test_tools_refuse_what_they_cannot_describe() -> None:
         as_tool({"name": "f", "parameters": {"type": "array"}})
 
 
-@pytest.mark.parametrize("fmt", sorted(TOOL_FORMATS))
+@pytest.mark.parametrize("fmt", PROSE_FORMATS)
 def test_the_language_of_each_format_and_choice(fmt: str) -> None:
     one = calls_text(fmt, ("add", '{"a": 1, "b": 2}'))
     two = calls_text(
@@ -122,7 +128,7 @@ def test_the_language_of_each_format_and_choice(fmt: str) -> None:
             assert not accepts(spec, wrong), (fmt, choice, wrong)
 
 
-@pytest.mark.parametrize("fmt", sorted(TOOL_FORMATS))
+@pytest.mark.parametrize("fmt", PROSE_FORMATS)
 def test_calls_are_read_back_validated(fmt: str) -> None:
     text = "Let me check. " + calls_text(
         fmt, ("get_weather", '{"city": "Paris"}'), ("Search", '{"query": "news", "limit": 3}')
@@ -165,3 +171,60 @@ def test_the_system_prompt_lists_every_tool() -> None:
             assert f'"name": "{tool.name}"' in prompt
     assert "<tool_call>[\n" in tool_system_prompt(TOOLS, "smollm2")
     assert tool_system_prompt(TOOLS, "mistral").startswith("[AVAILABLE_TOOLS][")
+
+
+def test_open_arrays_and_strings_are_bounded_only_on_request() -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "to": {"type": "array", "items": {"type": "string"}},
+            "code": {"type": "string", "pattern": "^x"},
+            "few": {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/Name"}},
+            "tag": {"enum": ["a", "b"]},
+        },
+        "$defs": {"Name": {"type": "string"}},
+    }
+    assert close_open_ends(schema) is schema
+    closed = close_open_ends(schema, max_items=3, max_length=5)
+    props = closed["properties"]
+    assert props["to"] == {"type": "array", "items": {"type": "string", "maxLength": 5}} | {
+        "maxItems": 3
+    }
+    assert props["code"] == schema["properties"]["code"]  # a pattern closes it already
+    assert props["few"]["maxItems"] == 2 and props["tag"] == {"enum": ["a", "b"]}
+    assert closed["$defs"]["Name"] == {"type": "string", "maxLength": 5}
+    assert "maxItems" not in schema["properties"]["to"]  # a copy
+    assert not [s for s in open_ends(closed) if "array" in s or "string" in s]
+    for bad in (0, True, 2.5):
+        with pytest.raises(ValueError, match="positive int"):
+            close_open_ends(schema, max_items=bad)
+
+
+def test_tool_arguments_bounds() -> None:
+    tags = {
+        "type": "function",
+        "function": {
+            "name": "tag",
+            "parameters": {
+                "type": "object",
+                "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+                "required": ["names"],
+            },
+        },
+    }
+    three, four = (calls_text("hermes", ("tag", json.dumps({"names": ["a"] * n}))) for n in (3, 4))
+    open_spec = tool_structural_tag([tags], tool_choice="required")
+    assert accepts(open_spec, three) and accepts(open_spec, four)  # the default: as the schema
+    bounded = tool_structural_tag([tags], tool_choice="required", max_items=3, max_length=1)
+    assert accepts(bounded, three) and not accepts(bounded, four)
+    long_name = calls_text("hermes", ("tag", json.dumps({"names": ["ab"]})))
+    assert not accepts(bounded, long_name)
+    assert parse_tool_calls(four, [tags])[1][0].arguments == {"names": ["a"] * 4}
+    # generate(tools=...) takes these two json_options and no other
+    assert GenerationOptions(tools=[tags], json_options={"max_items": 3}).tool_bounds == {
+        "max_items": 3
+    }
+    with pytest.raises(TypeError, match="max_items and max_length"):
+        GenerationOptions(tools=[tags], json_options={"whitespace": "compact"})
+    with pytest.raises(ValueError, match="positive int"):
+        GenerationOptions(tools=[tags], json_options={"max_length": 0})

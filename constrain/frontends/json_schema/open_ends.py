@@ -7,6 +7,10 @@ open to additional properties without ``maxProperties``, numbers without both bo
 output, with the keyword that would close each. Best effort: it reads the schema's own
 keywords (local ``$ref`` followed, ``allOf``/``anyOf``/``oneOf`` branches included), not the
 normal form, so a bound that only a conjunction implies is not seen.
+
+:func:`close_open_ends` writes ``maxItems`` and ``maxLength`` into a copy of a schema where
+its arrays and strings have none: a bounded subset of the schema's language, for a caller who
+asks for it (``generate(tools=..., json_options={"max_items": ..., "max_length": ...})``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["open_ends"]
+__all__ = ["close_open_ends", "open_ends"]
 
 _CLOSED_STRING = ("maxLength", "enum", "const", "pattern", "format")
 _CHILD_MAPS = ("properties", "patternProperties", "$defs", "definitions")
@@ -77,6 +81,68 @@ def _open_here(node: dict[str, Any], max_number_digits: int | None) -> Iterator[
         high = "maximum" in node or "exclusiveMaximum" in node
         if not (low and high and "integer" in kinds and "number" not in kinds):
             yield "a number with unbounded digits (minimum and maximum, or max_number_digits)"
+
+
+def close_open_ends(
+    schema: Any, *, max_items: int | None = None, max_length: int | None = None
+) -> Any:
+    """Return a copy of ``schema`` whose open arrays and strings are bounded.
+
+    Every subschema that :func:`open_ends` lists as "an array with no maxItems" gets
+    ``maxItems: max_items``, and every "string with no maxLength" ``maxLength: max_length``
+    (when that bound is given); the rest of the schema is copied unchanged (``enum``,
+    ``const``, ``default`` and other values are never entered). The result's instances are
+    the schema's instances within those bounds.
+
+    Parameters
+    ----------
+    schema : dict or bool
+        A JSON Schema.
+    max_items : int, optional
+        The most items of an array that has no ``maxItems``; None: arrays stay open.
+    max_length : int, optional
+        The most characters of a string that has no ``maxLength``, ``enum``, ``const``,
+        ``pattern`` or ``format``; None: strings stay open.
+
+    Returns
+    -------
+    dict or bool
+        The bounded copy (``schema`` itself when both bounds are None).
+
+    Raises
+    ------
+    ValueError
+        If a bound is not a positive int.
+    """
+    for name, value in (("max_items", max_items), ("max_length", max_length)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be a positive int or None, got {value}")
+    if max_items is None and max_length is None:
+        return schema
+
+    def visit(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        for key in _CHILD_MAPS:
+            if isinstance(out.get(key), dict):
+                out[key] = {name: visit(child) for name, child in out[key].items()}
+        for key in _CHILD_SCHEMAS:
+            if isinstance(out.get(key), dict):
+                out[key] = visit(out[key])
+        for key in (*_CHILD_LISTS, "items"):
+            if isinstance(out.get(key), list):
+                out[key] = [visit(child) for child in out[key]]
+        for what in _open_here(node, max_number_digits=0):
+            if what.startswith("an array") and max_items is not None:
+                out["maxItems"] = max_items
+            elif what.startswith("a string") and max_length is not None:
+                out["maxLength"] = max_length
+        return out
+
+    return visit(schema)
 
 
 def _children(node: dict[str, Any], pointer: str) -> Iterator[tuple[Any, str]]:
