@@ -64,6 +64,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -97,6 +98,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -130,6 +132,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -163,6 +166,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -196,6 +200,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -229,6 +234,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -262,6 +268,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -294,6 +301,7 @@ def generate(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -354,6 +362,11 @@ def generate(
         count). A remedy for a small model that repeats an array item or a row until
         ``max_tokens`` under greedy decoding; they change the distribution sampled
         (``docs/sampling.md``).
+    canonical : bool, optional
+        Write only the tokens the model's tokenizer itself would write for the text (its
+        canonical encoding; byte-level BPE tokenizers: :class:`~constrain.vocab.canonical.
+        CanonicalBpe`): the output's token ids equal ``tokenizer.encode(text)``. Off by default
+        (docs/sampling.md has the figures).
     seed : int, optional
         Seed of the sampling generator (reproducible outputs).
     sampler : str or sampler object, optional
@@ -464,6 +477,7 @@ def generate(
         schema=schema, regex=regex, grammar=grammar, choices=choices, model=model,
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+        canonical=canonical,
         sampler=sampler, chat=chat, system=system, json_options=json_options, overlap=overlap,
         speculative=speculative, max_draft=max_draft, tools=tools, tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls, tool_format=tool_format, reasoning=reasoning,
@@ -486,6 +500,8 @@ def _generate_diffusion(prompt: Any, options: GenerationOptions) -> list[Generat
         raise TypeError("tools= needs an autoregressive model, not a diffusion model")
     if options.reasoning not in (None, False):
         raise TypeError("reasoning= needs an autoregressive model, not a diffusion model")
+    if options.canonical:
+        raise TypeError("canonical= needs an autoregressive model, not a diffusion model")
     if (
         options.top_k
         or options.top_p != 1.0
@@ -536,6 +552,7 @@ def stream(
     top_p: float = 1.0,
     frequency_penalty: float = 0.0,
     presence_penalty: float = 0.0,
+    canonical: bool = False,
     seed: int | None = None,
     sampler: SamplerSpec = None,
     chat: bool | None = None,
@@ -573,6 +590,7 @@ def stream(
         schema=schema, regex=regex, grammar=grammar, choices=choices, model=model,
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+        canonical=canonical,
         sampler=sampler, chat=chat, system=system, json_options=json_options, overlap=overlap,
         speculative=speculative, max_draft=max_draft, tools=tools, tool_choice=tool_choice,
         parallel_tool_calls=parallel_tool_calls, tool_format=tool_format, reasoning=reasoning,

@@ -46,6 +46,7 @@ from constrain.kernels.numba_match import (
     simulate_kernel,
 )
 from constrain.tables import TableSnapshot
+from constrain.vocab.canonical import START, CanonicalBpe, CanonicalState
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
 
@@ -95,6 +96,11 @@ class Matcher:
     ----------
     compiled : CompiledGrammar
         The grammar, compiled for the tokenizer's vocabulary.
+    canonical : CanonicalBpe, optional
+        Also keep the tokens the tokenizer's own encoding of the text
+        (:class:`~constrain.vocab.canonical.CanonicalBpe` of the same vocabulary): masks and
+        ``accept_token`` refuse a token the tokenizer would never write there. Text accepted by
+        :meth:`accept_bytes` starts a new text for this check.
 
     Examples
     --------
@@ -105,12 +111,19 @@ class Matcher:
     True
     """
 
-    def __init__(self, compiled: CompiledGrammar) -> None:
+    def __init__(self, compiled: CompiledGrammar, *, canonical: CanonicalBpe | None = None) -> None:
         if not isinstance(compiled, CompiledGrammar):
             raise TypeError(
                 f"Matcher takes a CompiledGrammar, got {type(compiled).__name__}; "
                 "use Compiler(vocab).compile(grammar)"
             )
+        if canonical is not None and canonical.vocab != compiled.vocab:
+            raise ValueError(
+                "canonical= was built for another vocabulary than the compiled grammar's; build "
+                "it with CanonicalBpe.from_huggingface(tokenizer, compiled.vocab)"
+            )
+        self.canonical = canonical
+        self._canon: list[CanonicalState] = [START]
         self.compiled = compiled
         self.vocab = compiled.vocab
         self._vocab_size = compiled.vocab.size
@@ -238,6 +251,7 @@ class Matcher:
         self._hyp[:, 0] = 0
         self._terminated = False
         self._hist_len[:] = 0
+        self._canon = [START]
 
     def _snapshot(self) -> _Snapshot:
         return (
@@ -292,6 +306,7 @@ class Matcher:
         # same counter, so memos keyed by uid must not be shared.
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
+        other._canon = list(self._canon)
         other._rebuild_structures()
         return other
 
@@ -400,12 +415,19 @@ class Matcher:
                     f"{vocab.model_vocab_size} ids"
                 )
             return False
+        canon = self._canon[-1] if self.canonical is not None else None
         if tok in self._eos_set:
-            if not self.is_accepting():
+            if not self.is_accepting() or (canon is not None and not canon.condition & 1):
                 return False
             self._push_history()
+            self._canon.append(START)
             self._terminated = True
             return True
+        if canon is not None:
+            after = self.canonical.advance(canon, tok)  # type: ignore[union-attr]
+            if after is None:
+                return False
+            canon = after
         while True:
             args = (tok, self._hyp, self._n, self._grammar, self._chart, self._step_work)
             # every matcher of a grammar passes arrays of the same types: one compiled entry
@@ -422,6 +444,7 @@ class Matcher:
         if res <= 0:
             return False
         self._n = res
+        self._canon.append(canon or START)
         self._grow_ahead()
         return True
 
@@ -450,11 +473,13 @@ class Matcher:
             return False
         if not raw:
             self._push_history()
+            self._canon.append(START)
             return True
         n = self._advance(np.frombuffer(raw, dtype=np.uint8), 0, len(raw))
         if n <= 0:
             return False
         self._commit(n)
+        self._canon.append(START)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -483,6 +508,7 @@ class Matcher:
         self._terminated = bool(row[H_TERM])
         self._hist_len[0] = rows - num_tokens
         self._hist_len[1] = off
+        del self._canon[len(self._canon) - num_tokens :]
 
     # -- masks ------------------------------------------------------------------------------
 
@@ -573,6 +599,8 @@ class Matcher:
                 continue
             if not self._check(res):
                 break
+        if self.canonical is not None:
+            row &= self.canonical.row(self._canon[-1]).view(np.uint32)
 
     def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""

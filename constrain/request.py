@@ -118,6 +118,8 @@ class GenerationResult:
     reasoning: str | None = None
     """The reasoning written before the answer, without its markers (``reasoning=``;
     ``None``: no reasoning block)."""
+    token_ids: tuple[int, ...] = ()
+    """The output's token ids (EOS included when the model wrote it)."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -193,6 +195,7 @@ class GenerationOptions:
     top_p: float = 1.0
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    canonical: bool = False
     seed: int | None = None
     sampler: SamplerSpec = None
     chat: bool | None = None
@@ -383,7 +386,16 @@ class PreparedCall:
         t1 = time.perf_counter()
         compiled = model.compile(self.output.grammar)
         self.compile_seconds = time.perf_counter() - t1
-        matchers = [Matcher(compiled) for _ in prompts]
+        canonical = None
+        if options.canonical:
+            build = getattr(model, "canonical", None)
+            if build is None:
+                raise TypeError(
+                    f"canonical=True needs a model whose tokenizer constrain can read "
+                    f"(a transformers model); {type(model).__name__} has none"
+                )
+            canonical = build()
+        matchers = [Matcher(compiled, canonical=canonical) for _ in prompts]
         self.job = DecodeJob(
             model=model,
             prompts=prompts,
@@ -432,6 +444,7 @@ class PreparedCall:
                     sampler=outcome.name,
                     details=None if outcome.details is None else outcome.details[i],
                     reasoning=reasoning,
+                    token_ids=tuple(int(t) for t in tokens),
                 )
             )
         if incomplete:

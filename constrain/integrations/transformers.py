@@ -39,6 +39,7 @@ from constrain.integrations.default_model import (
 )
 from constrain.integrations.logits_processor import LogitsProcessor
 from constrain.integrations.progress import silence_progress_bars
+from constrain.vocab.canonical import CanonicalBpe
 from constrain.vocab.huggingface import as_token_ids
 from constrain.vocab.vocabulary import Vocabulary
 
@@ -137,6 +138,7 @@ class Model:
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
         self.compiler = Compiler(self.vocabulary)
+        self._canonical: CanonicalBpe | None = None
         params = inspect.signature(model.forward).parameters
         # transformers 5 renamed ``past_key_values`` to ``cache``
         self.cache_keyword = "cache" if "cache" in params else "past_key_values"
@@ -158,6 +160,12 @@ class Model:
     def compile(self, grammar: Any) -> CompiledGrammar:
         """Compile a :class:`~constrain.Grammar` for this model's vocabulary (cached)."""
         return self.compiler.compile(grammar)
+
+    def canonical(self) -> CanonicalBpe:
+        """Return the tokenizer's canonical-encoding relation (built on first use, kept)."""
+        if self._canonical is None:
+            self._canonical = CanonicalBpe.from_huggingface(self.tokenizer, self.vocabulary)
+        return self._canonical
 
     def encode_prompt(
         self,

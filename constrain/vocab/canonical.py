@@ -1,0 +1,632 @@
+"""Stage 4: canonical tokenization, the token sequences a BPE tokenizer itself writes.
+
+A model is trained only on its tokenizer's encodings, yet a constrained decoder lets it spell a
+text with any tokens. :class:`CanonicalBpe` is the relation "token ``b`` may follow token ``a``
+in the tokenizer's own encoding of some text" for byte-level BPE tokenizers (Hugging Face
+``tokenizers`` and tiktoken rank files): a sequence is canonical when every adjacent pair is.
+Three things decide a pair:
+
+* **whole tokens**: BPE of a token's own bytes must give the token itself (``standalone``);
+  other tokens never occur in an encoding.
+* **pre-tokens**: the tokenizer first splits the text with a regex (words, number groups,
+  whitespace runs); a token never spans a split. For the pair's text the splits near the
+  junction are read from the tokenizer's own pre-tokenizer, run on a stand-in string made of
+  one representative character per regex class (letters, digits, whitespace kept, apostrophes
+  and the letters of English contractions kept): the pair is refused when a split falls inside
+  ``a`` or ``b``, and accepted when one falls exactly between them.
+* **merges**: inside one pre-token, the pair is refused when a merge across the junction fires
+  before both tokens are complete (``constrain.kernels.numba_canonical``).
+
+The relation is computed per previous token, lazily, and cached as packed int32 rows within a
+byte budget. What is not decided exactly is refused at construction with a
+:class:`~constrain.errors.VocabularyError`: normalisers, SentencePiece/metaspace models, BPE
+dropout and ``ignore_merges``. Added tokens (special or not) split the text as the tokenizer
+does: any token may follow or precede them; a text that spells an added token's content with
+ordinary tokens is not refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from constrain.errors import VocabularyError
+from constrain.kernels.numba_canonical import (
+    conflict_row_kernel,
+    derive_kernel,
+    spines_kernel,
+)
+from constrain.vocab.vocabulary import Vocabulary
+
+__all__ = ["GPT2_PATTERN", "NEXT_CLASSES", "START", "CanonicalBpe", "CanonicalState", "bpe_encode"]
+
+JOINED, BOUNDARY, INSIDE = 0, 1, 2
+# what a pre-tokenizer regex may look at after a token: the end of the text, then one
+# representative character per class (Unicode letters are "a", numbers "0", punctuation ".")
+NEXT_CLASSES = ("", " ", "\n", "\r", "\t", "a", "0", ".", "'")
+_ALL = (1 << len(NEXT_CLASSES)) - 1
+_PARTIAL = len(NEXT_CLASSES)  # first-character class of a token that starts a split character
+_MULTIBYTE_CLASSES = tuple(k for k, c in enumerate(NEXT_CLASSES) if c in ("\t", "a", "0", "."))
+_MULTIBYTE = sum(1 << k for k in _MULTIBYTE_CLASSES)
+_WHOLE, _LONG, _SPLIT_END = 0, 1, 2  # a head key's end: the token's last character, more, split
+_PROBES = (0, 1, 5)  # the end of the text, a space, a letter
+_PERMISSIVE = (1, 0, 2)  # BOUNDARY, JOINED, INSIDE
+# Unicode White_Space: what \s matches in the tokenizers' regexes
+_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+_TAIL = 8  # characters of text before a junction given to the pre-tokenizer
+_HEAD = 4  # and of the next token
+_KEEP_LETTERS = frozenset("stremvldSTREMVLD")
+_DEFAULT_BUDGET = 64 << 20
+
+
+def _rep(c: str) -> str:
+    """Return the representative of ``c`` for a pre-tokenizer regex (itself where in doubt)."""
+    if c in _KEEP_LETTERS or c in _SPACE or c == "'":
+        return c
+    cat = unicodedata.category(c)
+    if cat[0] == "L":
+        return "a"
+    if cat[0] == "N":
+        return "0"
+    if cat[0] in "PS":
+        return "."
+    return c
+
+
+def _first_class(c: str) -> int:
+    """Return the index in :data:`NEXT_CLASSES` of a token's first character."""
+    if c in " \n\r'":
+        return NEXT_CLASSES.index(c)
+    if c in _SPACE:
+        return NEXT_CLASSES.index("\t")
+    cat = unicodedata.category(c)
+    if cat[0] == "L":
+        return NEXT_CLASSES.index("a")
+    if cat[0] == "N":
+        return NEXT_CLASSES.index("0")
+    return NEXT_CLASSES.index(".")
+
+
+def _split_utf8(data: bytes) -> tuple[bytes, str, bytes] | None:
+    """Split ``data`` into leading continuation bytes, whole characters, a trailing partial one.
+
+    None when ``data`` holds bytes no UTF-8 text can (invalid in the middle, or 0xF8-0xFF).
+    """
+    lead = 0
+    while lead < len(data) and lead < 3 and 0x80 <= data[lead] < 0xC0:
+        lead += 1
+    end = len(data)
+    for back in range(1, min(4, end - lead) + 1):
+        byte = data[end - back]
+        if byte < 0x80:
+            break
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            if need > back:
+                end -= back
+            break
+    try:
+        text = data[lead:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    trail = data[end:]
+    if trail and trail[0] >= 0xF8:
+        return None
+    return data[:lead], text, trail
+
+
+def _compact(reps: str) -> str:
+    """Cut runs of letters (``a``) to two; contraction letters are ``a`` but after ``'``.
+
+    What the pre-tokenizer regexes tell apart, and no more.
+    """
+    out: list[str] = []
+    for i, c in enumerate(reps):
+        if c in _KEEP_LETTERS and "'" not in reps[max(0, i - 2) : i]:
+            c = "a"
+        if c == "a" and len(out) >= 2 and out[-1] == "a" and out[-2] == "a":
+            continue
+        out.append(c)
+    return "".join(out)
+
+
+def bpe_encode(pieces: Sequence[int], merge: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """Run BPE over ``pieces``: merge the lowest-ranked adjacent pair, leftmost first, till none.
+
+    ``merge[(x, y)] = (rank, result)``. The naive definition the kernels are tested against.
+    """
+    out = list(pieces)
+    while len(out) > 1:
+        best: tuple[int, int, int] | None = None
+        for i in range(len(out) - 1):
+            hit = merge.get((out[i], out[i + 1]))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = (hit[0], i, hit[1])
+        if best is None:
+            break
+        _, i, result = best
+        out[i : i + 2] = [result]
+    return out
+
+
+class CanonicalState(NamedTuple):
+    """Where a token sequence stands for canonicality: what the next token must agree with.
+
+    ``prev`` is the last token (-1 at the start of the text or after a special token);
+    ``condition`` the classes of character (:data:`NEXT_CLASSES`, bit ``k``) that may come next
+    for the last pair to stay canonical; ``reps``/``trail`` the last characters of the text
+    (their class representatives) and its unfinished multi-byte character; ``a_len`` how many
+    of those characters belong to ``prev``; ``at_start`` whether ``reps`` reaches back to the
+    start of the text.
+    """
+
+    prev: int
+    condition: int
+    reps: str
+    trail: bytes
+    a_len: int
+    at_start: bool
+
+
+START = CanonicalState(-1, _ALL, "", b"", 0, True)
+
+
+class CanonicalBpe:
+    """Which token may follow a text in a BPE tokenizer's own encodings.
+
+    Parameters
+    ----------
+    vocab : Vocabulary
+        The vocabulary the rows are over (token ids and bytes).
+    merges : iterable of (int, int, int, int)
+        ``(x, y, result, rank)`` for every merge of two token ids.
+    pattern : str
+        The pre-tokenizer's regex (the ``regex`` module's syntax); each match is a pre-token.
+    boundary_ids : iterable of int, optional
+        Tokens that split the text on their own (added and special tokens).
+    max_bytes : int, optional
+        Budget of the cached rows (least recently used evicted first).
+
+    Use :meth:`from_huggingface` or :meth:`from_tiktoken`. A walk starts at :data:`START`:
+    :meth:`row` gives the packed allowed tokens, :meth:`advance` the state after one token.
+    """
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        merges: Iterable[tuple[int, int, int, int]],
+        pattern: str,
+        *,
+        boundary_ids: Iterable[int] = (),
+        max_bytes: int = _DEFAULT_BUDGET,
+    ) -> None:
+        import regex
+
+        self.vocab = vocab
+        self.pattern = pattern
+        self._regex = regex.compile(pattern)
+        self.max_bytes = int(max_bytes)
+        n = vocab.size
+        m = np.array(list(merges), dtype=np.int64).reshape(-1, 4)
+        if m.shape[0] and (m[:, :3].min() < 0 or m[:, :3].max() >= n):
+            raise VocabularyError("a merge names a token id outside the vocabulary")
+        self.merge = {(int(x), int(y)): (int(k), int(r)) for x, y, r, k in m.tolist()}
+        keys = m[:, 0] * n + m[:, 1]
+        order = np.argsort(keys, kind="stable")
+        keys, m = keys[order], m[order]
+        byte_token = np.full(256, -1, dtype=np.int64)
+        lengths = vocab.token_lengths
+        data, indptr = vocab.token_bytes, vocab.token_indptr
+        special = set(vocab.special_ids.tolist()) | {int(t) for t in boundary_ids}
+        for t in np.flatnonzero(lengths == 1).tolist():
+            if t not in special and byte_token[data[indptr[t]]] < 0:
+                byte_token[data[indptr[t]]] = t
+        self.byte_token = byte_token
+        left = np.full(n, -1, dtype=np.int64)
+        right = np.full(n, -1, dtype=np.int64)
+        rank = np.full(n, -1, dtype=np.int64)
+        standalone = np.zeros(n, dtype=np.uint8)
+        derive_kernel(
+            indptr, data, byte_token, keys, m[:, 3], m[:, 2], n, left, right, rank, standalone
+        )
+        self.boundary = np.zeros(n, dtype=bool)
+        self.boundary[sorted(special)] = True
+        standalone[self.boundary] = 0
+        heads: dict[tuple[bytes, str, int], int] = {}
+        self._parts: list[tuple[bytes, str, bytes] | None] = [None] * n
+        head_of = np.zeros(n, dtype=np.int64)
+        # the class of each token's first character; special tokens end the text's pieces
+        first_class = np.full(n, _PARTIAL + 1, dtype=np.int64)
+        first_class[self.boundary] = 0
+        for t in np.flatnonzero(standalone).tolist():
+            parts = _split_utf8(vocab.token_bytes_of(t))
+            if parts is None:
+                standalone[t] = 0
+                continue
+            lead, text, trail = parts
+            reps = "".join(_rep(c) for c in text)
+            self._parts[t] = (lead, reps, trail)
+            if not lead:
+                first_class[t] = _first_class(text[0]) if text else _PARTIAL
+            cut = _LONG if len(reps) > _HEAD else _SPLIT_END if trail else _WHOLE
+            head_of[t] = heads.setdefault((lead, reps[:_HEAD], cut), len(heads))
+        self.standalone = standalone.astype(bool)
+        self._heads = list(heads)
+        self._head_of = head_of
+        self._first_class = first_class
+        self._class_rows: dict[int, np.ndarray[Any, Any]] = {}
+        # spines: right (for the previous token) and left (indexed by piece, for the next one)
+        self._rs = self._spines(right, rank, standalone, lengths)
+        lp, ln, lpar = self._spines(left, rank, standalone, lengths)
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(lp))
+        order = np.lexsort((-lpar, ln))
+        self._occ_tok, self._occ_parent = owner[order], lpar[order]
+        self._occ_ptr = np.searchsorted(ln[order], np.arange(n + 1)).astype(np.int64)
+        by_left = np.lexsort((m[:, 3], m[:, 0]))
+        self._m_right, self._m_rank = m[by_left, 1], m[by_left, 3]
+        self._m_ptr = np.searchsorted(m[by_left, 0], np.arange(n + 1)).astype(np.int64)
+        self._rank = rank
+        self._junctions: dict[tuple[str, bytes, int, bool], np.ndarray[Any, Any]] = {}
+        self._rows: OrderedDict[Any, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _spines(
+        child: np.ndarray[Any, Any],
+        rank: np.ndarray[Any, Any],
+        standalone: np.ndarray[Any, Any],
+        lengths: np.ndarray[Any, Any],
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        n = child.shape[0]
+        depth = np.zeros(n, dtype=np.int64)
+        # a token's spine is one longer than its child's, a token of fewer bytes
+        for t in np.argsort(lengths, kind="stable").tolist():
+            depth[t] = 1 + (depth[child[t]] if child[t] >= 0 else 0)
+        depth[~standalone.astype(bool)] = 0
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(depth, out=ptr[1:])
+        node = np.empty(int(ptr[-1]), dtype=np.int64)
+        parent = np.empty(int(ptr[-1]), dtype=np.int64)
+        spines_kernel(child, rank, standalone, ptr, node, parent)
+        return ptr, node, parent
+
+    # -- pre-token splits around a junction ----------------------------------------------------
+
+    def _junction(self, key: tuple[str, bytes, int, bool]) -> np.ndarray[Any, Any]:
+        """Return JOINED / BOUNDARY / INSIDE per head key and class of the next character."""
+        with self._lock:
+            found = self._junctions.get(key)
+        if found is not None:
+            return found
+        out = np.full((len(self._heads), len(NEXT_CLASSES)), JOINED, dtype=np.int8)
+        for h, (lead, head, cut) in enumerate(self._heads):
+            if cut == _LONG:  # the character after a long ``b`` is too far to matter
+                out[h] = self._judge(key, lead, head, True, "")
+            elif cut == _SPLIT_END:
+                # ``b`` ends inside a multi-byte character, of a class not known yet: the
+                # most permissive outcome of those classes (never refuses an encoding)
+                seen = {
+                    self._judge(key, lead, head, False, NEXT_CLASSES[k]) for k in _MULTIBYTE_CLASSES
+                }
+                out[h] = min(seen, key=_PERMISSIVE.index)
+            else:
+                # the next character matters where a regex looks ahead (whitespace runs):
+                # three probes, and every class when they disagree
+                probe = [self._judge(key, lead, head, False, NEXT_CLASSES[k]) for k in _PROBES]
+                if probe.count(probe[0]) == len(probe):
+                    out[h] = probe[0]
+                else:
+                    for k, nxt in enumerate(NEXT_CLASSES):
+                        out[h, k] = self._judge(key, lead, head, False, nxt)
+        with self._lock:
+            self._junctions[key] = out
+        return out
+
+    def _judge(
+        self, key: tuple[str, bytes, int, bool], lead: bytes, head: str, cut_right: bool, nxt: str
+    ) -> int:
+        reps, trail, a_len, at_start = key
+        mid = trail + lead
+        middle = ""
+        if mid:
+            parts = _split_utf8(mid)
+            if parts is None or parts[0] or (parts[2] and head):
+                return INSIDE  # bytes no text has
+            if parts[2]:
+                return JOINED  # still inside one character: nothing splits there
+            if len(parts[1]) != 1:
+                return INSIDE
+            middle = _rep(parts[1])
+        text = reps + middle + head
+        at = len(reps)
+        a_start = at - a_len
+        lo = 0 if at_start else 2
+        hi = len(text) - (2 if cut_right else 1)
+        splits = [
+            p
+            for p in (m.start() for m in self._regex.finditer(text + nxt))
+            if max(lo, a_start + 1) <= p <= hi
+        ]
+        if mid:
+            return INSIDE if splits else JOINED
+        if any(p != at for p in splits):
+            return INSIDE
+        return BOUNDARY if at in splits else JOINED
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def _conflicts(self, prev: int) -> np.ndarray[Any, Any]:
+        conflict = np.zeros(self.vocab.size, dtype=np.uint8)
+        if prev >= 0:
+            conflict_row_kernel(
+                prev,
+                *self._rs,
+                self._m_ptr,
+                self._m_right,
+                self._m_rank,
+                self._rank,
+                self._occ_ptr,
+                self._occ_tok,
+                self._occ_parent,
+                conflict,
+            )
+        return conflict
+
+    def _entry(self, state: CanonicalState) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Return the (status per token, packed row) after ``state`` (cached, thread-safe)."""
+        key = (state.reps, state.trail, state.a_len, state.at_start)
+        cache_key = (state.prev, key)
+        with self._lock:
+            found = self._rows.get(cache_key)
+            if found is not None:
+                self._rows.move_to_end(cache_key)
+                return found
+        n = self.vocab.size
+        junction = self._junction(key)[self._head_of]
+        conflict = self._conflicts(state.prev) == 0
+        ok = (junction == BOUNDARY) | ((junction == JOINED) & conflict[:, None])
+        ok &= self.standalone[:, None]
+        weights = (1 << np.arange(len(NEXT_CLASSES))).astype(np.uint16)
+        status = (ok.astype(np.uint16) * weights).sum(axis=1, dtype=np.uint16)
+        status[self.boundary] = _ALL
+        bits = np.zeros((n + 31) // 32 * 32, dtype=bool)
+        bits[:n] = status != 0
+        entry = (status, _pack(bits))
+        size = status.nbytes + entry[1].nbytes
+        with self._lock:
+            self._rows[cache_key] = entry
+            while len(self._rows) * size > self.max_bytes and len(self._rows) > 1:
+                self._rows.popitem(last=False)
+        return entry
+
+    def row(self, state: CanonicalState) -> np.ndarray[Any, Any]:
+        """Return the packed row of the tokens that may canonically come next.
+
+        Returns
+        -------
+        (ceil(V / 32),) int32
+            Bit ``j`` of word ``w`` is token ``32 * w + j`` (1 = may come next); read-only.
+            Special and added tokens may whenever the text may end here.
+        """
+        row = self._entry(state)[1]
+        if state.condition & _ALL == _ALL:
+            return row
+        out: np.ndarray[Any, Any] = row & self._class_row(state.condition)
+        out.flags.writeable = False
+        return out
+
+    def _class_row(self, condition: int) -> np.ndarray[Any, Any]:
+        found = self._class_rows.get(condition)
+        if found is None:
+            ok = (condition >> np.minimum(self._first_class, 62)) & 1
+            # a token that starts a split character: the classes a multi-byte one may have
+            ok |= (self._first_class == _PARTIAL) & ((condition & _MULTIBYTE) != 0)
+            ok &= self._first_class <= _PARTIAL
+            bits = np.zeros((self.vocab.size + 31) // 32 * 32, dtype=bool)
+            bits[: self.vocab.size] = ok.astype(bool)
+            found = self._class_rows.setdefault(condition, _pack(bits))
+        return found
+
+    def may_end(self, state: CanonicalState) -> bool:
+        """Whether the text may end after ``state`` (the last pair allows the end)."""
+        return bool(state.condition & 1)
+
+    def advance(self, state: CanonicalState, token: int) -> CanonicalState | None:
+        """Return the state after ``token``, or None when it may not come next canonically."""
+        token = int(token)
+        row = self.row(state)
+        if not (int(row[token >> 5]) >> (token & 31)) & 1:
+            return None
+        if self.boundary[token]:
+            return START
+        condition = int(self._entry(state)[0][token])
+        parts = self._parts[token]
+        assert parts is not None  # a whole token
+        lead, reps, trail = parts
+        if state.trail or lead:
+            done = _split_utf8(state.trail + lead)
+            middle = _rep(done[1]) if done is not None and len(done[1]) == 1 else ""
+            if done is not None and done[2]:  # still one unfinished character
+                return CanonicalState(token, condition, state.reps, done[2], 0, state.at_start)
+            reps = middle + reps
+        return self._after(token, condition, state, reps, trail)
+
+    def _after(
+        self, token: int, condition: int, state: CanonicalState, reps: str, trail: bytes
+    ) -> CanonicalState:
+        """Return the state whose text ends with ``reps`` (the token's characters), ``trail``.
+
+        The text kept is what the pre-tokenizer's next decisions depend on: from the start of
+        its last pre-token (the matches before it are final: the regexes look one character
+        ahead at most), at most :data:`_TAIL` characters, runs of letters cut to two.
+        """
+        before = state.reps
+        text = before + reps
+        starts = [m.start() for m in self._regex.finditer(text)] or [0]
+        cut = starts[-1]
+        at_start = state.at_start or cut > 0
+        if cut < len(before):
+            before = before[cut:]
+        else:
+            reps, before = reps[cut - len(before) :], ""
+        before, reps = _compact(before), _compact(reps)
+        keep = (before + reps)[-_TAIL:]
+        if len(keep) < len(before) + len(reps):
+            at_start = False
+        return CanonicalState(token, condition, keep, trail, min(len(reps), len(keep)), at_start)
+
+    def is_canonical(self, token_ids: Sequence[int]) -> bool:
+        """Whether ``token_ids``, a whole text, is the tokenizer's encoding of that text."""
+        state = START
+        for t in token_ids:
+            nxt = self.advance(state, int(t))
+            if nxt is None:
+                return False
+            state = nxt
+        return self.may_end(state)
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def from_huggingface(
+        cls, tokenizer: Any, vocab: Vocabulary, *, max_bytes: int = _DEFAULT_BUDGET
+    ) -> CanonicalBpe:
+        """Build the relation of a Hugging Face byte-level BPE tokenizer.
+
+        Parameters
+        ----------
+        tokenizer : transformers tokenizer or tokenizers.Tokenizer
+            A fast tokenizer.
+        vocab : Vocabulary
+            Its vocabulary (``Vocabulary.from_huggingface(tokenizer)``).
+        max_bytes : int, optional
+            Budget of the cached rows.
+
+        Raises
+        ------
+        VocabularyError
+            For a tokenizer whose canonical encodings this cannot decide exactly: not BPE, not
+            byte-level, with a normaliser, BPE dropout, ``ignore_merges`` or a pre-tokenizer
+            other than one regex split and the byte-level mapping.
+        """
+        from constrain.vocab.huggingface import backend_of
+
+        backend = backend_of(tokenizer)
+        spec = json.loads(backend.to_str())
+        model = spec.get("model") or {}
+        why = []
+        if model.get("type") != "BPE":
+            why.append(f"the model is {model.get('type')!r}, not BPE")
+        if spec.get("normalizer"):
+            why.append("it has a normaliser (the text the merges see is not the output text)")
+        if model.get("dropout"):
+            why.append("it uses BPE dropout (no single encoding)")
+        if model.get("ignore_merges"):
+            why.append("it sets ignore_merges (a whole pre-token in the vocabulary skips merges)")
+        pattern = _hf_pattern(spec.get("pre_tokenizer"))
+        if pattern is None:
+            why.append(
+                "its pre-tokenizer is not one regex split plus the byte-level mapping "
+                "(SentencePiece/metaspace models are not supported)"
+            )
+        if why or pattern is None:
+            raise VocabularyError(
+                "canonical tokenization needs a byte-level BPE tokenizer it can decide exactly; "
+                f"this one cannot be: {'; '.join(why)}. Leave canonical off for it"
+            )
+        ids = backend.get_vocab(with_added_tokens=False)
+        merges = []
+        for k, pair in enumerate(model.get("merges", [])):
+            a, b = pair.split(" ", 1) if isinstance(pair, str) else pair
+            x, y, r = ids.get(a), ids.get(b), ids.get(a + b)
+            if x is not None and y is not None and r is not None:
+                merges.append((x, y, r, k))
+        added = backend.get_added_tokens_decoder()
+        return cls(vocab, merges, pattern, boundary_ids=added, max_bytes=max_bytes)
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        path: str | os.PathLike[str],
+        pattern: str,
+        vocab: Vocabulary,
+        *,
+        max_bytes: int = _DEFAULT_BUDGET,
+    ) -> CanonicalBpe:
+        """Build the relation of a tiktoken tokenizer (rank file and pre-tokenizer regex).
+
+        tiktoken merges two adjacent pieces whenever their concatenation is a token, the one
+        of lowest rank first; token ids are ranks.
+
+        Parameters
+        ----------
+        path : str or PathLike
+            The ``.tiktoken`` rank file the vocabulary was read from.
+        pattern : str
+            The encoding's pre-tokenizer regex (``tiktoken.Encoding(pat_str=...)``).
+        vocab : Vocabulary
+            ``Vocabulary.from_tiktoken(path, ...)``.
+        max_bytes : int, optional
+            Budget of the cached rows.
+        """
+        ranks: dict[bytes, int] = {}
+        with open(path, "rb") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) == 2:
+                    ranks[base64.b64decode(parts[0])] = int(parts[1])
+        merges = []
+        for tok, r in ranks.items():
+            for cut in range(1, len(tok)):
+                x, y = ranks.get(tok[:cut]), ranks.get(tok[cut:])
+                if x is not None and y is not None:
+                    merges.append((x, y, r, r))
+        return cls(vocab, merges, pattern, max_bytes=max_bytes)
+
+
+# GPT-2's pre-tokenizer regex: what a ByteLevel pre-tokenizer with use_regex splits by
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def _hf_pattern(pre: Any) -> str | None:
+    """Return the one regex a Hugging Face byte-level pre-tokenizer splits by, or None."""
+    steps = pre.get("pretokenizers", []) if pre and pre.get("type") == "Sequence" else [pre]
+    pattern = None
+    for step in steps:
+        kind = (step or {}).get("type")
+        if kind == "ByteLevel":
+            if step.get("add_prefix_space"):
+                return None
+            if step.get("use_regex", True):
+                if pattern is not None:
+                    return None
+                pattern = GPT2_PATTERN
+        elif kind == "Split":
+            regex_pattern = (step.get("pattern") or {}).get("Regex")
+            if regex_pattern is None or pattern is not None or step.get("invert"):
+                return None
+            if step.get("behavior") != "Isolated":
+                return None
+            pattern = regex_pattern
+        else:
+            return None
+    return pattern
+
+
+def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Pack a bool array (a multiple of 32 long) into read-only little-endian int32 words."""
+    out = np.packbits(bits, bitorder="little").view(np.int32).copy()
+    out.flags.writeable = False
+    return out

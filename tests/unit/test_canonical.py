@@ -1,0 +1,255 @@
+"""Canonical tokenization: the relation against the tokenizers' own encoders, and masks.
+
+Soundness: the tokenizer's encoding of random texts is accepted (``is_canonical``), so a
+canonical matcher never refuses what the tokenizer writes. Completeness: other tokenizations of
+the same texts are refused. The merge part is checked pair by pair against BPE run on the
+pair's bytes (the naive definition), and the matcher's masks against the brute-force definition
+on a small trained tokenizer: a token is allowed iff the sequence so far extended by it is a
+prefix of the canonical encoding of some string of the (finite) language.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import random
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from constrain import Compiler, Grammar, Matcher
+from constrain.errors import VocabularyError
+from constrain.vocab import Vocabulary
+from constrain.vocab.canonical import START, CanonicalBpe, bpe_encode
+
+ALPHABET = "ab cd\n\t'0123456789.,{}\"éλ中🎉 sSlLtT-_:"
+QWEN_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+CORPUS = [
+    "the cat sat on the mat, and the dog's bone is 12345 grams.",
+    '{"name": "Paris", "population": 2161000, "tags": ["a", "b"]}',
+    "  indented   text\n\nwith\tnewlines and   spaces  ",
+    "yes no maybe yes, no, maybe. Yes! No? it's they're we'll",
+] * 20
+
+
+@cache
+def _tiny() -> tuple[Tokenizer, Vocabulary, CanonicalBpe]:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=420,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<eos>"],
+        show_progress=False,
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    vocab = Vocabulary.from_huggingface(tok, eos_ids=[tok.token_to_id("<eos>")], cache=False)
+    return tok, vocab, CanonicalBpe.from_huggingface(tok, vocab)
+
+
+@cache
+def _real(name: str) -> tuple[Any, Vocabulary, CanonicalBpe]:
+    """(encode function, vocabulary, relation) of a shipped tokenizer."""
+    if name == "qwen":
+        tiktoken = pytest.importorskip("tiktoken")
+        from constrain.testing import qwen_tiktoken_path, qwen_vocabulary
+
+        path = qwen_tiktoken_path()
+        ranks = {}
+        with open(path, "rb") as fh:
+            for line in fh:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        enc = tiktoken.Encoding(
+            "qwen", pat_str=QWEN_PATTERN, mergeable_ranks=ranks, special_tokens={}
+        )
+        vocab = qwen_vocabulary()
+        return enc.encode_ordinary, vocab, CanonicalBpe.from_tiktoken(path, QWEN_PATTERN, vocab)
+    if name == "llama":
+        from constrain.testing import llama3_tokenizer_path
+
+        tok = Tokenizer.from_file(str(llama3_tokenizer_path()))
+        eos = tok.token_to_id("<|eot_id|>")
+    else:
+        from constrain.integrations.default_model import convert_default_model
+
+        tok = Tokenizer.from_file(str(convert_default_model() / "tokenizer.json"))
+        eos = tok.token_to_id("<|im_end|>")
+    vocab = Vocabulary.from_huggingface(tok, eos_ids=[eos])
+
+    def encode(text: str) -> list[int]:
+        return list(tok.encode(text, add_special_tokens=False).ids)
+
+    return encode, vocab, CanonicalBpe.from_huggingface(tok, vocab)
+
+
+def _texts(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    fixed = [
+        "Hello world, it's 12345 degrees!\n\n  x",
+        '{"name": "Paris", "population": 2161000}',
+        "   leading spaces and\ttabs\n",
+        "héllo wörld 中文字符 🎉 ok",
+        "can't won't they're I'LL",
+        "a  b   c    d\n \n  ",
+        "1234567 89 1000000",
+    ]
+    return fixed + [
+        "".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 40))) for _ in range(n)
+    ]
+
+
+def _splits(data: bytes, table: dict[bytes, int], rng: random.Random) -> list[int] | None:
+    out, i = [], 0
+    while i < len(data):
+        ends = [j for j in range(i + 1, min(len(data), i + 12) + 1) if data[i:j] in table]
+        if not ends:
+            return None
+        j = rng.choice(ends)
+        out.append(table[data[i:j]])
+        i = j
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2", "llama", "qwen"])
+def test_encodings_are_canonical_and_other_splits_are_not(name: str) -> None:
+    encode, vocab, canon = _real(name)
+    texts = _texts(hash(name) % 1000, 120)
+    refused = [t for t in texts if not canon.is_canonical(encode(t))]
+    assert refused == []
+    rng = random.Random(7)
+    table = {vocab.token_bytes_of(i): i for i in np.flatnonzero(canon.standalone).tolist()}
+    accepted, tried = [], 0
+    for text in texts[:60]:
+        reference = encode(text)
+        for _ in range(8):
+            split = _splits(text.encode(), table, rng)
+            if split is None or split == reference:
+                continue
+            tried += 1
+            if canon.is_canonical(split):
+                accepted.append((text, split))
+    assert tried > 200
+    assert accepted == []
+
+
+def test_conflicts_match_bpe_on_the_pair() -> None:
+    """The merge kernel against BPE run on the two tokens' bytes (no pre-tokenizer)."""
+    _, vocab, canon = _tiny()
+    rng = random.Random(3)
+    whole = np.flatnonzero(canon.standalone).tolist()
+    byte_of = canon.byte_token
+    for a in rng.sample(whole, 40):
+        conflict = canon._conflicts(a)  # noqa: SLF001 - the kernel's row, checked directly
+        for b in whole:
+            pieces = [int(byte_of[x]) for x in vocab.token_bytes_of(a) + vocab.token_bytes_of(b)]
+            assert bool(conflict[b]) == (bpe_encode(pieces, canon.merge) != [a, b]), (a, b)
+
+
+def _language() -> list[str]:
+    words = ["yes", "no", "maybe", "the cat", "the", "cats", "it's", "12", "123", "1234"]
+    return sorted(
+        {a + sep + b for a, b in itertools.product(words, repeat=2) for sep in ("", " ", ", ")}
+    )
+
+
+def test_masks_against_the_brute_force_definition() -> None:
+    """Along every canonical encoding of a finite language: the mask holds the exact next tokens.
+
+    The exact set (a token is allowed iff the sequence extended by it is a prefix of the
+    canonical encoding of a string of the language) is contained in the mask; the mask's other
+    tokens are dead ends the pairwise relation cannot see (the language forces bytes that merge
+    into them), and each of them leaves the matcher with no allowed continuation within a few
+    tokens, which generate() never samples (it checks one token ahead).
+    """
+    tok, vocab, canon = _tiny()
+    strings = _language()
+    grammar = Grammar.from_regex(
+        "|".join(s.replace(" ", "\\ ").replace(",", "\\,") for s in strings)
+    )
+    compiled = Compiler(vocab).compile(grammar)
+    eos = int(vocab.eos_ids[0])
+    encodings = [list(tok.encode(s).ids) + [eos] for s in strings]
+    expected: dict[tuple[int, ...], set[int]] = {}
+    for ids in encodings:
+        for k in range(len(ids)):
+            expected.setdefault(tuple(ids[:k]), set()).add(ids[k])
+    extra = 0
+    for prefix, allowed in expected.items():
+        m = Matcher(compiled, canonical=canon)
+        assert m.accept_tokens(prefix) == len(prefix)
+        got = set(m.allowed_token_ids().tolist())
+        assert allowed <= got, (vocab.decode(prefix), sorted(allowed - got))
+        for t in got - allowed:
+            extra += 1
+            assert _dead(m, t, 4), (vocab.decode(prefix), t)
+    assert extra < sum(map(len, expected.values()))
+
+
+def _dead(m: Matcher, token: int, depth: int) -> bool:
+    """Whether no canonical completion follows ``token`` within ``depth`` more tokens."""
+    assert m.accept_token(token)
+    try:
+        if m.is_terminated():
+            return False
+        nexts = m.allowed_token_ids().tolist()
+        if depth == 0:
+            return not nexts
+        return all(_dead(m, t, depth - 1) for t in nexts)
+    finally:
+        m.rollback(1)
+
+
+def test_matcher_rolls_back_and_forks_the_canonical_state() -> None:
+    tok, vocab, canon = _tiny()
+    compiled = Compiler(vocab).compile(Grammar.from_regex("[a-z ]{1,20}"))
+    ids = list(tok.encode("the cat sat").ids)
+    m = Matcher(compiled, canonical=canon)
+    assert m.accept_tokens(ids) == len(ids)
+    before = m.allowed_token_ids()
+    other = m.fork()
+    m.rollback(len(ids))
+    assert m.accept_tokens(ids) == len(ids)
+    assert np.array_equal(m.allowed_token_ids(), before)
+    assert np.array_equal(other.allowed_token_ids(), before)
+    # a split the tokenizer never writes is refused, the state unchanged
+    m.reset()
+    t, h = tok.token_to_id("t"), tok.token_to_id("he")
+    if t is not None and h is not None and [t, h] != list(tok.encode("the").ids):
+        assert m.accept_token(t)
+        assert not m.accept_token(h)
+        assert m.num_accepted_tokens == 1
+
+
+def test_refuses_tokenizers_it_cannot_decide() -> None:
+    _, vocab, _ = _tiny()
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=[("a", "b")]))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    with pytest.raises(VocabularyError, match="not one regex split"):
+        CanonicalBpe.from_huggingface(tok, vocab)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.normalizer = normalizers.NFKC()
+    with pytest.raises(VocabularyError, match="normaliser"):
+        CanonicalBpe.from_huggingface(tok, vocab)
+
+
+def test_the_first_token_is_one_the_tokenizer_writes_alone() -> None:
+    tok, vocab, canon = _tiny()
+    row = np.unpackbits(canon.row(START).view(np.uint8), bitorder="little")[: vocab.size]
+    allowed = set(np.flatnonzero(row).tolist())
+    assert allowed <= set(np.flatnonzero(canon.standalone | canon.boundary).tolist())
+    for t in range(vocab.size):
+        try:
+            text = vocab.token_bytes_of(t).decode()
+        except UnicodeDecodeError:
+            continue
+        if text and not canon.boundary[t] and list(tok.encode(text).ids) == [t]:
+            assert t in allowed, text
