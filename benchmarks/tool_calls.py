@@ -4,7 +4,10 @@ Every prompt goes through ``constrain.generate(prompt, tools=..., tool_choice=..
 default model (SmolLM2-135M-Instruct, greedy with ``frequency_penalty`` 0.3 unless
 ``--frequency-penalty``, ``max_tokens`` 160, one call per answer unless ``--parallel``: the
 small model repeats a call, or an array item, it may repeat), once with ``"required"`` and
-once with ``"auto"``. The tools' schemas use enums, nested objects, arrays and optional fields.
+once with ``"auto"``. The arguments' open arrays and strings are bounded through
+``json_options={"max_items": 4, "max_length": 32}`` (``--max-items``, ``--max-length``; 0
+leaves them open as the schemas say): unbounded, the model can loop inside an array until
+``max_tokens``. The tools' schemas use enums, nested objects, arrays and optional fields.
 An output *parses* when its calls read back in the template's format (``smollm2``) and every
 call validates against its tool's schema (pydantic or ``jsonschema``); the table counts the
 outputs that parse, that ended by themselves, that hold calls (and whether the call names a
@@ -233,6 +236,7 @@ def run_case(
     max_tokens: int,
     parallel: bool,
     frequency_penalty: float = 0.0,
+    bounds: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     import constrain
 
@@ -243,6 +247,7 @@ def run_case(
         result = constrain.generate(
             prompt, tools=tools, tool_choice=choice, parallel_tool_calls=parallel, model=model,
             max_tokens=max_tokens, return_info=True, frequency_penalty=frequency_penalty,
+            json_options=bounds or None,
         )  # fmt: skip
         turn = result.value
         row.update(
@@ -296,8 +301,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="generate's frequency_penalty (default 0.3: the small model otherwise repeats an "
         "array item until max_tokens; 0 for plain greedy)",
     )
+    p.add_argument(
+        "--max-items",
+        type=int,
+        default=4,
+        help="json_options max_items: the most items of an argument array with no maxItems "
+        "(default 4; 0 leaves arrays open)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=32,
+        help="json_options max_length: the most characters of an argument string with no "
+        "maxLength (default 32; 0 leaves strings open)",
+    )
     p.add_argument("--out", type=Path, default=result_path("tool-calls"))
     args = p.parse_args(argv)
+    bounds = {
+        key: value
+        for key, value in (("max_items", args.max_items), ("max_length", args.max_length))
+        if value > 0
+    }
     import constrain
 
     model = constrain.load_model()
@@ -307,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for prompt, names, expected in CASES[: args.limit]:
             row = run_case(
                 prompt, names, choice, model, args.max_tokens, args.parallel,
-                args.frequency_penalty,
+                args.frequency_penalty, bounds,
             )  # fmt: skip
             row["expected"] = expected
             rows.append(row)
