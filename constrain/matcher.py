@@ -56,6 +56,10 @@ _MEMO_SIZE = 1 << 12
 _SHARED_HYPS = 32
 _ROW_MEMO = 4
 _MAX_FORCED = 4096
+# canonical masks: candidates checked for a continuation one by one, how deep, how many tried
+_LOOKAHEAD_SET = 64
+_LOOKAHEAD_DEPTH = 8
+_LOOKAHEAD_BUDGET = 4096
 # the byte data of jump-forward probes, read-only like the data of accept_bytes (a frombuffer of
 # bytes): simulate_kernel is compiled for read-only data only
 _EVERY_BYTE = np.arange(256, dtype=np.uint8)
@@ -124,6 +128,8 @@ class Matcher:
             )
         self.canonical = canonical
         self._canon: list[CanonicalState] = [START]
+        self._looking = False
+        self._budget = 0
         self.compiled = compiled
         self.vocab = compiled.vocab
         self._vocab_size = compiled.vocab.size
@@ -600,7 +606,52 @@ class Matcher:
             if not self._check(res):
                 break
         if self.canonical is not None:
-            row &= self.canonical.row(self._canon[-1]).view(np.uint32)
+            self._canonical_row(row)
+
+    def _canonical_row(self, row: np.ndarray) -> None:
+        """AND the canonical relation into ``row``; drop dead ends where few tokens remain.
+
+        The relation is pairwise: a token may be canonical after the last one yet leave no
+        canonical continuation that the grammar allows (it forces bytes the tokenizer would
+        merge into the token: ``{`` where only ``{"`` can follow). Where at most
+        ``_LOOKAHEAD_SET`` tokens remain (the grammar's structural parts, where that happens),
+        each is kept only if a continuation exists: EOS, or a token that is kept in turn, up to
+        ``_LOOKAHEAD_DEPTH`` tokens ahead and ``_LOOKAHEAD_BUDGET`` tokens tried.
+        """
+        assert self.canonical is not None
+        row &= self.canonical.row(self._canon[-1]).view(np.uint32)
+        if self._looking:
+            return
+        ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
+        if ids.shape[0] > _LOOKAHEAD_SET:
+            return
+        self._looking = True
+        self._budget = _LOOKAHEAD_BUDGET
+        try:
+            for t in ids.tolist():
+                if t not in self._eos_set and not self._live(t, _LOOKAHEAD_DEPTH):
+                    row[t >> 5] &= ~np.uint32(1 << (t & 31))
+        finally:
+            self._looking = False
+
+    def _live(self, token: int, depth: int) -> bool:
+        """Whether some canonical continuation allowed by the grammar follows ``token``."""
+        self._budget -= 1
+        if not self.accept_token(token):
+            return False
+        try:
+            if self._terminated or self._budget <= 0:
+                return True
+            after = self.allowed_token_ids()
+            if after.shape[0] == 0:
+                return False
+            if depth == 0 or after.shape[0] > _LOOKAHEAD_SET:
+                return True
+            if any(int(t) in self._eos_set for t in after):
+                return True
+            return any(self._live(int(t), depth - 1) for t in after)
+        finally:
+            self.rollback(1)
 
     def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""

@@ -5,11 +5,11 @@ through every path that dispatches a numba kernel from Python: compiling grammar
 (regexes, the empty regex, Lark with ignored terminals, JSON Schemas with intersections,
 complements, counting automata and long counted strings), saving and loading a compiled
 grammar, filling masks (single and batched in threads), accepting, validating, rolling back,
-forking, jump-forward, applying bitmasks to float32, float16 and bfloat16 logits, a DINGO
-diffusion step and the CPU model head's skinny product. Kernels take one fixed type per
-argument (``constrain.kernels.jit_guard``), so afterwards no constrain call compiles anything:
-a fresh process loads the machine code from the cache. It prints how many kernel signatures it
-compiled and how many it found in the cache.
+forking, jump-forward, canonical tokenization's relation, applying bitmasks to float32,
+float16 and bfloat16 logits, a DINGO diffusion step and the CPU model head's skinny product.
+Kernels take one fixed type per argument (``constrain.kernels.jit_guard``), so afterwards no
+constrain call compiles anything: a fresh process loads the machine code from the cache. It
+prints how many kernel signatures it compiled and how many it found in the cache.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from constrain.ir import Grammar
 from constrain.kernels.entry import RESOLVE_AFTER
 from constrain.kernels.jit_guard import jit_report
 from constrain.matcher import Matcher, fill_next_token_bitmasks
+from constrain.vocab.canonical import GPT2_PATTERN, CanonicalBpe
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["warm_up"]
@@ -115,6 +116,27 @@ def _other_kernels(compiler: Compiler) -> None:
         torch.set_num_threads(threads)
 
 
+def _canonical(compiler: Compiler) -> None:
+    """Run canonical tokenization's kernels: merges of the vocabulary's two-byte tokens."""
+    vocab = compiler.vocab
+    single = {vocab.token_bytes_of(t): t for t in range(vocab.size) if vocab.token_lengths[t] == 1}
+    merges = []
+    for t in range(vocab.size):
+        data = vocab.token_bytes_of(t)
+        if len(data) == 2 and data[:1] in single and data[1:] in single:
+            merges.append((single[data[:1]], single[data[1:]], t, t))
+    canonical = CanonicalBpe(vocab, merges, GPT2_PATTERN)
+    compiled = compiler.compile(Grammar.from_regex("[a-z]{1,8}"))
+    _drive_canonical(Matcher(compiled, canonical=canonical), 4)
+
+
+def _drive_canonical(matcher: Matcher, steps: int) -> None:
+    for _ in range(steps):
+        allowed = matcher.allowed_token_ids().tolist()
+        if not allowed or not matcher.accept_token(allowed[len(allowed) // 2]):
+            break
+
+
 def warm_up(vocab: Vocabulary) -> None:
     """Run every kernel path once, compiling (or loading from numba's cache) each kernel.
 
@@ -137,6 +159,7 @@ def warm_up(vocab: Vocabulary) -> None:
         compiler.compile(Grammar.from_json_schema(_SCHEMA)).save(path)
         _drive(CompiledGrammar.load(path, vocab), 4)
     _other_kernels(compiler)
+    _canonical(compiler)
     width = (vocab.size + 31) // 32
     bitmask = allocate_token_bitmask(2, vocab.size)
     bitmask[:, ::2] = 0

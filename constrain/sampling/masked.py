@@ -23,13 +23,15 @@ from constrain.bitmask import BITMASK_BACKENDS, BitmaskApplier, allocate_token_b
 from constrain.errors import InternalError
 from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.sampling.base import Sample
-from constrain.sampling.streams import Randomness, draw_uniform
+from constrain.sampling.streams import Randomness, RandomStreams, draw_uniform
 
 __all__ = ["MaskedSampler", "gumbel_argmax", "tempered_scores"]
 
 # Smallest allowed mass (relative to the row's largest term) that the one-exp log-weight
 # trusts; float32 exp loses terms below 1e-38, at most V * 1e-38 < 1e-31 of it in all.
 _MIN_FAST_MASS = 1e-20
+# tokens chosen again at most per step where canonical masks lead into dead ends
+_MAX_DEAD_ENDS = 64
 _TINY64 = sys.float_info.min  # the smallest normal float64, 2.2e-308
 
 
@@ -188,6 +190,7 @@ class MaskedSampler:
         else:
             lw = self._exact_log_weights(logits, live, peak, sums)
         token_ids = self._choose(logits, generator)
+        token_ids = self._past_dead_ends(logits, matchers, live, token_ids, generator)
         if index is None:
             log_weights = torch.from_numpy(lw)
         else:
@@ -223,11 +226,57 @@ class MaskedSampler:
             )
         return lw
 
+    def _past_dead_ends(
+        self,
+        logits: torch.Tensor,
+        matchers: Sequence[Matcher | None],
+        live: Sequence[int],
+        token_ids: torch.Tensor,
+        generator: Randomness,
+    ) -> torch.Tensor:
+        """Choose again, in rows with a canonical matcher, where nothing could follow the token.
+
+        A canonical mask is pairwise: it may allow a token that the grammar then forces to be
+        followed by bytes the tokenizer would merge into it, so that no canonical token can
+        come next (a dead end). Such a token is masked out (``-inf``) and the row chooses
+        again, which is the draw the mask without it would have made: sampling stays exact
+        for dead ends one token deep.
+        """
+        for _ in range(_MAX_DEAD_ENDS):
+            dead = [
+                i
+                for i in live
+                if (m := matchers[i]) is not None
+                and m.canonical is not None
+                and _dead_end(m, int(token_ids[i]))
+            ]
+            if not dead:
+                break
+            index = torch.tensor(dead, dtype=torch.long, device=logits.device)
+            with torch.inference_mode():  # the model's logits are inference tensors
+                logits[index, token_ids[index].to(logits.device)] = float("-inf")
+            if isinstance(generator, RandomStreams):
+                again = self._choose(logits.index_select(0, index), generator.rows(dead))
+            else:
+                again = self._choose(logits.index_select(0, index), generator)
+            token_ids[index.to(token_ids.device)] = again.to(token_ids.device)
+        return token_ids
+
     def _choose(self, logits: torch.Tensor, generator: Randomness) -> torch.Tensor:
         if self.temperature == 0.0:
             return _argmax(logits)
         scores = tempered_scores(logits, self.temperature, self.top_k, self.top_p)
         return gumbel_argmax(scores, generator)
+
+
+def _dead_end(matcher: Matcher, token: int) -> bool:
+    """Whether ``token`` is allowed but leaves ``matcher`` with nothing allowed after it."""
+    if token in matcher.vocab.eos_ids or not matcher.accept_token(token):
+        return False
+    try:
+        return not matcher.is_terminated() and matcher.allowed_token_ids().shape[0] == 0
+    finally:
+        matcher.rollback(1)
 
 
 def tempered_scores(
