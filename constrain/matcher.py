@@ -100,9 +100,10 @@ class Matcher:
     ----------
     compiled : CompiledGrammar
         The grammar, compiled for the tokenizer's vocabulary.
-    canonical : CanonicalBpe, optional
-        Also keep the tokens the tokenizer's own encoding of the text
-        (:class:`~constrain.vocab.canonical.CanonicalBpe` of the same vocabulary): masks and
+    canonical : bool or CanonicalBpe, optional
+        Also keep to the tokenizer's own encoding of the text (``True``: the relation of the
+        tokenizer the vocabulary was read from; or a
+        :class:`~constrain.vocab.canonical.CanonicalBpe` of the same vocabulary): masks and
         ``accept_token`` refuse a token the tokenizer would never write there. Text accepted by
         :meth:`accept_bytes` starts a new text for this check.
 
@@ -115,12 +116,18 @@ class Matcher:
     True
     """
 
-    def __init__(self, compiled: CompiledGrammar, *, canonical: CanonicalBpe | None = None) -> None:
+    def __init__(
+        self, compiled: CompiledGrammar, *, canonical: bool | CanonicalBpe | None = None
+    ) -> None:
         if not isinstance(compiled, CompiledGrammar):
             raise TypeError(
                 f"Matcher takes a CompiledGrammar, got {type(compiled).__name__}; "
                 "use Compiler(vocab).compile(grammar)"
             )
+        if canonical is True:
+            canonical = CanonicalBpe.for_vocabulary(compiled.vocab)
+        elif canonical is False:
+            canonical = None
         if canonical is not None and canonical.vocab != compiled.vocab:
             raise ValueError(
                 "canonical= was built for another vocabulary than the compiled grammar's; build "

@@ -44,6 +44,7 @@ from constrain.kernels.numba_canonical import (
     derive_kernel,
     spines_kernel,
 )
+from constrain.vocab.huggingface import tokenizer_of
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["GPT2_PATTERN", "NEXT_CLASSES", "START", "CanonicalBpe", "CanonicalState", "bpe_encode"]
@@ -500,6 +501,32 @@ class CanonicalBpe:
     # -- construction --------------------------------------------------------------------------
 
     @classmethod
+    def for_vocabulary(cls, vocab: Vocabulary) -> CanonicalBpe:
+        """Return the relation of the tokenizer ``vocab`` was read from (built once, kept).
+
+        Raises
+        ------
+        VocabularyError
+            If ``vocab`` was not read from a Hugging Face tokenizer in this process
+            (:meth:`Vocabulary.from_huggingface`); for tiktoken use :meth:`from_tiktoken`.
+        """
+        key = vocab.fingerprint
+        with _BUILT_LOCK:
+            found = _BUILT.get(key)
+        if found is not None:
+            return found
+        backend = tokenizer_of(key)
+        if backend is None:
+            raise VocabularyError(
+                "canonical=True needs the tokenizer this vocabulary was read from: build the "
+                "vocabulary with Vocabulary.from_huggingface(tokenizer), or pass "
+                "canonical=CanonicalBpe.from_tiktoken(path, pattern, vocab)"
+            )
+        built = cls.from_huggingface(backend, vocab)
+        with _BUILT_LOCK:
+            return _BUILT.setdefault(key, built)
+
+    @classmethod
     def from_huggingface(
         cls, tokenizer: Any, vocab: Vocabulary, *, max_bytes: int = _DEFAULT_BUDGET
     ) -> CanonicalBpe:
@@ -623,6 +650,10 @@ def _hf_pattern(pre: Any) -> str | None:
         else:
             return None
     return pattern
+
+
+_BUILT: dict[str, CanonicalBpe] = {}
+_BUILT_LOCK = threading.Lock()
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -66,6 +66,19 @@ def backend_of(tokenizer: Any) -> Any:
     )
 
 
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def remember_tokenizer(fingerprint: str, backend: Any) -> None:
+    """Keep the tokenizer a vocabulary was read from (by its fingerprint; the last one wins)."""
+    _TOKENIZERS[fingerprint] = backend
+
+
+def tokenizer_of(fingerprint: str) -> Any:
+    """Return the tokenizer a vocabulary of this fingerprint was read from, or None."""
+    return _TOKENIZERS.get(fingerprint)
+
+
 def token_strings(backend: Any) -> tuple[list[str | None], dict[int, Added]]:
     """Return the string of every id (``None`` for holes) and the added tokens by id."""
     decoder = backend.get_added_tokens_decoder()

@@ -626,7 +626,9 @@ class Vocabulary:
                 "pass Vocabulary.from_huggingface(tokenizer, eos_ids=[...])"
             )
         names = huggingface.hf_special_names(tokenizer, added)
-        return base._derive(special=hf_special | eos, eos=eos, vocab_size=vocab_size, names=names)
+        out = base._derive(special=hf_special | eos, eos=eos, vocab_size=vocab_size, names=names)
+        huggingface.remember_tokenizer(out.fingerprint, backend)  # for canonical tokenization
+        return out
 
     def _derive(
         self,

@@ -239,3 +239,14 @@ def test_the_first_token_is_one_the_tokenizer_writes_alone() -> None:
             continue
         if text and not canon.boundary[t] and list(tok.encode(text).ids) == [t]:
             assert t in allowed, text
+
+
+def test_canonical_true_finds_the_vocabularys_tokenizer(byte_vocab: Vocabulary) -> None:
+    tok, vocab, canon = _tiny()
+    compiled = Compiler(vocab).compile(Grammar.from_regex("[a-z ]{1,20}"))
+    m = Matcher(compiled, canonical=True)
+    assert m.canonical is CanonicalBpe.for_vocabulary(vocab)
+    ids = list(tok.encode("the cat sat").ids)
+    assert m.accept_tokens(ids) == len(ids)
+    with pytest.raises(VocabularyError, match="from_huggingface"):
+        Matcher(Compiler(byte_vocab).compile(Grammar.from_regex("a+")), canonical=True)
