@@ -126,17 +126,19 @@ def _split_utf8(data: bytes) -> tuple[bytes, str, bytes] | None:
     return data[:lead], text, trail
 
 
-def _compact(reps: str) -> str:
+def _compact(reps: str, keep: int = 0) -> str:
     """Cut runs of letters (``a``) to two; contraction letters are ``a`` but after ``'``.
 
-    What the pre-tokenizer regexes tell apart, and no more.
+    What the pre-tokenizer regexes tell apart, and no more. The first ``keep`` characters stay
+    as they are (a token's first letters may follow an apostrophe that ends the text before).
     """
     out: list[str] = []
     for i, c in enumerate(reps):
-        if c in _KEEP_LETTERS and "'" not in reps[max(0, i - 2) : i]:
-            c = "a"
-        if c == "a" and len(out) >= 2 and out[-1] == "a" and out[-2] == "a":
-            continue
+        if i >= keep:
+            if c in _KEEP_LETTERS and "'" not in reps[max(0, i - 2) : i]:
+                c = "a"
+            if c == "a" and len(out) >= 2 and out[-1] == "a" and out[-2] == "a":
+                continue
         out.append(c)
     return "".join(out)
 
@@ -259,8 +261,9 @@ class CanonicalBpe:
             self._parts[t] = (lead, reps, trail)
             if not lead:
                 first_class[t] = _first_class(text[0]) if text else _PARTIAL
-            cut = _LONG if len(reps) > _HEAD else _SPLIT_END if trail else _WHOLE
-            head_of[t] = heads.setdefault((lead, reps[:_HEAD], cut), len(heads))
+            head = _compact(reps, keep=2)
+            cut = _LONG if len(head) > _HEAD else _SPLIT_END if trail else _WHOLE
+            head_of[t] = heads.setdefault((lead, head[:_HEAD], cut), len(heads))
         self.standalone = standalone.astype(bool)
         self._heads = list(heads)
         self._head_of = head_of
@@ -395,12 +398,16 @@ class CanonicalBpe:
                 self._rows.move_to_end(cache_key)
                 return found
         n = self.vocab.size
-        junction = self._junction(key)[self._head_of]
-        conflict = self._conflicts(state.prev) == 0
-        ok = (junction == BOUNDARY) | ((junction == JOINED) & conflict[:, None])
-        ok &= self.standalone[:, None]
+        # per head key: the classes where the pair is split (fine) or joined (fine unless a
+        # merge crosses), then per token
+        junction = self._junction(key)
         weights = (1 << np.arange(len(NEXT_CLASSES))).astype(np.uint16)
-        status = (ok.astype(np.uint16) * weights).sum(axis=1, dtype=np.uint16)
+        split = ((junction == BOUNDARY) * weights).sum(axis=1, dtype=np.uint16)
+        joined = ((junction == JOINED) * weights).sum(axis=1, dtype=np.uint16)
+        status = split[self._head_of]
+        free = self._conflicts(state.prev) == 0
+        status[free] |= joined[self._head_of[free]]
+        status[~self.standalone] = 0
         status[self.boundary] = _ALL
         bits = np.zeros((n + 31) // 32 * 32, dtype=bool)
         bits[:n] = status != 0
