@@ -20,7 +20,10 @@ tokens ``N`` for every configuration:
 - ``loop+constrain``     the same loop with a ``Matcher`` per row and ``MaskedSampler``, with the
                          next mask computed in a worker thread during the forward pass
                          (``overlap=True``) and without it (``loop+constrain/no-overlap``,
-                         ``overlap=False``; what ``decode``'s default does on a CPU).
+                         ``overlap=False``; what ``decode``'s default does on a CPU);
+- ``loop+constrain+canonical`` (``--canonical``) the same with canonical tokenization on
+                         (``Matcher(compiled, canonical=model.canonical())``, what
+                         ``generate(..., canonical=True)`` runs), overlapped or not as above.
 
 The schema (``SCHEMA``) is an object holding an array of exactly ``MIN_ITEMS`` (4) product
 objects of six fields: no grammar can finish before N (= 128 by default) tokens (the outputs are
@@ -53,7 +56,8 @@ cache.
     python benchmarks/bench_generate.py                  # full run
     python benchmarks/bench_generate.py --quick          # smoke run (a minute or two)
     python benchmarks/bench_generate.py --tokens 128 --repeats 2 --prompts 4 --batch 1,4
-        [--engines constrain,llguidance,xgrammar] [--overlap both|on|off] [--conversion]
+        [--engines constrain,llguidance,xgrammar] [--overlap both|on|off] [--canonical]
+        [--conversion]
         [--no-probes] [--validate-tokens 0] [--out benchmarks/results/generate.json]
 """
 
@@ -136,6 +140,8 @@ BASELINE = {
     "hf+xgrammar": "hf",
     "loop+constrain": "loop",
     "loop+constrain/no-overlap": "loop",
+    "loop+constrain+canonical": "loop",
+    "loop+constrain+canonical/no-overlap": "loop",
 }
 LABELS = {
     "hf": "HF generate, unconstrained",
@@ -145,6 +151,8 @@ LABELS = {
     "loop": "constrain loop, unconstrained",
     "loop+constrain": "constrain loop + schema (overlap)",
     "loop+constrain/no-overlap": "constrain loop + schema (no overlap)",
+    "loop+constrain+canonical": "constrain loop + schema + canonical",
+    "loop+constrain+canonical/no-overlap": "... + canonical (no overlap)",
 }
 
 
@@ -447,6 +455,7 @@ def run_loop(
     n: int,
     compiled: Any | None,
     overlap: bool | None,
+    canonical: Any | None = None,
 ) -> tuple[list[list[int]], float, float]:
     """One run of constrain's decoding loop; returns (tokens per row, seconds, decode seconds)."""
     from constrain.decoding.autoregressive import decode
@@ -465,7 +474,7 @@ def run_loop(
         matchers: list[Any] = [None] * len(prompt_ids)
         sampler = _no_eos_sampler(model.eos_ids)
     else:
-        matchers = [Matcher(compiled) for _ in prompt_ids]
+        matchers = [Matcher(compiled, canonical=canonical) for _ in prompt_ids]
         sampler = MaskedSampler()
     res = decode(
         session,
@@ -489,6 +498,13 @@ class Bench:
         self.engines = engines
         self.eos = {int(e) for e in model.eos_ids}
 
+    def canonical(self, config: str) -> Any:
+        """The tokenizer's canonical relation for a ``+canonical`` configuration, else None.
+
+        Built at the first such run (the warm-up), kept by the model, like ``generate`` does.
+        """
+        return self.model.canonical() if "+canonical" in config else None
+
     def run(
         self,
         config: str,
@@ -510,7 +526,8 @@ class Bench:
             compiled = self.engines["constrain"].compiled if "+" in config else None
             # Explicit: decode's default (overlap=None) overlaps only on a GPU.
             overlap = not config.endswith("no-overlap") if compiled is not None else None
-            raw, secs, dec = run_loop(self.model, prompt_ids, n, compiled, overlap)
+            canonical = self.canonical(config)
+            raw, secs, dec = run_loop(self.model, prompt_ids, n, compiled, overlap, canonical)
         tokens: list[list[int]] = []
         early: list[int] = []
         for i, row in enumerate(raw):
@@ -569,7 +586,8 @@ class Bench:
 
             if "+" in config:
                 compiled = self.engines["constrain"].compiled
-                matchers: list[Any] = [Matcher(compiled) for _ in range(rows)]
+                canonical = self.canonical(config)
+                matchers: list[Any] = [Matcher(compiled, canonical=canonical) for _ in range(rows)]
                 sampler = MaskedSampler()
             else:
                 matchers = [None] * rows
@@ -645,13 +663,14 @@ def setup_engines(
     return engines, info
 
 
-def configs_for(engines: Sequence[str], overlap: str) -> list[str]:
+def configs_for(engines: Sequence[str], overlap: str, canonical: bool = False) -> list[str]:
     out = ["hf"] + [f"hf+{e}" for e in engines] + ["loop"]
     if "constrain" in engines:
-        if overlap in ("on", "both"):
-            out.append("loop+constrain")
-        if overlap in ("off", "both"):
-            out.append("loop+constrain/no-overlap")
+        for variant in ("", "+canonical") if canonical else ("",):
+            if overlap in ("on", "both"):
+                out.append(f"loop+constrain{variant}")
+            if overlap in ("off", "both"):
+                out.append(f"loop+constrain{variant}/no-overlap")
     return out
 
 
@@ -672,7 +691,7 @@ def validate(
     for config in configs:
         if config not in BASELINE:
             continue
-        if config == "loop+constrain/no-overlap" and "loop+constrain" in configs:
+        if config.endswith("/no-overlap") and config.removesuffix("/no-overlap") in configs:
             continue  # the same tokens as with overlap (greedy, same masks): not run twice
         t0 = time.perf_counter()
         res = bench.run(config, prompt_ids, cap)
@@ -938,6 +957,9 @@ def print_footer(report: dict[str, Any]) -> None:
             "valid: complete outputs (one batched run per configuration, up to "
             f"{report['args']['validate_tokens']} tokens) that parse and validate with jsonschema;"
         )
+        canon = val.get("loop+constrain+canonical")
+        if canon:
+            print(f"  constrain loop + canonical: {canon['valid']}/{canon['n']} valid")
         agree = {c: x.get("same_text_as_hf+constrain") for c, x in val.items()}
         print(f"  same text as HF+constrain: {agree}")
     agreement = report.get("agreement")
@@ -1018,6 +1040,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="token cap of the validation runs (default 512; 0 skips validation)",
     )
+    p.add_argument(
+        "--canonical",
+        action="store_true",
+        help="also run the constrain loop with canonical tokenization (loop+constrain+canonical)",
+    )
     p.add_argument("--no-probes", action="store_true", help="skip the fresh-process probes")
     p.add_argument(
         "--conversion",
@@ -1079,7 +1106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"error: {exc}; {INSTALL_HINT}")
         return 2
     bench = Bench(model, engines)
-    configs = configs_for(args.engines, args.overlap)
+    configs = configs_for(args.engines, args.overlap, args.canonical)
     prompt_ids = [model.encode_prompt(p) for p in PROMPTS[: args.prompts]]
     log(f"[prompts] {len(prompt_ids)} prompts of {[len(p) for p in prompt_ids]} tokens")
 

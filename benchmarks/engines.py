@@ -14,6 +14,10 @@ The peers are driven through their documented Python APIs, exactly as a serving 
   cache_enabled=False)`` per grammar (so no compile is a cache hit), ``GrammarMatcher``,
   ``fill_next_token_bitmask``, ``accept_token``.
 - constrain: ``Vocabulary.from_huggingface``, ``Compiler(vocab).compile(grammar)``, ``Matcher``.
+- constrain-canonical: the same, with ``Matcher(compiled, canonical=...)``: masks and accepts also
+  keep to the tokenizer's own (canonical) encodings. The ``CanonicalBpe`` relation is built once
+  per process in ``prepare``, like the vocabulary; its rows are computed at first use and cached,
+  so they fall into the measured masks.
 """
 
 from __future__ import annotations
@@ -284,8 +288,12 @@ class ConstrainEngine(Engine):
         bitmask: torch.Tensor = self._cst.allocate_token_bitmask(1, self.vocab_size)
         return bitmask
 
+    def matcher(self, compiled: Any) -> Any:
+        """A new ``constrain.Matcher`` of ``compiled``."""
+        return self._cst.Matcher(compiled)
+
     def new_matcher(self, compiled: Any, bitmask: torch.Tensor) -> MatcherHandle:
-        matcher = self._cst.Matcher(compiled)
+        matcher = self.matcher(compiled)
         return MatcherHandle(
             fill=functools.partial(matcher.fill_next_token_bitmask, bitmask, index=0),
             accept=matcher.accept_token,
@@ -296,8 +304,30 @@ class ConstrainEngine(Engine):
         self._cst.apply_token_bitmask_inplace(logits, bitmask)
 
 
+class ConstrainCanonicalEngine(ConstrainEngine):
+    """constrain with canonical tokenization (``Matcher(compiled, canonical=CanonicalBpe)``)."""
+
+    name = "constrain-canonical"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.canonical: Any = None
+
+    def prepare(self, tokenizer: Any) -> None:
+        from constrain.vocab.canonical import CanonicalBpe
+
+        super().prepare(tokenizer)
+        # per tokenizer, like the vocabulary: built once per process, its rows cached across
+        # grammars and texts (first visits are measured in the masks that make them)
+        self.canonical = CanonicalBpe.from_huggingface(tokenizer, self._vocab)
+
+    def matcher(self, compiled: Any) -> Any:
+        return self._cst.Matcher(compiled, canonical=self.canonical)
+
+
 ENGINES: dict[str, type[Engine]] = {
     "constrain": ConstrainEngine,
+    "constrain-canonical": ConstrainCanonicalEngine,
     "llguidance": LLGuidanceEngine,
     "xgrammar": XGrammarEngine,
 }

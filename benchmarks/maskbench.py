@@ -26,6 +26,8 @@ Usage::
     .venv/bin/python benchmarks/maskbench.py --engines constrain --all  # results/maskbench-all.json
     .venv/bin/python benchmarks/maskbench.py --engines xgrammar --sample 50 --out /tmp/x.json
     .venv/bin/python benchmarks/maskbench.py --resume                   # continue the default run
+    .venv/bin/python benchmarks/maskbench.py --engines constrain,constrain-canonical --sample 300 \
+        --out benchmarks/results/maskbench-canonical.json   # canonical tokenization on and off
 
 Results go to ``--out`` (default ``benchmarks/results/maskbench-<N>.json`` for ``--sample N``,
 ``maskbench-all.json`` for ``--all``, overwritten): per engine the status counts, TBM and TTFM
@@ -68,7 +70,10 @@ from common import (
 )
 
 MASKBENCH_FILE = "maskbench-dev.jsonl.gz"
-ENGINE_NAMES = ("constrain", "llguidance", "xgrammar")
+ENGINE_NAMES = ("constrain", "llguidance", "xgrammar")  # the default run
+# also constrain-canonical: canonical tokenization on (the instances' tokens are the tokenizer's
+# own encoding, so it must accept every valid one that constrain accepts)
+ENGINE_CHOICES = ("constrain", "constrain-canonical", "llguidance", "xgrammar")
 REASON_CHARS = 240  # a non-passing schema's reason is cut here in the result file
 STATUSES = ("passing", "compile_error", "validation_error", "invalidation_error", "timeout")
 TBM_PCTS = (25, 50, 75, 90, 99, 99.9)
@@ -198,7 +203,16 @@ def _make_engine(name: str) -> Any:
             text = json.dumps(spec.source)
             return compiler.compile_json_schema(text, any_whitespace=True, strict_mode=False)
 
-    classes = {"constrain": Constrain, "llguidance": LLGuidance, "xgrammar": XGrammar}
+    class ConstrainCanonical(Constrain, engines.ConstrainCanonicalEngine):
+        """constrain with canonical tokenization: the grammar of ``Constrain``, the matcher
+        and ``prepare`` (the relation, once per worker) of ``ConstrainCanonicalEngine``."""
+
+    classes = {
+        "constrain": Constrain,
+        "constrain-canonical": ConstrainCanonical,
+        "llguidance": LLGuidance,
+        "xgrammar": XGrammar,
+    }
     return classes[name]()
 
 
@@ -294,7 +308,10 @@ def run_schema(
             n_tokens += fed
             if accepted != valid:
                 kind = "valid rejected" if valid else "invalid accepted"
-                failures.append(f"{kind}: instance {index}, {fed}/{len(token_ids)} tokens{error}")
+                at = f" (token {token_ids[fed - 1]})" if 0 < fed <= len(token_ids) else ""
+                failures.append(
+                    f"{kind}: instance {index}, {fed}/{len(token_ids)} tokens{at}{error}"
+                )
     finally:
         gc.enable()
     status = "passing"
@@ -618,21 +635,21 @@ def _cell(value: float | None) -> str:
 
 def print_table(summaries: list[dict[str, Any]]) -> None:
     """Status counts per engine, then TBM (µs) and TTFM (ms) percentiles."""
-    print(f"\n{'engine':<11}" + "".join(f"{s:>19}" for s in STATUSES) + f"{'schemas':>9}")
+    print(f"\n{'engine':<20}" + "".join(f"{s:>19}" for s in STATUSES) + f"{'schemas':>9}")
     for s in summaries:
         n = max(s["n_schemas"], 1)
         cells = "".join(
             f"{s['counts'][k]:>10} ({100 * s['counts'][k] / n:5.1f}%)" for k in STATUSES
         )
-        print(f"{s['engine']:<11}{cells}{s['n_schemas']:>9}")
+        print(f"{s['engine']:<20}{cells}{s['n_schemas']:>9}")
     keys = ["mean", *(f"p{p:g}" for p in TBM_PCTS), "max"]
     for field, unit in (("tbm_us", "TBM (µs)"), ("ttfm_ms", "TTFM (ms)")):
-        print(f"\n{unit:<11}" + "".join(f"{k:>9}" for k in keys) + f"{'n':>10}")
+        print(f"\n{unit:<20}" + "".join(f"{k:>9}" for k in keys) + f"{'n':>10}")
         for s in summaries:
             stats = s[field] or {}
             n = s["n_tokens"] if field == "tbm_us" else s["n_compiled"]
             print(
-                f"{s['engine']:<11}"
+                f"{s['engine']:<20}"
                 + "".join(f"{_cell(stats.get(k)):>9}" for k in keys)
                 + f"{n:>10}"
             )
@@ -645,7 +662,11 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="MaskBench: correctness and mask speed per engine.")
-    p.add_argument("--engines", default=",".join(ENGINE_NAMES), help="comma list (default: all)")
+    p.add_argument(
+        "--engines",
+        default=",".join(ENGINE_NAMES),
+        help=f"comma list of {','.join(ENGINE_CHOICES)} (default: {','.join(ENGINE_NAMES)})",
+    )
     p.add_argument(
         "--sample",
         type=int,
@@ -674,9 +695,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
-    bad = [e for e in args.engines if e not in ENGINE_NAMES]
+    bad = [e for e in args.engines if e not in ENGINE_CHOICES]
     if bad or not args.engines:
-        p.error(f"unknown engines {bad}; choose from {','.join(ENGINE_NAMES)}")
+        p.error(f"unknown engines {bad}; choose from {','.join(ENGINE_CHOICES)}")
     if args.out is None:
         args.out = result_path(f"maskbench-{'all' if args.all else args.sample}")
     return args
