@@ -710,6 +710,21 @@ class Matcher:
         for e in self._eos:
             row[e >> 5] |= np.uint32(1 << (int(e) & 31))
 
+    def is_dead_end(self, token_id: int) -> bool:
+        """Return whether ``token_id`` is allowed but leaves nothing allowed after it.
+
+        Only canonical masks (``canonical=``) can lead there: a token may be canonical after the
+        last one while the grammar then forces bytes the tokenizer would merge into it. The
+        state is unchanged.
+        """
+        tok = int(token_id)
+        if tok in self._eos_set or not self.accept_token(tok):
+            return False
+        try:
+            return not self._terminated and self.allowed_token_ids().shape[0] == 0
+        finally:
+            self.rollback(1)
+
     def allowed_token_ids(self) -> Int32Array:
         """Return the sorted ids of the tokens allowed next (EOS included when accepting)."""
         words = (self.vocab.size + 31) // 32

@@ -304,7 +304,10 @@ class AWRS:
             elif tok in eos:
                 ok = memo[key] = m.is_accepting()
             else:
-                ok = memo[key] = m.validate_tokens([tok]) == 1
+                # a canonical matcher may allow a token with nothing after it (a dead end)
+                ok = memo[key] = m.validate_tokens([tok]) == 1 and not (
+                    m.canonical is not None and m.is_dead_end(tok)
+                )
             if accepted >= 0:
                 factor = 1.0 if ok else q
                 return accepted, math.log(1.0 - rejected) + math.log(factor), checks, False
@@ -318,7 +321,10 @@ class AWRS:
     def _fallback(
         self, m: Matcher, keys: torch.Tensor, scores: torch.Tensor, checks: int
     ) -> tuple[int, float, int, bool]:
-        allowed = torch.from_numpy(m.allowed_token_ids().astype(np.int64)).to(keys.device)
+        ids = m.allowed_token_ids()
+        if m.canonical is not None:
+            ids = ids[[not m.is_dead_end(int(t)) for t in ids]]
+        allowed = torch.from_numpy(ids.astype(np.int64)).to(keys.device)
         if allowed.numel() == 0:
             raise InternalError(
                 "no token is allowed: the grammar has no continuation and no end here. This is "

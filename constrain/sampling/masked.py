@@ -248,7 +248,7 @@ class MaskedSampler:
                 for i in live
                 if (m := matchers[i]) is not None
                 and m.canonical is not None
-                and _dead_end(m, int(token_ids[i]))
+                and m.is_dead_end(int(token_ids[i]))
             ]
             if not dead:
                 break
@@ -267,16 +267,6 @@ class MaskedSampler:
             return _argmax(logits)
         scores = tempered_scores(logits, self.temperature, self.top_k, self.top_p)
         return gumbel_argmax(scores, generator)
-
-
-def _dead_end(matcher: Matcher, token: int) -> bool:
-    """Whether ``token`` is allowed but leaves ``matcher`` with nothing allowed after it."""
-    if token in matcher.vocab.eos_ids or not matcher.accept_token(token):
-        return False
-    try:
-        return not matcher.is_terminated() and matcher.allowed_token_ids().shape[0] == 0
-    finally:
-        matcher.rollback(1)
 
 
 def tempered_scores(

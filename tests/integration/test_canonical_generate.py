@@ -76,3 +76,19 @@ def test_speculative_output_is_the_tokenizers_encoding(model: Model) -> None:
         return_info=True,
     )
     _check(model, result)
+
+
+@pytest.mark.parametrize("sampler", ["awrs", "smc", "asap"])
+def test_other_samplers_keep_the_tokenizers_encoding(model: Model, sampler: str) -> None:
+    result = constrain.generate(
+        "Describe Paris as a city record.",
+        schema=City,
+        model=model,
+        max_tokens=60,
+        temperature=1.0,
+        seed=1,
+        sampler=sampler,
+        canonical=True,
+        return_info=True,
+    )
+    _check(model, result)
