@@ -223,7 +223,7 @@ class CanonicalBpe:
         m = np.array(list(merges), dtype=np.int64).reshape(-1, 4)
         if m.shape[0] and (m[:, :3].min() < 0 or m[:, :3].max() >= n):
             raise VocabularyError("a merge names a token id outside the vocabulary")
-        self.merge = {(int(x), int(y)): (int(k), int(r)) for x, y, r, k in m.tolist()}
+        self._merges = m
         keys = m[:, 0] * n + m[:, 1]
         order = np.argsort(keys, kind="stable")
         keys, m = keys[order], m[order]
@@ -285,6 +285,11 @@ class CanonicalBpe:
             OrderedDict()
         )
         self._lock = threading.Lock()
+
+    @property
+    def merge(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """Every merge as ``{(x, y): (rank, result)}`` (what :func:`bpe_encode` takes)."""
+        return {(int(x), int(y)): (int(k), int(r)) for x, y, r, k in self._merges.tolist()}
 
     @staticmethod
     def _spines(

@@ -148,11 +148,12 @@ def test_conflicts_match_bpe_on_the_pair() -> None:
     rng = random.Random(3)
     whole = np.flatnonzero(canon.standalone).tolist()
     byte_of = canon.byte_token
+    merge = canon.merge
     for a in rng.sample(whole, 40):
         conflict = canon._conflicts(a)  # noqa: SLF001 - the kernel's row, checked directly
         for b in whole:
             pieces = [int(byte_of[x]) for x in vocab.token_bytes_of(a) + vocab.token_bytes_of(b)]
-            assert bool(conflict[b]) == (bpe_encode(pieces, canon.merge) != [a, b]), (a, b)
+            assert bool(conflict[b]) == (bpe_encode(pieces, merge) != [a, b]), (a, b)
 
 
 def _language() -> list[str]:
