@@ -30,7 +30,8 @@ Neither vLLM nor starlette is imported: the middleware is plain ASGI. What it tr
 * on ``/v1/chat/completions``, ``tools`` with ``tool_choice`` ``"required"`` or a named function,
   on a server whose tool parser constrain writes for (:mod:`constrain.integrations.vllm_tools`):
   the calls' structural tag, with ``tool_choice`` turned ``"auto"`` so vLLM's tool parser reads
-  the output.
+  the output; ``vllm_xargs`` ``constrain_max_items`` / ``constrain_max_length`` bound the
+  tools' open arrays and strings (opt-in).
 
 Everything else is passed on untouched, for vLLM to serve or refuse: ``{"type": "text"}``,
 ``structured_outputs`` with ``whitespace_pattern`` or ``disable_additional_properties`` (which
@@ -49,7 +50,12 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from constrain.integrations.vllm import SPEC_KEY, request_args
-from constrain.integrations.vllm_tools import ServerSettings, server_settings, tool_request
+from constrain.integrations.vllm_tools import (
+    FieldError,
+    ServerSettings,
+    server_settings,
+    tool_request,
+)
 
 __all__ = ["PATHS", "ResponseFormatMiddleware", "translate_body"]
 
@@ -67,14 +73,6 @@ PATHS = frozenset(
 _OBJECT_SCHEMA = {"type": "object"}  # response_format json_object: any JSON object
 _KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 _LOG = logging.getLogger(__name__)
-
-
-class _FieldError(ValueError):
-    """A malformed request field; ``param`` names it (vLLM's ``ErrorInfo.param``)."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 def translate_body(
@@ -102,8 +100,10 @@ def translate_body(
     Raises
     ------
     ValueError
-        If a structured-output field is malformed, or set together with another one or with
-        ``vllm_xargs["constrain"]``; the exception's ``param`` names the field.
+        If a structured-output field or a tool request's bound
+        (``vllm_xargs["constrain_max_items"]``, ...) is malformed, or a field is set together
+        with another one or with ``vllm_xargs["constrain"]``; the exception
+        (:class:`~constrain.integrations.vllm_tools.FieldError`) has ``param`` naming the field.
     """
     tools = body.get("tools")
     if tools and body.get("tool_choice") != "none":
@@ -127,7 +127,7 @@ def translate_body(
     uses_format = fmt is not None and not (isinstance(fmt, Mapping) and fmt.get("type") == "text")
     if uses_format and so is not None:
         if from_format is not None and from_so is not None:
-            raise _FieldError(
+            raise FieldError(
                 "structured_outputs", f"send either {format_name} or structured_outputs, not both"
             )
         return None  # a combination with a part constrain does not serve: vLLM judges it
@@ -159,7 +159,7 @@ def translate_body(
 def _check_xargs(xargs: Mapping[str, Any], field: str) -> None:
     """Refuse a translated field next to a ``vllm_xargs["constrain"]`` entry."""
     if SPEC_KEY in xargs:
-        raise _FieldError(
+        raise FieldError(
             field, f"send the constraint either as {field} or as vllm_xargs[{SPEC_KEY!r}], not both"
         )
 
@@ -192,7 +192,7 @@ def _format_spec(fmt: Any, name: str, *, flat: bool) -> str | None:
         holder = fmt.get("json_schema")
         name += ".json_schema"
         if not isinstance(holder, Mapping):
-            raise _FieldError(
+            raise FieldError(
                 name,
                 f'{name} must be an object such as {{"name": "...", "schema": {{...}}}}, '
                 f"got {'nothing' if holder is None else type(holder).__name__}",
@@ -200,7 +200,7 @@ def _format_spec(fmt: Any, name: str, *, flat: bool) -> str | None:
     schema = holder.get("schema")
     if not isinstance(schema, (dict, bool)):
         got = "nothing" if schema is None else type(schema).__name__
-        raise _FieldError(f"{name}.schema", f"{name}.schema must be a JSON Schema, got {got}")
+        raise FieldError(f"{name}.schema", f"{name}.schema must be a JSON Schema, got {got}")
     return request_args(json_schema=schema)[SPEC_KEY]
 
 
@@ -225,9 +225,9 @@ def _structured_outputs_spec(so: Any) -> str | None:
             try:
                 schema = json.loads(schema)
             except ValueError as err:
-                raise _FieldError(param, f"{param} is not JSON text: {err}") from err
+                raise FieldError(param, f"{param} is not JSON text: {err}") from err
         if not isinstance(schema, (dict, bool)):
-            raise _FieldError(
+            raise FieldError(
                 param, f"{param} must be a JSON Schema (object or JSON text), got "
                 f"{type(schema).__name__}"
             )  # fmt: skip
@@ -239,16 +239,16 @@ def _structured_outputs_spec(so: Any) -> str | None:
             try:
                 tag = json.loads(tag)
             except ValueError as err:
-                raise _FieldError(param, f"{param} is not JSON text: {err}") from err
+                raise FieldError(param, f"{param} is not JSON text: {err}") from err
         if not isinstance(tag, Mapping):
-            raise _FieldError(param, f"{param} must be a structural tag object or its JSON text")
+            raise FieldError(param, f"{param} must be a structural tag object or its JSON text")
         return request_args(structural_tag=tag)[SPEC_KEY]
     if kind == "choice":
         if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
-            raise _FieldError(param, f"{param} must be a list of strings")
+            raise FieldError(param, f"{param} must be a list of strings")
         return request_args(choices=value)[SPEC_KEY]
     if not isinstance(value, str):
-        raise _FieldError(param, f"{param} must be a string, got {type(value).__name__}")
+        raise FieldError(param, f"{param} must be a string, got {type(value).__name__}")
     if kind == "regex":
         return request_args(regex=value)[SPEC_KEY]
     return request_args(grammar=value)[SPEC_KEY]
@@ -298,7 +298,7 @@ class ResponseFormatMiddleware:
         if complete:
             try:
                 out = _rewrite(path, b"".join(chunks), server_settings(scope))
-            except _FieldError as err:
+            except FieldError as err:
                 await _bad_request(send, str(err), err.param)
                 return
         if out is not None:

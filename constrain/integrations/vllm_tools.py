@@ -16,6 +16,14 @@ a ``/v1/chat/completions`` request with ``tools`` and ``tool_choice`` ``"require
   flags are dropped, so vLLM adds no grammar of its own and reads the output with its tool
   parser, as for any ``"auto"`` request: the calls come back in ``message.tool_calls``.
 
+Opt-in bounds (:data:`BOUND_KEYS`): ``vllm_xargs={"constrain_max_items": N,
+"constrain_max_length": M}`` bound the arrays and strings the tools' schemas leave open, as
+``generate(tools=..., json_options={"max_items": N, "max_length": M})`` does offline
+(``tool_structural_tag(max_items=, max_length=)``); the middleware consumes the two entries.
+vLLM 0.32 passes ``vllm_xargs`` (string and number values) through to ``SamplingParams.extra_args``
+untouched, so a request sent to a server without the middleware, or one left to vLLM, keeps them
+and nothing reads them. Without them the schemas are used as given.
+
 Left to vLLM (the body passes untouched): ``tool_choice`` ``"auto"`` or absent, a server
 without ``--enable-auto-tool-choice``, with another tool parser, or with
 ``--tool-strict-level`` above ``auto`` (vLLM then adds its own tag to every tool request), a
@@ -31,13 +39,38 @@ from typing import Any
 
 from constrain.tools import as_tool, tool_structural_tag
 
-__all__ = ["TOOL_PARSER_FORMATS", "ServerSettings", "server_settings", "tool_request"]
+__all__ = [
+    "BOUND_KEYS",
+    "TOOL_PARSER_FORMATS",
+    "FieldError",
+    "ServerSettings",
+    "server_settings",
+    "tool_bounds",
+    "tool_request",
+]
 
 TOOL_PARSER_FORMATS = {"hermes": "hermes", "xlam": "smollm2"}
 """vLLM tool parser (``--tool-call-parser``) -> the :data:`~constrain.tools.TOOL_FORMATS` entry
 whose output it parses: ``hermes`` reads one ``<tool_call>\n{...}\n</tool_call>`` per call (Hermes,
 Qwen 2.5 and 3), ``xlam`` a JSON list of calls inside ``<tool_call>...</tool_call>`` (SmolLM2's
 own format)."""
+
+BOUND_KEYS = {"constrain_max_items": "max_items", "constrain_max_length": "max_length"}
+"""``vllm_xargs`` entry of a tool request -> the :func:`~constrain.tools.tool_structural_tag`
+argument it sets (a positive int: the most items of an array, characters of a string, where a
+tool's schema sets no ``maxItems`` / ``maxLength``)."""
+
+
+class FieldError(ValueError):
+    """A malformed request field, answered with HTTP 400; ``param`` names it.
+
+    ``param`` is what vLLM's error body calls ``ErrorInfo.param`` (``"structured_outputs.json"``,
+    ``"vllm_xargs.constrain_max_items"``, ...).
+    """
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -72,6 +105,41 @@ def server_settings(scope: Mapping[str, Any]) -> ServerSettings:
     )
 
 
+def tool_bounds(xargs: Any) -> dict[str, int]:
+    """Return the bounds a request's ``vllm_xargs`` asks for, as ``tool_structural_tag`` kwargs.
+
+    Parameters
+    ----------
+    xargs : any
+        The request's ``vllm_xargs``; a value that is not a mapping has no bounds (vLLM refuses
+        it).
+
+    Returns
+    -------
+    dict
+        ``{"max_items": N, "max_length": M}`` with the entries of :data:`BOUND_KEYS` that are
+        set; empty when none is.
+
+    Raises
+    ------
+    FieldError
+        If an entry is not a positive int (``param`` names it).
+    """
+    if not isinstance(xargs, Mapping):
+        return {}
+    bounds: dict[str, int] = {}
+    for key, name in BOUND_KEYS.items():
+        value = xargs.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise FieldError(
+                f"vllm_xargs.{key}", f"vllm_xargs[{key!r}] must be a positive int, got {value!r}"
+            )
+        bounds[name] = value
+    return bounds
+
+
 def tool_request(
     body: Mapping[str, Any], settings: ServerSettings
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -87,10 +155,16 @@ def tool_request(
     Returns
     -------
     (dict, dict) or None
-        The body with ``tool_choice`` ``"auto"``, the tools without ``strict`` and no
-        ``parallel_tool_calls``, and the structural tag of the calls (the caller sends it as
+        The body with ``tool_choice`` ``"auto"``, the tools without ``strict``, no
+        ``parallel_tool_calls`` and no :data:`BOUND_KEYS` entries in ``vllm_xargs``, and the
+        structural tag of the calls, bounded as those entries ask (the caller sends it as
         ``vllm_xargs["constrain"]``). None when the request stays with vLLM (see the module
         docstring).
+
+    Raises
+    ------
+    FieldError
+        If a :data:`BOUND_KEYS` entry of a request constrain serves is not a positive int.
     """
     tools, choice = body.get("tools"), body.get("tool_choice")
     fmt = settings.tool_format
@@ -104,18 +178,24 @@ def tool_request(
         return None
     if body.get("response_format") is not None or body.get("structured_outputs") is not None:
         return None  # vLLM ignores them next to a forced call: its own path decides
+    xargs = body.get("vllm_xargs")
+    bounds = tool_bounds(xargs)
     try:
         tag = tool_structural_tag(
             [as_tool(t) for t in tools],
             tool_choice=picked,
             parallel=body.get("parallel_tool_calls") is not False,
             format=fmt,
+            max_items=bounds.get("max_items"),
+            max_length=bounds.get("max_length"),
         )
     except (TypeError, ValueError):
         return None  # malformed tools, or a choice naming no tool: vLLM answers
     out = {k: v for k, v in body.items() if k != "parallel_tool_calls"}
     out["tool_choice"] = "auto"
     out["tools"] = [_without_strict(t) for t in tools]
+    if isinstance(xargs, Mapping) and any(k in xargs for k in BOUND_KEYS):
+        out["vllm_xargs"] = {k: v for k, v in xargs.items() if k not in BOUND_KEYS}
     return out, tag
 
 

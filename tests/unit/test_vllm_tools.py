@@ -14,7 +14,13 @@ from constrain.errors import GrammarError
 from constrain.integrations.vllm import SPEC_KEY, parse_request, request_args, spec_grammar
 from constrain.integrations.vllm_reasoning import prompt_reasoning, reasoning_plan
 from constrain.integrations.vllm_server import ResponseFormatMiddleware, translate_body
-from constrain.integrations.vllm_tools import ServerSettings, server_settings, tool_request
+from constrain.integrations.vllm_tools import (
+    FieldError,
+    ServerSettings,
+    server_settings,
+    tool_bounds,
+    tool_request,
+)
 from constrain.reasoning import Reasoning
 from constrain.testing import byte_vocabulary
 from constrain.tools import TOOL_FORMATS
@@ -127,6 +133,58 @@ def test_a_tool_request_with_a_constrain_entry_is_a_400() -> None:
     sent = tool_body(vllm_xargs=request_args(regex="a"))
     with pytest.raises(ValueError, match="not both"):
         translate_body("/v1/chat/completions", sent, XLAM)
+
+
+NOTES = {
+    "type": "function",
+    "function": {
+        "name": "take_notes",
+        "parameters": {
+            "type": "object",
+            "properties": {"notes": {"type": "array", "items": {"type": "string"}}},
+            "required": ["notes"],
+        },
+    },
+}
+
+
+def notes_call(notes: list[str]) -> str:
+    call = {"name": "take_notes", "arguments": {"notes": notes}}
+    return f"<tool_call>[\n{json.dumps(call)}\n]</tool_call>"
+
+
+def test_vllm_xargs_bounds_close_the_tools_open_arrays_and_strings() -> None:
+    xargs = {"constrain_max_items": 2, "constrain_max_length": 3, "other": 1}
+    sent = {**CHAT, "tools": [NOTES], "tool_choice": "required", "vllm_xargs": xargs}
+    out = translate_body("/v1/chat/completions", sent, XLAM)
+    assert out is not None
+    assert set(out["vllm_xargs"]) == {"other", SPEC_KEY}  # the bounds are consumed
+    spec = out["vllm_xargs"][SPEC_KEY]
+    assert accepts(spec, notes_call(["a", "abc"]))
+    assert not accepts(spec, notes_call(["a", "b", "c"]))  # 3 items > 2
+    assert not accepts(spec, notes_call(["abcd"]))  # 4 characters > 3
+    unbounded = translate_body("/v1/chat/completions", {**sent, "vllm_xargs": {}}, XLAM)
+    assert unbounded is not None  # the default: the schema as given
+    assert accepts(unbounded["vllm_xargs"][SPEC_KEY], notes_call(["a", "b", "c", "abcd"]))
+
+
+def test_one_bound_alone_and_none() -> None:
+    assert tool_bounds({"constrain_max_items": 4}) == {"max_items": 4}
+    assert tool_bounds({"constrain_max_length": 32, "x": "y"}) == {"max_length": 32}
+    assert tool_bounds({}) == {} and tool_bounds(None) == {} and tool_bounds([1]) == {}
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "4", True, [4]])
+def test_a_malformed_bound_is_a_400_naming_it(value: Any) -> None:
+    sent = tool_body(vllm_xargs={"constrain_max_length": value})
+    with pytest.raises(FieldError, match="positive int") as err:
+        translate_body("/v1/chat/completions", sent, XLAM)
+    assert err.value.param == "vllm_xargs.constrain_max_length"
+
+
+def test_bounds_on_a_request_left_to_vllm_pass_untouched() -> None:
+    sent = tool_body("auto", vllm_xargs={"constrain_max_items": 0})
+    assert translate_body("/v1/chat/completions", sent, XLAM) is None
 
 
 def test_server_settings_are_read_from_the_app_state() -> None:

@@ -3,7 +3,9 @@
 The `server` fixture (conftest.py) runs with ``--enable-auto-tool-choice --tool-call-parser
 xlam``: the middleware turns ``tool_choice="required"`` (or a named function) into constrain's
 structural tag of SmolLM2's call format, and vLLM's own xlam parser reads the output back into
-``message.tool_calls``. The prompts are the 40 of ``benchmarks/tool_calls.py``.
+``message.tool_calls``. The prompts are the 40 of ``benchmarks/tool_calls.py``, run as given and
+with the benchmark's bounds of the tools' open arrays and strings (``vllm_xargs``
+``constrain_max_items`` 4, ``constrain_max_length`` 32).
 """
 
 from __future__ import annotations
@@ -52,17 +54,27 @@ def valid_calls(message: dict[str, Any], names: list[str]) -> list[str]:
     return called
 
 
-def test_required_tool_calls_of_the_40_prompts_parse_with_vllms_parser(server: str) -> None:
+# the bounds of benchmarks/tool_calls.py (json_options max_items 4, max_length 32), sent as
+# vllm_xargs entries the middleware reads; None: the schemas as given (the default)
+BOUNDS = {"constrain_max_items": 4, "constrain_max_length": 32}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "most_cut"), [(None, 4), (BOUNDS, 0)], ids=["unbounded", "bounded"]
+)
+def test_required_tool_calls_of_the_40_prompts_parse_with_vllms_parser(
+    server: str, bounds: dict[str, int] | None, most_cut: int
+) -> None:
+    extra = {} if bounds is None else {"vllm_xargs": bounds}
+
+    def ask(case: tuple[str, list[str], Any]) -> tuple[int, dict[str, Any]]:
+        return post(server, "/v1/chat/completions", tool_body(*case[:2], "required", **extra))
+
     with ThreadPoolExecutor(16) as pool:
-        results = list(
-            pool.map(
-                lambda case: post(server, "/v1/chat/completions", tool_body(*case[:2], "required")),
-                CASES,
-            )
-        )
-    ended = parsed = 0
+        results = list(pool.map(ask, CASES))
+    ended = parsed = intended = 0
     cut: list[str] = []
-    for (prompt, names, _), (status, body) in zip(CASES, results, strict=True):
+    for (prompt, names, expected), (status, body) in zip(CASES, results, strict=True):
         assert status == 200, (prompt, body)
         choice = body["choices"][0]
         if choice["finish_reason"] == "length":  # cut by max_tokens inside the arguments
@@ -72,12 +84,13 @@ def test_required_tool_calls_of_the_40_prompts_parse_with_vllms_parser(server: s
         message = choice["message"]
         assert choice["finish_reason"] == "tool_calls", (prompt, choice)
         assert len(message["tool_calls"]) == 1, (prompt, message)  # parallel_tool_calls=False
-        valid_calls(message, names)
+        intended += valid_calls(message, names) == [expected]
         assert not (message.get("content") or "").strip(), message
         parsed += 1
-    print(f"\ntool_choice=required, {len(CASES)} prompts: {ended} ended, {parsed} parsed "
-          f"by vLLM's {TOOL_PARSER} parser and valid; cut by max_tokens: {cut}")  # fmt: skip
-    assert parsed == ended and ended >= len(CASES) - 4, cut
+    print(f"\ntool_choice=required, bounds {bounds}, {len(CASES)} prompts: {ended} ended, "
+          f"{parsed} parsed by vLLM's {TOOL_PARSER} parser and valid ({intended} on the "
+          f"intended tool); cut by max_tokens: {cut}")  # fmt: skip
+    assert parsed == ended and ended >= len(CASES) - most_cut, cut
 
 
 def test_named_tool_choice_calls_that_tool(server: str) -> None:
@@ -108,6 +121,12 @@ def test_auto_tool_choice_stays_with_vllm_and_a_bad_tool_choice_is_vllms_400(
     choice = {"type": "function", "function": {"name": "not_a_tool"}}
     status, out = post(server, "/v1/chat/completions", tool_body("Hi.", ["add"], choice))
     assert status == 400, out
+
+
+def test_a_malformed_bound_is_the_middlewares_400(server: str) -> None:
+    body = tool_body("Hi.", ["add"], "required", vllm_xargs={"constrain_max_items": 0})
+    status, out = post(server, "/v1/chat/completions", body)
+    assert status == 400 and out["error"]["param"] == "vllm_xargs.constrain_max_items", out
 
 
 ARGS_SCHEMA = {
