@@ -216,6 +216,7 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
                 ],
             },
         ),  # fmt: skip
+        *token_level_specs(),
     ]
     specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
     specs.append(
@@ -231,6 +232,52 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
         )
     )
     return specs
+
+
+def _token(token: int | str) -> dict[str, Any]:
+    return {"type": "token", "token": token}
+
+
+def _token_tag(begin: int | str, content: dict[str, Any], end: Any) -> dict[str, Any]:
+    end_format = _token(end) if isinstance(end, int) or end.startswith("<|") else end
+    return {"type": "tag", "begin": _token(begin), "content": content, "end": end_format}
+
+
+def token_level_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the specs of the token-level formats (special tokens of Llama 3.2)."""
+    py, eom, hdr, hdr_end = "<|python_tag|>", "<|eom_id|>", 128006, "<|end_header_id|>"
+    call = _token_tag(py, _json(WEATHER), eom)
+    search = _token_tag(hdr, _json(SEARCH), hdr_end)
+    ttt = {"type": "token_triggered_tags", "trigger_tokens": [py, hdr], "tags": [call, search]}
+    think = _token_tag(128002, {"type": "any_tokens"}, 128003)
+    return [
+        ("any_tokens", {"type": "any_tokens"}),
+        ("any_tokens_excludes", {"type": "any_tokens", "exclude_tokens": [py, 128004]}),
+        ("tag_any_tokens", think),
+        ("tok_triggered", ttt),
+        (
+            "tok_triggered_excludes",
+            {**ttt, "exclude_tokens": [128004, "<|reserved_special_token_5|>"]},
+        ),
+        ("tok_at_least_one", {**ttt, "at_least_one": True}),
+        ("tok_triggered_stop_first", {**ttt, "stop_after_first": True}),
+        ("tok_triggered_both", {**ttt, "at_least_one": True, "stop_after_first": True}),
+        ("think_then_tok_tools", {"type": "sequence", "elements": [think, ttt]}),
+        ("tok_triggered_in_tag", _token_tag(128005, ttt, 128011)),
+        (
+            "token_dispatch",
+            {"type": "token_dispatch", "rules": [[128010, _json(WEATHER)], [hdr, _const("x")]]},
+        ),  # fmt: skip
+        (
+            "token_dispatch_once",
+            {
+                "type": "token_dispatch",
+                "rules": [[py, _tag("(", {"type": "regex", "pattern": "[a-z]+"}, ")")]],
+                "loop": False,
+                "exclude_tokens": [128004],
+            },
+        ),  # fmt: skip
+    ]
 
 
 def _xgrammar_spec(spec: dict[str, Any]) -> Any:
@@ -256,6 +303,21 @@ def hint_strings(spec: Any) -> list[str]:
             stack.extend(node)
         elif isinstance(node, str) and node:
             out.append(node)
+    return out
+
+
+def hint_ids(spec: Any) -> set[int]:
+    """Return the token ids a spec names (walks favour them, as they do the spec's strings)."""
+    out: set[int] = set()
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, int) and not isinstance(node, bool) and node >= 128000:
+            out.add(node)
     return out
 
 
@@ -325,12 +387,17 @@ class Pair:
         start, end = self.vocab.token_indptr[token], self.vocab.token_indptr[token + 1]
         return bytes(self.vocab.token_bytes[start:end].tobytes())
 
-    def unexplained(self, tokens: np.ndarray, text: bytes) -> list[int]:
-        """Return the tokens XGrammar allows that are neither special nor invalid UTF-8."""
+    def unexplained(self, tokens: np.ndarray, text: bytes, strict: bool = False) -> list[int]:
+        """Return the tokens XGrammar allows that are neither special nor invalid UTF-8.
+
+        With ``strict`` (constrain allows a special token here: a token-level region or a
+        ``token`` format), XGrammar's extra special tokens count too.
+        """
         return [
             int(t)
             for t in tokens
-            if not self.special[t] and _valid_utf8_prefix(text + self.token_bytes(int(t)))
+            if (strict or not self.special[t])
+            and _valid_utf8_prefix(text + self.token_bytes(int(t)))
         ]
 
 
@@ -367,7 +434,8 @@ def walk(
         ours, theirs = pair.masks()
         masks += 1
         only_ours = np.flatnonzero(ours & ~theirs)
-        only_theirs = pair.unexplained(np.flatnonzero(theirs & ~ours), text)
+        strict = bool((ours & pair.special).any())  # specials are read here, by both sides
+        only_theirs = pair.unexplained(np.flatnonzero(theirs & ~ours), text, strict)
         if not _complete_utf8(text):  # XGrammar's byte-level free text may end mid-character
             only_theirs = [t for t in only_theirs if t not in pair.vocab.eos_ids]
         if _bounded_string_rows(pair, only_ours, only_theirs):
@@ -420,7 +488,7 @@ def compare(
     compiled = constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(spec))
     # the compiler resolves token strings with its tokenizer info
     xgr_compiled = xgr_compiler.compile_structural_tag(*_xgrammar_spec(spec))
-    hints = {t for s in hint_strings(spec) for t in encode(s)[:2]}
+    hints = {t for s in hint_strings(spec) for t in encode(s)[:2]} | hint_ids(spec)
     rng = random.Random(seed)
     result = Result()
     for i in range(walks):

@@ -28,8 +28,10 @@ from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.automata.utf8 import special_bytes
 from constrain.compiled_file import read_compiled_file, write_compiled_file
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError, VocabularyError
-from constrain.frontends.compose import map_specials
+from constrain.frontends.compose import map_regex, map_specials
+from constrain.frontends.special_sets import is_open_set, resolve_open_set
 from constrain.ir import (
+    MAX_SPECIAL_TOKENS,
     SPECIAL_BASE,
     Automaton,
     CharSet,
@@ -437,7 +439,9 @@ def special_chars(grammar: Grammar) -> tuple[frozenset[int], frozenset[int]]:
     -------
     tuple of frozenset of int
         The ids of :func:`~constrain.ir.special_token` pseudo characters, and the indices of
-        :func:`~constrain.ir.special_placeholder` ones (into ``grammar.special_names``).
+        :func:`~constrain.ir.special_placeholder` ones (into ``grammar.special_names``); an
+        open set (:mod:`constrain.frontends.special_sets`) adds the index
+        ``MAX_SPECIAL_TOKENS - 1``.
     """
     ids: set[int] = set()
     names: set[int] = set()
@@ -452,6 +456,9 @@ def special_chars(grammar: Grammar) -> tuple[frozenset[int], frozenset[int]]:
         if isinstance(node, Automaton):
             sets = [cs for _, cs, _ in node.edges]
         for cs in sets:
+            if is_open_set(cs):  # "any special token but ...": resolved against a vocabulary
+                names.add(MAX_SPECIAL_TOKENS - 1)
+                continue
             for lo, hi in cs.ranges:
                 for cp in range(max(lo, SPECIAL_BASE), hi + 1):
                     kind, k = special_token_id(cp) or ("", 0)
@@ -488,6 +495,9 @@ def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar
         return grammar, frozenset()
     known = vocab.special_names
     by_index: dict[int, int] = {}
+    has_open = MAX_SPECIAL_TOKENS - 1 in used
+    if has_open:  # an open set leaves out names it does not hold: resolve them all
+        used = (used - {MAX_SPECIAL_TOKENS - 1}) | set(range(len(grammar.special_names)))
     for k in sorted(used):
         if k >= len(grammar.special_names):
             raise GrammarError(f"special token name placeholder {k} has no name in special_names")
@@ -531,6 +541,32 @@ def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar
     def rewrite(kind: str, k: int) -> CharSet:
         return special_token(by_index[k] if kind == "name" else k)
 
-    terminals = tuple(Terminal(t.name, map_specials(t.regex, rewrite)) for t in grammar.terminals)
+    open_ids: set[int] = set()
+    eos = set(vocab.eos_ids.tolist())
+    matchable = [
+        int(t)
+        for t in vocab.special_ids.tolist()
+        if int(t) not in eos
+        and 0 <= int(t) < min(vocab.size, MAX_SPECIAL_TOKENS)
+        and (
+            vocab.token_lengths[int(t)] == 0
+            or vocab.token_bytes_of(int(t)) == special_bytes(int(t))
+        )
+    ]
+
+    def finite(node: Regex) -> Regex:
+        if isinstance(node, CharSet) and is_open_set(node):
+            node = resolve_open_set(node, matchable, by_index)
+            open_ids.update(
+                cp - SPECIAL_BASE
+                for lo, hi in node.ranges
+                for cp in range(max(lo, SPECIAL_BASE), hi + 1)
+            )
+        return node
+
+    terminals = tuple(
+        Terminal(t.name, map_specials(map_regex(t.regex, finite) if has_open else t.regex, rewrite))
+        for t in grammar.terminals
+    )
     resolved = dataclasses.replace(grammar, terminals=terminals, special_names=())
-    return resolved, frozenset(ids | set(by_index.values()))
+    return resolved, frozenset(ids | set(by_index.values()) | open_ids)

@@ -7,7 +7,8 @@ spellings are read:
 - the current one, ``{"type": "structural_tag", "format": {...}}``, with the format types
   ``const_string``, ``json_schema``, ``regex``, ``grammar`` (Lark syntax), ``any_text``,
   ``sequence``, ``or``, ``tag``, ``triggered_tags``, ``tags_with_separator``, ``optional``,
-  ``star``, ``plus``, ``repeat``, ``dispatch`` and ``token`` (special tokens only);
+  ``star``, ``plus``, ``repeat``, ``dispatch``, ``token`` (special tokens only), and the
+  token-level ``any_tokens``, ``token_triggered_tags`` and ``token_dispatch``;
 - the legacy one, ``{"triggers": [...], "tags": [{"begin", "schema", "end"}, ...]}`` (also with
   ``"structures"`` for ``"tags"``), which means ``triggered_tags`` over JSON Schema tags.
 
@@ -18,10 +19,15 @@ tag's end strings, ``json_schema`` is XGrammar's JSON (any whitespace between to
 around the value, no undeclared properties or items where some are declared) and ``regex``
 patterns have ECMAScript semantics (``\d`` is ASCII). ``token`` matches one special token by
 id (an int) or by its string (resolved against the vocabulary when the grammar is compiled),
-also as a ``tag``'s begin or end; the other formats that count or exclude tokens
-(``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``,
-``any_text.max_tokens``) and the non-JSON argument styles are refused with
-:class:`~constrain.errors.GrammarError` naming the JSON pointer of the format.
+also as a ``tag``'s begin or end. A token-level region (``any_tokens``, the free part of
+``token_triggered_tags`` and ``token_dispatch``) is any text and any special token except the
+excluded ones, the trigger tokens and the enclosing tag's end token
+(:mod:`constrain.frontends.special_sets`); XGrammar reads it whole token by whole token, so
+text may not follow one (refused: a grammar over bytes cannot place that token boundary).
+Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
+what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
+``any_text.max_tokens``), and the non-JSON argument styles (``style: "qwen_xml"`` and the other
+XML styles, ``qwen_xml_parameter``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from constrain.frontends.compose import (
     with_special_names,
     without_trailing,
 )
+from constrain.frontends.special_sets import open_text, token_boundary_errors
 from constrain.ir import (
     Alt,
     CharSet,
@@ -59,10 +66,12 @@ Fragment = tuple[str, ...]
 """A sequence of grammar symbols, the IR of one format."""
 
 _JSON_WS = CharSet(((9, 10), (13, 13), (32, 32)))
-_UNBOUNDED = frozenset({"any_text", "triggered_tags", "dispatch"})
-_TOKEN_FORMATS = frozenset(
-    {"exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"}
+_UNBOUNDED = frozenset(
+    {"any_text", "triggered_tags", "dispatch", "any_tokens", "token_triggered_tags"}
+    | {"token_dispatch"}
 )
+TokenRef = tuple[str, int]
+"""A special token of a spec: ``("id", token_id)`` or ``("name", index into special_names)``."""
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SUBSCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
 _SUBSCHEMAS = (
@@ -275,6 +284,8 @@ class _Builder:
         self.num_rules = 0
         self.num_embedded = 0
         self.special_names: list[str] = []
+        self.end_token: TokenRef | None = None  # of the innermost tag, when a special token
+        self.token_level: dict[str, str] = {}  # token-level terminal -> pointer of its format
 
     def grammar(self, top: Fragment) -> Grammar:
         """Return the normalised grammar whose start rule derives ``top``."""
@@ -285,7 +296,50 @@ class _Builder:
             start="start",
             special_names=tuple(self.special_names),
         )
+        for name in token_boundary_errors(grammar, self.token_level):
+            raise GrammarError(
+                "text may follow a token-level region (any_tokens, or the free part of "
+                "token_triggered_tags or token_dispatch) here: XGrammar starts that text at a "
+                "token boundary (a token that begins in the region ends in it), which a "
+                "grammar over bytes cannot express; end the region with a special token (a "
+                "'token' format, a tag's token end, a trigger token) or the end of the output",
+                self.token_level[name],
+            )
         return grammar.normalise()
+
+    def token_ref(self, value: Any, path: str) -> TokenRef:
+        """Return the reference of a token given as an id or a string (a GrammarError if not)."""
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+            raise GrammarError(f"a token is a token id or a token string, got {value!r}", path)
+        if isinstance(value, int):
+            try:
+                special_token(value)
+            except ValueError as err:
+                raise GrammarError(str(err), path) from err
+            return ("id", value)
+        if value not in self.special_names:
+            self.special_names.append(value)
+        return ("name", self.special_names.index(value))
+
+    def token_term(self, ref: TokenRef) -> str:
+        """Return the terminal of one special token."""
+        kind, k = ref
+        return self.term(special_token(k) if kind == "id" else special_placeholder(k))
+
+    def token_refs(self, fmt: Mapping[str, Any], key: str, path: str) -> list[TokenRef]:
+        """Return the tokens of a list field (empty when absent)."""
+        values = fmt.get(key, [])
+        if not isinstance(values, list):
+            raise GrammarError(f"'{key}' must be a list of token ids or strings", f"{path}/{key}")
+        return [self.token_ref(v, f"{path}/{key}/{i}") for i, v in enumerate(values)]
+
+    def free_tokens(self, excluded: Sequence[TokenRef], path: str) -> str:
+        """Return the token-level terminal of any text and special tokens but ``excluded``."""
+        ids = [k for kind, k in excluded if kind == "id"]
+        names = [k for kind, k in excluded if kind == "name"]
+        name = self.term(open_text(ids, names))
+        self.token_level.setdefault(name, path)
+        return name
 
     def term(self, regex: Regex) -> str:
         """Return the terminal of ``regex`` (interned)."""
@@ -332,30 +386,24 @@ class _Builder:
         handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             return handler(self, fmt, path, ends)
-        if kind in _TOKEN_FORMATS:
+        if kind == "exclude_token":
             raise GrammarError(
-                f"format {kind!r} counts or excludes tokens, which constrain's grammars cannot "
-                "express yet; a single special token is the 'token' format",
+                "format 'exclude_token' matches exactly one token, ordinary or special, which a "
+                "grammar over text cannot count; 'any_tokens' (any number) is supported",
                 path,
             )
         if kind == "qwen_xml_parameter":
-            raise GrammarError("format 'qwen_xml_parameter' (XML arguments) is not supported", path)
+            raise GrammarError(
+                "format 'qwen_xml_parameter' (json_schema with style 'qwen_xml') is not "
+                "supported: only JSON arguments",
+                path,
+            )
         known = ", ".join(sorted(_HANDLERS))
         raise GrammarError(f"unknown format type {kind!r}; supported: {known}", path)
 
     def token(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         """One special token, by id or by its string (resolved when the grammar is compiled)."""
-        value = fmt.get("token")
-        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-            raise GrammarError(f"'token' is a token id or a token string, got {value!r}", path)
-        if isinstance(value, int):
-            try:
-                return (self.term(special_token(value)),)
-            except ValueError as err:
-                raise GrammarError(str(err), f"{path}/token") from err
-        if value not in self.special_names:
-            self.special_names.append(value)
-        return (self.term(special_placeholder(self.special_names.index(value))),)
+        return (self.token_term(self.token_ref(fmt.get("token"), f"{path}/token")),)
 
     def const_string(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         return self.literal(_field(fmt, "value", str, path))
@@ -451,7 +499,16 @@ class _Builder:
                 raise GrammarError(
                     "the tag's content is free text, so its end must not be empty", f"{path}/end"
                 )
-            body = self.format(fmt.get("content"), f"{path}/content", strings)
+            saved = self.end_token
+            self.end_token = (
+                self.token_ref(end.get("token"), f"{path}/end/token")
+                if (isinstance(end, Mapping))
+                else None
+            )
+            try:
+                body = self.format(fmt.get("content"), f"{path}/content", strings)
+            finally:
+                self.end_token = saved
             return (*parts[0], *body, *parts[1])
         text, body = self.tag_parts(fmt, path)
         return (*self.literal(text), *body)
@@ -478,7 +535,11 @@ class _Builder:
                 f"{path}/end",
             )
         inner = tuple(e for e in ends if e)
-        body = self.format(content, f"{path}/content", inner)
+        saved, self.end_token = self.end_token, None
+        try:
+            body = self.format(content, f"{path}/content", inner)
+        finally:
+            self.end_token = saved
         if len(ends) == 1:
             end = self.literal(ends[0])
         else:
@@ -567,6 +628,88 @@ class _Builder:
         self.rule([(), (*separator, one, rest)], rest)
         return (one, rest) if at_least_one else (self.rule([(one, rest), ()]),)
 
+    def any_tokens(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        """Any text and special tokens, but the excluded ones and the enclosing tag's end."""
+        if fmt.get("max_tokens") is not None:
+            raise GrammarError(
+                "any_tokens.max_tokens counts tokens, which a grammar over text cannot express",
+                f"{path}/max_tokens",
+            )
+        excluded = self.token_refs(fmt, "exclude_tokens", path)
+        excluded += [self.end_token] if self.end_token is not None else []
+        return (self.free_tokens(excluded, path),)
+
+    def token_triggered_tags(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        """Free tokens until a trigger token, then a tag that begins with it; repeated."""
+        triggers = self.token_refs(fmt, "trigger_tokens", path)
+        if not triggers:
+            raise GrammarError("trigger_tokens must be non-empty", f"{path}/trigger_tokens")
+        tags = _field(fmt, "tags", list, path)
+        if not tags:
+            raise GrammarError("token_triggered_tags needs at least one tag", f"{path}/tags")
+        groups: dict[TokenRef, list[Fragment]] = {t: [] for t in triggers}
+        direct: list[Fragment] = []
+        for i, tag in enumerate(tags):
+            where = f"{path}/tags/{i}"
+            begin = tag.get("begin") if isinstance(tag, Mapping) else None
+            if not isinstance(begin, Mapping) or begin.get("type") != "token":
+                raise GrammarError(
+                    "a tag of token_triggered_tags begins with a 'token' format", f"{where}/begin"
+                )
+            ref = self.token_ref(begin.get("token"), f"{where}/begin/token")
+            if ref not in groups:
+                raise GrammarError(
+                    "the tag's begin token is none of trigger_tokens (written the same way: "
+                    "both by id or both by string)",
+                    f"{where}/begin",
+                )
+            fragment = self.tag(tag, where, ends)
+            groups[ref].append(fragment[1:])
+            direct.append(fragment)
+        at_least_one = _optional_bool(fmt, "at_least_one", path)
+        stop_after_first = _optional_bool(fmt, "stop_after_first", path)
+        if at_least_one and stop_after_first:
+            return (self.rule(direct),)
+        excluded = [*triggers, *self.token_refs(fmt, "exclude_tokens", path)]
+        excluded += [self.end_token] if self.end_token is not None else []
+        loop = self.token_dispatch_rule(groups, excluded, path, loop=not stop_after_first)
+        if at_least_one:
+            return (self.rule([(*d, loop) for d in direct]),)
+        return (loop,)
+
+    def token_dispatch_rule(
+        self,
+        groups: Mapping[TokenRef, list[Fragment]],
+        excluded: list[TokenRef],
+        path: str,
+        *,
+        loop: bool,
+    ) -> str:
+        """Return ``R: FREE | FREE trigger group [R]`` over token triggers."""
+        name = self.fresh()
+        free = self.free_tokens(excluded, path)
+        alts: list[Fragment] = [(free,)]
+        for ref, fragments in groups.items():
+            head = (free, self.token_term(ref))
+            alts.extend((*head, *f, *((name,) if loop else ())) for f in fragments)
+        return self.rule(alts, name)
+
+    def token_dispatch(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        """Free tokens; each trigger token is followed by its format."""
+        rules = _field(fmt, "rules", list, path)
+        if not rules:
+            raise GrammarError("token_dispatch needs at least one rule", f"{path}/rules")
+        groups: dict[TokenRef, list[Fragment]] = {}
+        for i, pair in enumerate(rules):
+            where = f"{path}/rules/{i}"
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+                raise GrammarError("a token_dispatch rule is a [token, format] pair", where)
+            ref = self.token_ref(pair[0], f"{where}/0")
+            groups.setdefault(ref, []).append(self.format(pair[1], f"{where}/1", ends))
+        excluded = [*groups, *self.token_refs(fmt, "exclude_tokens", path)]
+        loop = _field(fmt, "loop", bool, path) if "loop" in fmt else True
+        return (self.token_dispatch_rule(groups, excluded, path, loop=loop),)
+
     def repeat(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         kind = fmt["type"]
         low, high = {"optional": (0, 1), "star": (0, -1), "plus": (1, -1)}.get(kind, (0, 0))
@@ -616,6 +759,9 @@ _HANDLERS: dict[str, Callable[[_Builder, Mapping[str, Any], str, Any], Fragment]
     "triggered_tags": _Builder.triggered_tags,
     "tags_with_separator": _Builder.tags_with_separator,
     "dispatch": _Builder.dispatch,
+    "any_tokens": _Builder.any_tokens,
+    "token_triggered_tags": _Builder.token_triggered_tags,
+    "token_dispatch": _Builder.token_dispatch,
     "optional": _Builder.repeat,
     "star": _Builder.repeat,
     "plus": _Builder.repeat,

@@ -142,7 +142,7 @@ def test_legacy_form_is_triggered_tags() -> None:
 @pytest.mark.parametrize(
     ("fmt", "pointer"),
     [
-        ({"type": "any_tokens"}, "#/format"),
+        ({"type": "exclude_token"}, "#/format"),
         ({"type": "token", "token": -1}, "#/format/token"),
         ({"type": "sequence", "elements": [X, {"type": "nope"}]}, "#/format/elements/1"),
         (_tag("<a>", {"type": "any_text"}, ""), "#/format/end"),
@@ -217,7 +217,15 @@ def _parity_module() -> Any:
 
 
 @pytest.mark.parametrize(
-    "name", ["triggered_function", "triggers_overlap", "tags_with_separator", "think_then_tools"]
+    "name",
+    [
+        "triggered_function",
+        "triggers_overlap",
+        "tags_with_separator",
+        "think_then_tools",
+        "tag_any_tokens",
+        "tok_triggered",
+    ],
 )
 def test_walks_and_masks_match_xgrammar(name: str) -> None:
     pytest.importorskip("xgrammar")
