@@ -37,28 +37,61 @@ def merge_lookup(keys, x, y, vocab_size):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def derive_kernel(  # type: ignore[no-untyped-def]
-    indptr, data, byte_token, keys, mrank, mresult, vocab_size, left, right, rank, standalone
+    indptr,
+    data,
+    byte_token,
+    char_keys,
+    char_ids,
+    keys,
+    mrank,
+    mresult,
+    vocab_size,
+    left,
+    right,
+    rank,
+    standalone,
 ):
     """Run BPE on every token's bytes; record each token's last merge and whether it is whole.
 
+    The first pieces are bytes (``byte_token``), or, where ``char_keys`` (sorted, a multi-byte
+    character's UTF-8 bytes packed big-endian) holds a character, that character's token
+    ``char_ids`` (SentencePiece-style BPE starts from characters, bytes only as a fallback).
     ``left[t], right[t]`` are the two pieces the last merge of ``t``'s own BPE joined and
-    ``rank[t]`` that merge's rank (-1 for a single byte); ``standalone[t]`` is 1 when BPE of
+    ``rank[t]`` that merge's rank (-1 for a first piece); ``standalone[t]`` is 1 when BPE of
     ``t``'s bytes gives ``t`` alone.
     """
     n = indptr.shape[0] - 1
     pieces = np.empty(4096, dtype=np.int64)
     for t in range(n):
         a, b = indptr[t], indptr[t + 1]
-        m = b - a
-        if m == 0 or m > 4096:
+        if b == a or b - a > 4096:
             continue
+        m = 0
+        i = a
         ok = True
-        for i in range(m):
-            p = byte_token[data[a + i]]
+        while i < b:
+            lead = data[i]
+            width = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+            found = -1
+            if width > 1 and i + width <= b and char_keys.shape[0] > 0:
+                key = np.int64(0)
+                for k in range(width):
+                    key = key * 256 + data[i + k]
+                j = np.searchsorted(char_keys, key)
+                if j < char_keys.shape[0] and char_keys[j] == key:
+                    found = char_ids[j]
+            if found >= 0:
+                pieces[m] = found
+                m += 1
+                i += width
+                continue
+            p = byte_token[data[i]]
             if p < 0:
                 ok = False
                 break
-            pieces[i] = p
+            pieces[m] = p
+            m += 1
+            i += 1
         if not ok:
             continue
         last_l = -1

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -197,6 +198,9 @@ class CanonicalBpe:
         The pre-tokenizer's regex (the ``regex`` module's syntax); each match is a pre-token.
     boundary_ids : iterable of int, optional
         Tokens that split the text on their own (added and special tokens).
+    byte_fallback_ids : iterable of int, optional
+        SentencePiece-style BPE: its byte-fallback tokens (``<0x41>``). BPE then starts from
+        characters, a character's bytes being its fallback tokens only when it has no token.
     max_bytes : int, optional
         Budget of the cached rows (least recently used evicted first).
 
@@ -211,6 +215,7 @@ class CanonicalBpe:
         pattern: str,
         *,
         boundary_ids: Iterable[int] = (),
+        byte_fallback_ids: Iterable[int] | None = None,
         max_bytes: int = _DEFAULT_BUDGET,
     ) -> None:
         import regex
@@ -231,17 +236,32 @@ class CanonicalBpe:
         lengths = vocab.token_lengths
         data, indptr = vocab.token_bytes, vocab.token_indptr
         special = set(vocab.special_ids.tolist()) | {int(t) for t in boundary_ids}
-        for t in np.flatnonzero(lengths == 1).tolist():
+        fallback = set() if byte_fallback_ids is None else {int(t) for t in byte_fallback_ids}
+        # first pieces: bytes; from characters where there is a fallback (SentencePiece-style:
+        # a character's own token, its bytes' fallback tokens only when it has none)
+        for t in sorted(np.flatnonzero(lengths == 1).tolist(), key=lambda t: t in fallback):
             if t not in special and byte_token[data[indptr[t]]] < 0:
                 byte_token[data[indptr[t]]] = t
+        chars: dict[int, int] = {}
+        if byte_fallback_ids is not None:
+            for t in np.flatnonzero((lengths > 1) & (lengths <= 4)).tolist():
+                raw = vocab.token_bytes_of(t)
+                if t in special or len(raw.decode("utf-8", "ignore")) != 1 or raw[0] < 0xC0:
+                    continue
+                chars.setdefault(int.from_bytes(raw, "big"), t)
+        # characters SentencePiece-style BPE never splits into fallback bytes
+        self._whole_chars = frozenset(k.to_bytes((k.bit_length() + 7) // 8, "big") for k in chars)
+        char_keys = np.array(sorted(chars), dtype=np.int64)
+        char_ids = np.array([chars[k] for k in sorted(chars)], dtype=np.int64)
         self.byte_token = byte_token
         left = np.full(n, -1, dtype=np.int64)
         right = np.full(n, -1, dtype=np.int64)
         rank = np.full(n, -1, dtype=np.int64)
         standalone = np.zeros(n, dtype=np.uint8)
         derive_kernel(
-            indptr, data, byte_token, keys, m[:, 3], m[:, 2], n, left, right, rank, standalone
-        )
+            indptr, data, byte_token, char_keys, char_ids, keys, m[:, 3], m[:, 2], n, left,
+            right, rank, standalone,
+        )  # fmt: skip
         self.boundary = np.zeros(n, dtype=bool)
         self.boundary[sorted(special)] = True
         standalone[self.boundary] = 0
@@ -355,7 +375,8 @@ class CanonicalBpe:
                 return INSIDE  # bytes no text has
             if parts[2]:
                 return JOINED  # still inside one character: nothing splits there
-            if len(parts[1]) != 1:
+            if len(parts[1]) != 1 or mid in self._whole_chars:
+                # a character split between tokens is bytes no token holds whole
                 return INSIDE
             middle = _rep(parts[1])
         text = reps + middle + head
@@ -560,30 +581,42 @@ class CanonicalBpe:
             byte-level, with a normaliser, BPE dropout, ``ignore_merges`` or a pre-tokenizer
             other than one regex split and the byte-level mapping.
         """
-        from constrain.vocab.huggingface import backend_of
+        from constrain.vocab.huggingface import backend_of, scheme_of
 
         backend = backend_of(tokenizer)
         spec = json.loads(backend.to_str())
         model = spec.get("model") or {}
+        scheme = scheme_of(backend)
         why = []
         if model.get("type") != "BPE":
             why.append(f"the model is {model.get('type')!r}, not BPE")
-        if spec.get("normalizer"):
-            why.append("it has a normaliser (the text the merges see is not the output text)")
         if model.get("dropout"):
             why.append("it uses BPE dropout (no single encoding)")
         if model.get("ignore_merges"):
             why.append("it sets ignore_merges (a whole pre-token in the vocabulary skips merges)")
-        pattern = _hf_pattern(spec.get("pre_tokenizer"))
-        if pattern is None:
-            why.append(
-                "its pre-tokenizer is not one regex split plus the byte-level mapping "
-                "(SentencePiece/metaspace models are not supported)"
-            )
+        pattern: str | None = None
+        if scheme.kind == "byte_level":
+            if spec.get("normalizer"):
+                why.append("it has a normaliser (the text the merges see is not the output text)")
+            pattern = _hf_pattern(spec.get("pre_tokenizer"))
+            if pattern is None:
+                why.append("its pre-tokenizer is not one regex split plus the byte-level mapping")
+        elif scheme.kind == "metaspace":
+            if not _metaspace_normaliser(spec.get("normalizer"), scheme.replacement):
+                why.append(
+                    "its normaliser does more than write spaces as the metaspace character "
+                    "(the text the merges see is not the output text)"
+                )
+            pattern = _metaspace_pattern(spec.get("pre_tokenizer"))
+            if pattern is None:
+                why.append("its pre-tokenizer is not a metaspace split")
+        else:
+            why.append(f"its tokens are {scheme.kind!r} strings, not byte-level or metaspace")
         if why or pattern is None:
             raise VocabularyError(
-                "canonical tokenization needs a byte-level BPE tokenizer it can decide exactly; "
-                f"this one cannot be: {'; '.join(why)}. Leave canonical off for it"
+                "canonical tokenization needs a BPE tokenizer it can decide exactly "
+                f"(byte-level or SentencePiece-style); this one cannot be: {'; '.join(why)}. "
+                "Leave canonical off for it"
             )
         ids = backend.get_vocab(with_added_tokens=False)
         merges = []
@@ -593,7 +626,17 @@ class CanonicalBpe:
             if x is not None and y is not None and r is not None:
                 merges.append((x, y, r, k))
         added = backend.get_added_tokens_decoder()
-        return cls(vocab, merges, pattern, boundary_ids=added, max_bytes=max_bytes)
+        fallback = None
+        if scheme.kind == "metaspace":
+            fallback = [i for name, i in ids.items() if _BYTE_TOKEN.fullmatch(name)]
+        return cls(
+            vocab,
+            merges,
+            pattern,
+            boundary_ids=added,
+            byte_fallback_ids=fallback,
+            max_bytes=max_bytes,
+        )
 
     @classmethod
     def from_tiktoken(
@@ -634,6 +677,74 @@ class CanonicalBpe:
                     merges.append((x, y, r, r))
         return cls(vocab, merges, pattern, max_bytes=max_bytes)
 
+    @classmethod
+    def from_sentencepiece(
+        cls,
+        path: str | os.PathLike[str],
+        vocab: Vocabulary,
+        *,
+        max_bytes: int = _DEFAULT_BUDGET,
+    ) -> CanonicalBpe:
+        """Build the relation of a SentencePiece BPE model file (``sentencepiece`` installed).
+
+        SentencePiece's BPE starts from the text's characters (a character without a piece is
+        its byte pieces, with byte fallback) and merges the adjacent pair whose concatenation
+        is the piece of highest score, the leftmost first; it splits nothing beforehand. Token
+        ids are the model's piece ids; ``vocab`` holds their bytes (the metaspace character as
+        a space, ``<0x41>`` as its byte). The encoding is that of a continuation: without the
+        dummy prefix a model may add at the start of a text.
+
+        Raises
+        ------
+        VocabularyError
+            If the model is not BPE, normalises text (its rule is not ``identity``, or it
+            removes extra whitespace) or has user-defined pieces.
+        """
+        import importlib
+
+        spm: Any = importlib.import_module("sentencepiece")
+        sentencepiece_model_pb2: Any = importlib.import_module(
+            "sentencepiece.sentencepiece_model_pb2"
+        )
+        proto = sentencepiece_model_pb2.ModelProto()
+        with open(path, "rb") as fh:
+            proto.ParseFromString(fh.read())
+        why = []
+        if proto.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.BPE:
+            why.append("it is not a BPE model")
+        norm = proto.normalizer_spec
+        if norm.name not in ("identity", "") or norm.remove_extra_whitespaces:
+            why.append(f"it normalises text (rule {norm.name!r})")
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+        kinds = sentencepiece_model_pb2.ModelProto.SentencePiece
+        if any(p.type == kinds.USER_DEFINED for p in proto.pieces):
+            why.append("it has user-defined pieces (matched before BPE)")
+        if why:
+            raise VocabularyError(
+                "canonical tokenization needs a SentencePiece BPE model it can decide exactly; "
+                f"this one cannot be: {'; '.join(why)}. Leave canonical off for it"
+            )
+        normal = [i for i in range(sp.get_piece_size()) if proto.pieces[i].type == kinds.NORMAL]
+        order = sorted(normal, key=lambda i: (-sp.get_score(i), i))
+        rank = {i: k for k, i in enumerate(order)}
+        ids = {sp.id_to_piece(i): i for i in normal}
+        merges = []
+        for piece, r in ids.items():
+            for cut in range(1, len(piece)):
+                x, y = ids.get(piece[:cut]), ids.get(piece[cut:])
+                if x is not None and y is not None:
+                    merges.append((x, y, r, rank[r]))
+        fallback = [i for i in range(sp.get_piece_size()) if sp.is_byte(i)]
+        special = [i for i in range(sp.get_piece_size()) if sp.is_control(i) or sp.is_unknown(i)]
+        return cls(
+            vocab,
+            merges,
+            ONE_PIECE_PATTERN,
+            boundary_ids=special,
+            byte_fallback_ids=fallback,
+            max_bytes=max_bytes,
+        )
+
 
 # GPT-2's pre-tokenizer regex: what a ByteLevel pre-tokenizer with use_regex splits by
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -666,6 +777,37 @@ def _hf_pattern(pre: Any) -> str | None:
 
 _BUILT: dict[str, CanonicalBpe] = {}
 _BUILT_LOCK = threading.Lock()
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+# a metaspace split keeps the metaspace character (a space in token bytes) with what follows it
+METASPACE_PATTERN = r" [^ ]*|[^ ]+"
+ONE_PIECE_PATTERN = r"(?s:.+)"
+
+
+def _metaspace_normaliser(norm: Any, replacement: str) -> bool:
+    """Whether a normaliser only writes spaces as ``replacement`` (and prepends one)."""
+    steps = norm.get("normalizers", []) if norm and norm.get("type") == "Sequence" else [norm]
+    for step in steps:
+        if step is None:
+            continue
+        kind = step.get("type")
+        if kind == "Prepend" and step.get("prepend") == replacement:
+            continue  # the text's first word: not part of a continuation's encoding
+        if kind == "Replace" and step.get("content") == replacement:
+            if (step.get("pattern") or {}).get("String") == " ":
+                continue
+        return False
+    return True
+
+
+def _metaspace_pattern(pre: Any) -> str | None:
+    """Return the split of a metaspace pre-tokenizer (none: one piece), or None."""
+    if pre is None:
+        return ONE_PIECE_PATTERN
+    if pre.get("type") != "Metaspace":
+        return None
+    return METASPACE_PATTERN if pre.get("split", True) else ONE_PIECE_PATTERN
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
