@@ -265,6 +265,24 @@ def token_level_specs() -> list[tuple[str, dict[str, Any]]]:
         ("think_then_tok_tools", {"type": "sequence", "elements": [think, ttt]}),
         ("tok_triggered_in_tag", _token_tag(128005, ttt, 128011)),
         (
+            "tok_string_end",
+            {
+                "type": "token_triggered_tags",
+                "trigger_tokens": [py],
+                "tags": [_token_tag(py, _json(WEATHER), "</call>")],
+            },
+        ),  # fmt: skip
+        (
+            "text_then_any_tokens",
+            {
+                "type": "sequence",
+                "elements": [
+                    _const("Answer: "),
+                    {"type": "any_tokens", "exclude_tokens": [128010]},
+                ],
+            },
+        ),  # fmt: skip
+        (
             "token_dispatch",
             {"type": "token_dispatch", "rules": [[128010, _json(WEATHER)], [hdr, _const("x")]]},
         ),  # fmt: skip
