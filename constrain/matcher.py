@@ -629,9 +629,9 @@ class Matcher:
         row &= self.canonical.row(self._canon[-1]).view(np.uint32)
         if self._looking:
             return
-        ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
-        if ids.shape[0] > _LOOKAHEAD_SET:
+        if int(np.bitwise_count(row).sum()) > _LOOKAHEAD_SET:
             return
+        ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
         self._looking = True
         self._budget = _LOOKAHEAD_BUDGET
         try:
