@@ -344,7 +344,11 @@ def _generator(seed: int) -> torch.Generator:
 def run_token_sampler(
     ctx: dict[str, Any], make_sampler: Any, n: int, batch: int, seed: int
 ) -> dict[str, Any]:
-    """Sample ``n`` outputs with a token-level sampler through ``decode``, ``batch`` rows a time."""
+    """Sample ``n`` outputs with a token-level sampler through ``decode``, ``batch`` rows a time.
+
+    The runners build their matchers with ``canonical=ctx.get("canonical")`` (a
+    ``CanonicalBpe``; ``canonical_fidelity.py`` sets it).
+    """
     from constrain.decoding.autoregressive import decode
     from constrain.matcher import Matcher
 
@@ -359,7 +363,7 @@ def run_token_sampler(
     while done < n:
         b = min(batch, n - done)
         session = ctx["prompt"].session(b)
-        matchers = [Matcher(ctx["compiled"]) for _ in range(b)]
+        matchers = [Matcher(ctx["compiled"], canonical=ctx.get("canonical")) for _ in range(b)]
         res = decode(
             session,
             matchers,
@@ -399,7 +403,7 @@ def run_asap(ctx: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
 
     model = ctx["model"]
     asap = ASAp(temperature=1.0)
-    matcher = Matcher(ctx["compiled"])
+    matcher = Matcher(ctx["compiled"], canonical=ctx.get("canonical"))
     gen = _generator(seed)
     ids = ctx["prompt_ids"]
     texts: list[str] = []
@@ -457,7 +461,7 @@ def run_smc(
     while len(run_log_z) < runs:
         b = min(per_batch, runs - len(run_log_z))
         session = ctx["prompt"].session(b * particles)
-        matchers = [Matcher(ctx["compiled"]) for _ in range(b)]
+        matchers = [Matcher(ctx["compiled"], canonical=ctx.get("canonical")) for _ in range(b)]
         results = smc.run_batch(
             session,
             matchers,
