@@ -32,7 +32,7 @@ green?", a weekday regex, a one-field JSON schema with an enum):
 
 Results go to ``benchmarks/results/canonical-fidelity.json``, overwritten.
 
-    python benchmarks/canonical_fidelity.py             # all of it (about 25 min on 2 CPU cores)
+    python benchmarks/canonical_fidelity.py             # all of it (~40 min on 2 shared cores)
     python benchmarks/canonical_fidelity.py --quick     # smoke run: few samples, 3 examples
     python benchmarks/canonical_fidelity.py [--constraints sky,weekday,json]
         [--methods masked,asap,smc-masked,smc-awrs] [--samples 2000] [--smc-runs 200]
