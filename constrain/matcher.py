@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from constrain._types import Int32Array
+from constrain.canonical_track import CanonicalTrack
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
 from constrain.kernels.entry import cached_entry
@@ -46,7 +47,7 @@ from constrain.kernels.numba_match import (
     simulate_kernel,
 )
 from constrain.tables import TableSnapshot
-from constrain.vocab.canonical import START, CanonicalBpe, CanonicalState
+from constrain.vocab.canonical import START, CanonicalBpe
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
 
@@ -56,10 +57,6 @@ _MEMO_SIZE = 1 << 12
 _SHARED_HYPS = 32
 _ROW_MEMO = 4
 _MAX_FORCED = 4096
-# canonical masks: candidates checked for a continuation one by one, how deep, how many tried
-_LOOKAHEAD_SET = 64
-_LOOKAHEAD_DEPTH = 8
-_LOOKAHEAD_BUDGET = 4096
 # the byte data of jump-forward probes, read-only like the data of accept_bytes (a frombuffer of
 # bytes): simulate_kernel is compiled for read-only data only
 _EVERY_BYTE = np.arange(256, dtype=np.uint8)
@@ -134,9 +131,7 @@ class Matcher:
                 "it with CanonicalBpe.from_huggingface(tokenizer, compiled.vocab)"
             )
         self.canonical = canonical
-        self._canon: list[CanonicalState] = [START]
-        self._looking = False
-        self._budget = 0
+        self._track = None if canonical is None else CanonicalTrack(canonical)
         self.compiled = compiled
         self.vocab = compiled.vocab
         self._vocab_size = compiled.vocab.size
@@ -264,7 +259,8 @@ class Matcher:
         self._hyp[:, 0] = 0
         self._terminated = False
         self._hist_len[:] = 0
-        self._canon = [START]
+        if self._track is not None:
+            self._track.reset()
 
     def _snapshot(self) -> _Snapshot:
         return (
@@ -319,7 +315,7 @@ class Matcher:
         # same counter, so memos keyed by uid must not be shared.
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
-        other._canon = list(self._canon)
+        other._track = None if self._track is None else self._track.copy()
         other._rebuild_structures()
         return other
 
@@ -428,19 +424,18 @@ class Matcher:
                     f"{vocab.model_vocab_size} ids"
                 )
             return False
-        canon = self._canon[-1] if self.canonical is not None else None
+        track = self._track
         if tok in self._eos_set:
-            if not self.is_accepting() or (canon is not None and not canon.condition & 1):
+            if not self.is_accepting() or (track is not None and not track.may_end()):
                 return False
             self._push_history()
-            self._canon.append(START)
+            if track is not None:
+                track.push(START)
             self._terminated = True
             return True
-        if canon is not None:
-            after = self.canonical.advance(canon, tok)  # type: ignore[union-attr]
-            if after is None:
-                return False
-            canon = after
+        canon = None if track is None else track.admit(self, tok)
+        if track is not None and canon is None:
+            return False
         while True:
             args = (tok, self._hyp, self._n, self._grammar, self._chart, self._step_work)
             # every matcher of a grammar passes arrays of the same types: one compiled entry
@@ -457,7 +452,8 @@ class Matcher:
         if res <= 0:
             return False
         self._n = res
-        self._canon.append(canon or START)
+        if track is not None:
+            track.push(canon or START)
         self._grow_ahead()
         return True
 
@@ -486,13 +482,15 @@ class Matcher:
             return False
         if not raw:
             self._push_history()
-            self._canon.append(START)
+            if self._track is not None:
+                self._track.push(START)
             return True
         n = self._advance(np.frombuffer(raw, dtype=np.uint8), 0, len(raw))
         if n <= 0:
             return False
         self._commit(n)
-        self._canon.append(START)
+        if self._track is not None:
+            self._track.push(START)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -521,7 +519,8 @@ class Matcher:
         self._terminated = bool(row[H_TERM])
         self._hist_len[0] = rows - num_tokens
         self._hist_len[1] = off
-        del self._canon[len(self._canon) - num_tokens :]
+        if self._track is not None:
+            self._track.pop(num_tokens)
 
     # -- masks ------------------------------------------------------------------------------
 
@@ -612,53 +611,8 @@ class Matcher:
                 continue
             if not self._check(res):
                 break
-        if self.canonical is not None:
-            self._canonical_row(row)
-
-    def _canonical_row(self, row: np.ndarray) -> None:
-        """AND the canonical relation into ``row``; drop dead ends where few tokens remain.
-
-        The relation is pairwise: a token may be canonical after the last one yet leave no
-        canonical continuation that the grammar allows (it forces bytes the tokenizer would
-        merge into the token: ``{`` where only ``{"`` can follow). Where at most
-        ``_LOOKAHEAD_SET`` tokens remain (the grammar's structural parts, where that happens),
-        each is kept only if a continuation exists: EOS, or a token that is kept in turn, up to
-        ``_LOOKAHEAD_DEPTH`` tokens ahead and ``_LOOKAHEAD_BUDGET`` tokens tried.
-        """
-        assert self.canonical is not None
-        row &= self.canonical.row(self._canon[-1]).view(np.uint32)
-        if self._looking:
-            return
-        if int(np.bitwise_count(row).sum()) > _LOOKAHEAD_SET:
-            return
-        ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
-        self._looking = True
-        self._budget = _LOOKAHEAD_BUDGET
-        try:
-            for t in ids.tolist():
-                if t not in self._eos_set and not self._live(t, _LOOKAHEAD_DEPTH):
-                    row[t >> 5] &= ~np.uint32(1 << (t & 31))
-        finally:
-            self._looking = False
-
-    def _live(self, token: int, depth: int) -> bool:
-        """Whether some canonical continuation allowed by the grammar follows ``token``."""
-        self._budget -= 1
-        if not self.accept_token(token):
-            return False
-        try:
-            if self._terminated or self._budget <= 0:
-                return True
-            after = self.allowed_token_ids()
-            if after.shape[0] == 0:
-                return False
-            if depth == 0 or after.shape[0] > _LOOKAHEAD_SET:
-                return True
-            if any(int(t) in self._eos_set for t in after):
-                return True
-            return any(self._live(int(t), depth - 1) for t in after)
-        finally:
-            self.rollback(1)
+        if self._track is not None:
+            self._track.filter_row(self, row)
 
     def _entries(self, n: int) -> tuple[Int32Array, TableSnapshot]:
         """Token-table entries of the current hypotheses, memoised by (set uid, lexer state)."""

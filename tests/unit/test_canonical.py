@@ -267,6 +267,13 @@ def test_masks_equal_the_brute_force_definition(language: str) -> None:
         assert m.accept_tokens(prefix) == len(prefix)
         got = set(m.allowed_token_ids().tolist())
         assert got == allowed, (vocab.decode(prefix), sorted(got ^ allowed))
+        # accept_token agrees with the mask, dead ends included, on a fresh matcher too
+        plain = Matcher(compiled)
+        plain.accept_tokens(prefix)
+        fresh = Matcher(compiled, canonical=canon)
+        fresh.accept_tokens(prefix)
+        for t in set(plain.allowed_token_ids().tolist()):
+            assert (fresh.validate_tokens([t]) == 1) == (t in got), (vocab.decode(prefix), t)
 
 
 def _json_language() -> list[str]:
