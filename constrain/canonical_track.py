@@ -49,33 +49,38 @@ class CanonicalTrack:
         self.states: list[CanonicalState] = [START]
         self.looking = False
         self.budget = 0
-        # the tokens the look-ahead dropped from the last mask, and the state it was filled at
-        # (``version`` changes with every accept, rollback and reset)
-        self.version = 0
+        # one number per state (a new one for every accepted step; a rollback returns to the
+        # earlier state's number), and the tokens the look-ahead dropped from the last mask with
+        # the number of the state it was filled at
+        self.versions = [0]
+        self.counter = 0
         self.dropped: tuple[int, frozenset[int]] | None = None
 
     def copy(self) -> CanonicalTrack:
         """Return an independent copy (for :meth:`Matcher.fork`)."""
         other = CanonicalTrack(self.relation)
         other.states = list(self.states)
-        other.version = self.version
+        other.versions = list(self.versions)
+        other.counter = self.counter
         other.dropped = self.dropped
         return other
 
     def reset(self) -> None:
         """Back to the start of a text."""
         self.states = [START]
-        self.version += 1
+        self.counter += 1
+        self.versions = [self.counter]
 
     def push(self, state: CanonicalState) -> None:
         """Record the state after one more accepted step."""
         self.states.append(state)
-        self.version += 1
+        self.counter += 1
+        self.versions.append(self.counter)
 
     def pop(self, steps: int) -> None:
         """Forget the last ``steps`` steps (a rollback)."""
         del self.states[len(self.states) - steps :]
-        self.version += 1
+        del self.versions[len(self.versions) - steps :]
 
     def may_end(self) -> bool:
         """Whether the text may end here (EOS)."""
@@ -93,7 +98,7 @@ class CanonicalTrack:
         row &= self.relation.row(self.states[-1]).view(np.uint32)
         if self.looking:
             return
-        version = self.version
+        version = self.versions[-1]
         if int(np.bitwise_count(row).sum()) > LOOKAHEAD_SET:
             self.dropped = (version, frozenset())
             return
@@ -109,12 +114,11 @@ class CanonicalTrack:
                     dropped.add(t)
         finally:
             self.looking = False
-            self.version = version  # the look-ahead's accepts were all rolled back
         self.dropped = (version, frozenset(dropped))
 
     def _dead_ends(self, matcher: Matcher) -> frozenset[int]:
         """Return the tokens the look-ahead drops here (from the mask, filled if need be)."""
-        if self.dropped is None or self.dropped[0] != self.version:
+        if self.dropped is None or self.dropped[0] != self.versions[-1]:
             matcher.allowed_token_ids()
         assert self.dropped is not None
         return self.dropped[1]
