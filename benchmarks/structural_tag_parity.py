@@ -217,6 +217,7 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
             },
         ),  # fmt: skip
         *token_level_specs(),
+        *qwen_xml_specs(),
     ]
     specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
     specs.append(
@@ -298,6 +299,112 @@ def token_level_specs() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+ARGS = {
+    "type": "object",
+    "properties": {
+        "location": {"type": "string"},
+        "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+    },
+    "required": ["location"],
+}
+NESTED_ARGS = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "filters": {
+            "type": "object",
+            "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}},
+            "required": ["lang"],
+        },
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "score": {"type": "number"},
+    },
+    "required": ["query", "tags"],
+}
+STRING_ARGS = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "pattern": "[A-Z]{2}[0-9]{1,3}"},
+        "note": {"type": "string", "maxLength": 6},
+        "mode": {"const": "fast"},
+        "maybe": {"type": ["string", "null"]},
+    },
+    "required": ["code"],
+}
+
+
+def _qwen_call(name: str, schema: Any, **extra: Any) -> dict[str, Any]:
+    """Qwen3-Coder's tool call: ``<tool_call>\n<function=NAME>\n`` ... XML arguments."""
+    begin = f"<tool_call>\n<function={name}>\n"
+    return _tag(begin, _json(schema, style="qwen_xml", **extra), "</function>\n</tool_call>")
+
+
+_WEATHER_CALL = (
+    "<parameter=location>\nSan Francisco, CA\n</parameter>\n"
+    "<parameter=unit>\ncelsius\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+)
+_SEARCH_CALL = (
+    "<parameter=query>\nbest <b>pizza</b> & pasta\n</parameter>\n"
+    '<parameter=filters>\n{"lang": "en", "safe": true}\n</parameter>\n'
+    '<parameter=tags>\n["food", "it"]\n</parameter>\n<parameter=score>\n-2.5e3\n</parameter>\n'
+)
+QWEN_SAMPLES: dict[str, tuple[str, ...]] = {
+    "qwen_xml_args": (_WEATHER_CALL, "<parameter=location>Paris</parameter>"),
+    "qwen_xml_nested": (
+        _SEARCH_CALL,
+        "<parameter=query></parameter><parameter=tags>[]</parameter>",
+    ),
+    "qwen_xml_strings": (
+        "<parameter=code>\nAB12\n</parameter>\n<parameter=note>\nhi </p\n</parameter>\n"
+        "<parameter=mode>fast</parameter>\n<parameter=maybe>\nnull\n</parameter>",
+        "<parameter=code>XY9</parameter><parameter=maybe>\nnot null\n</parameter>",
+    ),
+    "qwen_xml_any": (
+        '<parameter=x>\n{"k": [1, 2]}\n</parameter>\n<parameter=y_2>\n[1]\n</parameter>'
+        "<parameter=z>text</parameter>\n",
+    ),
+    "qwen_xml_additional": (
+        "<parameter=a>\n7\n</parameter>\n<parameter=a>\nagain\n</parameter>\n"
+        '<parameter=b>\n["x"]\n</parameter>\n',
+    ),
+    "qwen_xml_ws_cnt": (
+        "\n<parameter=location>Rome</parameter>\n<parameter=days>  14 </parameter>",
+    ),
+    "qwen_xml_parameter": (_WEATHER_CALL,),
+    "qwen_xml_tag": (
+        f"<tool_call>\n<function=get_weather>\n{_WEATHER_CALL}</function>\n</tool_call>",
+    ),
+    "qwen_xml_triggered": (
+        f"Let me check.\n<tool_call>\n<function=get_weather>\n{_WEATHER_CALL}</function>\n"
+        f"</tool_call>\n<tool_call>\n<function=search>\n{_SEARCH_CALL}</function>\n</tool_call>",
+    ),
+    "qwen_xml_think_tools": (
+        "<think>The user wants the weather.</think><tool_call>\n<function=get_weather>\n"
+        f"{_WEATHER_CALL}</function>\n</tool_call>",
+    ),
+}
+
+
+def qwen_xml_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the specs of the ``qwen_xml`` argument style (Qwen3-Coder's tool calls)."""
+    calls = [_qwen_call("get_weather", ARGS), _qwen_call("search", NESTED_ARGS)]
+    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    free_args["additionalProperties"] = True
+    return [
+        ("qwen_xml_args", _json(ARGS, style="qwen_xml")),
+        ("qwen_xml_nested", _json(NESTED_ARGS, style="qwen_xml")),
+        ("qwen_xml_strings", _json(STRING_ARGS, style="qwen_xml")),
+        ("qwen_xml_any", _json({}, style="qwen_xml")),
+        ("qwen_xml_additional", _json(free_args, style="qwen_xml")),
+        ("qwen_xml_ws_cnt", _json(ARGS, style="qwen_xml", max_whitespace_cnt=2)),
+        ("qwen_xml_parameter", {"type": "qwen_xml_parameter", "json_schema": ARGS}),
+        ("qwen_xml_tag", calls[0]),
+        ("qwen_xml_triggered", _triggered(calls, ["<tool_call>"])),
+        ("qwen_xml_think_tools", {"type": "sequence", "elements": [THINK, *calls[:1]]}),
+    ]
+
+
 def _xgrammar_spec(spec: dict[str, Any]) -> Any:
     """Return the argument(s) XGrammar's ``from_structural_tag`` takes for a spec."""
     if "format" in spec:
@@ -321,6 +428,30 @@ def hint_strings(spec: Any) -> list[str]:
             stack.extend(node)
         elif isinstance(node, str) and node:
             out.append(node)
+    return out
+
+
+def qwen_xml_hints(spec: Any) -> list[str] | None:
+    """Return the strings a walk of a ``qwen_xml`` spec favours, all their tokens (else None).
+
+    A plain string value is free text that only ``</parameter>`` ends, so the walk favours few
+    strings: the elements' openings and ends, the enum values and the tag strings.
+    """
+    text = json.dumps(spec)
+    if "qwen_xml" not in text:
+        return None
+    out = ["</parameter>", "\n</parameter>\n<parameter=", "1", "true", '["a"]', '{"lang": "en"}']
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            if isinstance(node.get("properties"), dict):
+                out.extend(f"<parameter={k}>" for k in node["properties"])
+            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
+            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
+        elif isinstance(node, list):
+            stack.extend(node)
     return out
 
 
@@ -435,6 +566,61 @@ def _unpack(bitmask: Any, size: int) -> np.ndarray:
     return np.unpackbits(words.view(np.uint8), bitorder="little")[:size].astype(bool)
 
 
+def _mask_verdict(
+    pair: Pair,
+    ours: np.ndarray,
+    theirs: np.ndarray,
+    prefix: list[int],
+    text: bytes,
+    decode: Any,
+    notes: list[str],
+) -> str:
+    """Return "same", "known" (only known causes) or "diff" (noted) for two masks."""
+    only_ours = np.flatnonzero(ours & ~theirs)
+    strict = bool((ours & pair.special).any())  # specials are read here, by both sides
+    only_theirs = pair.unexplained(np.flatnonzero(theirs & ~ours), text, strict)
+    if not _complete_utf8(text):  # XGrammar's byte-level free text may end mid-character
+        only_theirs = [t for t in only_theirs if t not in pair.vocab.eos_ids]
+    if _bounded_string_rows(pair, only_ours, only_theirs):
+        return "known"  # the known maxLength-string difference (docs/tool_calling.md)
+    if len(only_ours) or only_theirs:
+        notes.append(
+            f"mask after {decode(prefix)!r}: only constrain "
+            f"{[decode([int(t)]) for t in only_ours[:3]]} ({len(only_ours)}), only xgrammar "
+            f"{[decode([t]) for t in only_theirs[:3]]} ({len(only_theirs)})"
+        )
+        return "diff"
+    return "same" if np.array_equal(ours, theirs) else "known"
+
+
+def text_walk(pair: Pair, tokens: list[int], decode: Any) -> tuple[int, int, int, int, list[str]]:
+    """Feed ``tokens`` (a valid output) to both sides, comparing the masks before each one.
+
+    Returns (masks, unexplained diffs, explained diffs, rejected, notes), as :func:`walk`.
+    """
+    masks = diffs = explained = rejected = 0
+    notes: list[str] = []
+    prefix: list[int] = []
+    text = b""
+    for token in [*tokens, None]:
+        ours, theirs = pair.masks()
+        masks += 1
+        verdict = _mask_verdict(pair, ours, theirs, prefix, text, decode, notes)
+        diffs += verdict == "diff"
+        explained += verdict == "known"
+        if token is None:
+            break
+        ok_ours, ok_theirs = pair.ours.accept_token(token), pair.theirs.accept_token(token)
+        if not (ok_ours and ok_theirs):
+            rejected += 1
+            who = "xgrammar" if ok_ours else "constrain" if ok_theirs else "both"
+            notes.append(f"{who} rejects {decode([token])!r} after {decode(prefix)!r}")
+            break
+        prefix.append(token)
+        text += pair.token_bytes(token)
+    return masks, diffs, explained, rejected, notes
+
+
 def walk(
     pair: Pair, lead: str, rng: random.Random, hints: set[int], steps: int, decode: Any
 ) -> tuple[int, int, int, int, list[str]]:
@@ -451,22 +637,9 @@ def walk(
     for _ in range(steps):
         ours, theirs = pair.masks()
         masks += 1
-        only_ours = np.flatnonzero(ours & ~theirs)
-        strict = bool((ours & pair.special).any())  # specials are read here, by both sides
-        only_theirs = pair.unexplained(np.flatnonzero(theirs & ~ours), text, strict)
-        if not _complete_utf8(text):  # XGrammar's byte-level free text may end mid-character
-            only_theirs = [t for t in only_theirs if t not in pair.vocab.eos_ids]
-        if _bounded_string_rows(pair, only_ours, only_theirs):
-            explained += 1  # the known maxLength-string difference (docs/tool_calling.md)
-        elif len(only_ours) or only_theirs:
-            diffs += 1
-            notes.append(
-                f"mask after {decode(prefix)!r}: only constrain "
-                f"{[decode([int(t)]) for t in only_ours[:3]]} ({len(only_ours)}), only xgrammar "
-                f"{[decode([t]) for t in only_theirs[:3]]} ({len(only_theirs)})"
-            )
-        elif not np.array_equal(ours, theirs):
-            explained += 1
+        verdict = _mask_verdict(pair, ours, theirs, prefix, text, decode, notes)
+        diffs += verdict == "diff"
+        explained += verdict == "known"
         allowed = [
             t
             for t in np.flatnonzero(ours if lead == "constrain" else theirs).tolist()
@@ -501,12 +674,20 @@ def compare(
     walks: int,
     steps: int,
     seed: int,
+    texts: tuple[str, ...] = (),
 ) -> Result:
-    """Compare both engines on one spec: ``walks`` walks led by each side in turn."""
+    """Compare both engines on one spec: ``walks`` walks led by each side in turn.
+
+    Each of ``texts`` (valid outputs) is then fed token by token, masks compared at each step.
+    """
     compiled = constrain.Compiler(vocab).compile(constrain.Grammar.from_structural_tag(spec))
     # the compiler resolves token strings with its tokenizer info
     xgr_compiled = xgr_compiler.compile_structural_tag(*_xgrammar_spec(spec))
-    hints = {t for s in hint_strings(spec) for t in encode(s)[:2]} | hint_ids(spec)
+    qwen = qwen_xml_hints(spec)
+    if qwen is not None:
+        hints = {t for s in qwen for t in encode(s)}
+    else:
+        hints = {t for s in hint_strings(spec) for t in encode(s)[:2]} | hint_ids(spec)
     rng = random.Random(seed)
     result = Result()
     for i in range(walks):
@@ -517,6 +698,15 @@ def compare(
         result.walks += 1
         result.masks += masks
         result.mask_diffs += diffs
+        result.rejected += rejected
+        result.notes.extend(notes)
+    for sample in texts:
+        pair = Pair(compiled, xgr_compiled, vocab)
+        masks, diffs, explained, rejected, notes = text_walk(pair, encode(sample), decode)
+        result.walks += 1
+        result.masks += masks
+        result.mask_diffs += diffs
+        result.explained += explained
         result.rejected += rejected
         result.notes.extend(notes)
     return result
@@ -558,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         result = compare(
             spec, vocab, compiler, encode, decode,
-            walks=args.walks, steps=args.steps, seed=args.seed,
+            walks=args.walks, steps=args.steps, seed=args.seed, texts=QWEN_SAMPLES.get(name, ()),
         )  # fmt: skip
         print(
             f"{name:<24} {result.walks:>5} {result.masks:>6} {result.mask_diffs:>5} "

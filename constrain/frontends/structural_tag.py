@@ -26,8 +26,8 @@ excluded ones, the trigger tokens and the enclosing tag's end token
 text may not follow one (refused: a grammar over bytes cannot place that token boundary).
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
-``any_text.max_tokens``), and the non-JSON argument styles (``style: "qwen_xml"`` and the other
-XML styles, ``qwen_xml_parameter``).
+``any_text.max_tokens``), and the XML argument styles other than ``qwen_xml`` (which, with
+``qwen_xml_parameter``, :mod:`constrain.frontends.xml_arguments` reads).
 """
 
 from __future__ import annotations
@@ -392,12 +392,8 @@ class _Builder:
                 "grammar over text cannot count; 'any_tokens' (any number) is supported",
                 path,
             )
-        if kind == "qwen_xml_parameter":
-            raise GrammarError(
-                "format 'qwen_xml_parameter' (json_schema with style 'qwen_xml') is not "
-                "supported: only JSON arguments",
-                path,
-            )
+        if kind == "qwen_xml_parameter":  # XGrammar's older spelling of style 'qwen_xml'
+            return self.json_schema({**fmt, "style": "qwen_xml"}, path, ends)
         known = ", ".join(sorted(_HANDLERS))
         raise GrammarError(f"unknown format type {kind!r}; supported: {known}", path)
 
@@ -421,9 +417,10 @@ class _Builder:
 
     def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         style = fmt.get("style", "json")
-        if style != "json":
+        if style not in ("json", "qwen_xml"):
             raise GrammarError(
-                f"style {style!r} is not supported: only 'json' arguments", f"{path}/style"
+                f"style {style!r} is not supported: only 'json' and 'qwen_xml' arguments",
+                f"{path}/style",
             )
         if fmt.get("excludes"):
             raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
@@ -435,6 +432,11 @@ class _Builder:
             )
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
+        if style == "qwen_xml":
+            from constrain.frontends.xml_arguments import qwen_xml_grammar
+
+            where = f"{path}/json_schema"
+            return self.add_embedded(qwen_xml_grammar(schema, max_ws, where, xgrammar_json_schema))
         return self.add_embedded(xgrammar_json_schema(schema, max_ws, f"{path}/json_schema"))
 
     def grammar_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:

@@ -1,0 +1,425 @@
+r"""Stage 1: XGrammar's ``qwen_xml`` argument style, a JSON Schema -> Grammar IR.
+
+Qwen3-Coder writes a tool call's arguments as one XML-like element per property,
+``<parameter=NAME>VALUE</parameter>``, instead of a JSON object. XGrammar's structural tags
+read a ``json_schema`` format with ``style: "qwen_xml"`` (and the older ``qwen_xml_parameter``
+format) as that language; :func:`qwen_xml_grammar` builds the same language, rule for rule as
+XGrammar 0.2.9's ``XMLToolCallingConverter`` (``cpp/json_schema_converter_ext.cc``):
+
+- **The arguments object** is the schema's root, an object. Its declared ``properties`` come in
+  the schema's order, each at most once, the ``required`` ones always (required names that are
+  not declared are ignored). Undeclared properties are refused where the schema declares
+  ``properties`` (strict mode, as for JSON) unless ``additionalProperties`` allows them; then
+  any number of them follow the declared ones, named ``[a-zA-Z_][a-zA-Z0-9_]*`` (a declared
+  name too). ``{}``, ``true`` and ``{"type": "object"}`` take any such properties with any
+  values.
+- **Whitespace** ``[ \t\n\r]*`` (at most ``max_whitespace_cnt`` characters per run when given)
+  may come before and after the elements, between them, and around every value that is not a
+  plain string; none inside ``<parameter=NAME>``.
+- **A plain string value** (``{"type": "string"}`` with no ``pattern``, ``format``,
+  ``minLength`` or ``maxLength``) is raw text, not quoted or escaped, that ends at the first
+  ``</parameter>``: any text not containing it. A string with a ``format`` is the format's
+  language (constrain's formats, :mod:`constrain.frontends.json_schema.formats`), else with a
+  ``pattern`` the pattern's full match (ECMAScript), else any ``minLength``..``maxLength``
+  characters (they may contain ``</parameter>``).
+- **``enum`` and ``const``** values are written raw: a string value as its text, any other
+  value as the JSON text XGrammar prints for it (compact, keys in the schema's order, integers
+  plainly, ``1.0`` as ``1``).
+- **Other values** (integers, numbers, booleans, null, arrays and objects, nested or not) are
+  XGrammar's JSON for the property's schema (:func:`~constrain.frontends.structural_tag.
+  xgrammar_json_schema`): strings inside them are quoted JSON strings. A property with no type
+  (``{}``) is a plain string, a JSON array or a JSON object; ``anyOf``, ``oneOf`` and a list of
+  types join their options' languages; a ``$ref`` into ``$defs``/``definitions`` is followed.
+
+Refused with :class:`~constrain.errors.GrammarError` at the JSON pointer of the keyword: a root
+that is not an object schema, and the root keywords XGrammar counts or combines
+(``minProperties``, ``maxProperties``, ``patternProperties``, ``propertyNames``,
+``dependentRequired``, ``allOf``, ...), a property schema of ``false`` and ``allOf``, ``not`` or
+``if`` in a property schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from constrain.errors import GrammarError, RegexError
+from constrain.frontends.compose import embed, free_text
+from constrain.frontends.json_schema.formats import format_regex
+from constrain.frontends.regex import parse_regex
+from constrain.ir import (
+    ANY_CHAR,
+    Alt,
+    CharSet,
+    Concat,
+    Grammar,
+    Literal,
+    Regex,
+    Repeat,
+    Rule,
+    Terminal,
+)
+
+__all__ = ["END_TAG", "qwen_xml_grammar", "xml_value_text"]
+
+END_TAG = "</parameter>"
+"""The string that ends every parameter element (and a plain string value)."""
+
+_WS = CharSet(((9, 10), (13, 13), (32, 32)))
+_ANNOTATIONS = frozenset(
+    {"title", "description", "$comment", "examples", "default", "deprecated", "readOnly"}
+    | {"writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions"}
+)
+_ROOT_KEYS = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
+_REFUSED_VALUE_KEYS = ("allOf", "not", "if")
+_JSON_TYPES = ("integer", "number", "boolean", "null", "array", "object")
+_INT64 = 2**63
+
+
+JsonGrammar = Callable[[Any, int | None, str], Grammar]
+"""``json_grammar(schema, max_whitespace, pointer)``: the grammar of one JSON value."""
+
+
+def qwen_xml_grammar(
+    schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+) -> Grammar:
+    """Return the grammar of tool-call arguments in XGrammar's ``qwen_xml`` style.
+
+    Parameters
+    ----------
+    schema : dict or bool
+        The JSON Schema of the arguments: an object schema, ``{}`` or ``true``.
+    max_whitespace : int or None
+        Longest whitespace run (XGrammar's ``max_whitespace_cnt``); None: unbounded.
+    pointer : str
+        The JSON pointer of the schema in its document, prefixed to error pointers.
+    json_grammar : callable
+        Returns the grammar of the JSON values of a schema, no whitespace around them
+        (:func:`~constrain.frontends.structural_tag.xgrammar_json_schema`, passed in by the
+        structural-tag front end, which imports this module).
+
+    Returns
+    -------
+    Grammar
+        The grammar, not normalised.
+
+    Raises
+    ------
+    GrammarError
+        If the schema is not an object schema or uses a keyword this style cannot enforce.
+    JsonSchemaError
+        If the schema of a JSON value cannot be enforced (its pointer runs into the schema).
+    """
+    if max_whitespace is not None and (
+        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
+    ):
+        raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
+    return _XmlBuilder(schema, max_whitespace, pointer, json_grammar).arguments()
+
+
+def xml_value_text(value: Any) -> str:
+    """Return the text of an ``enum``/``const`` value in an XML argument, as XGrammar writes it.
+
+    A string is its own text; any other value is compact JSON in XGrammar's (picojson's)
+    spelling: keys in their order, integers that fit 64 bits as written, a float with an
+    integral value below 2**53 without a fraction (``1.0`` -> ``1``), other floats in their
+    shortest round-trip form (``1e-05``), control characters and DEL escaped, other characters
+    raw.
+
+    Parameters
+    ----------
+    value : Any
+        A JSON value.
+
+    Returns
+    -------
+    str
+        Its text.
+    """
+    return value if isinstance(value, str) else _json_text(value)
+
+
+def _json_text(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value) if -_INT64 <= value < _INT64 else _json_text(float(value))
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+            return f"{value:.0f}"
+        return repr(value)
+    if isinstance(value, str):
+        out = []
+        for ch in value:
+            code = ord(ch)
+            short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n"}
+            short.update({"\r": "\\r", "\t": "\\t"})
+            if ch in short:
+                out.append(short[ch])
+            elif code < 0x20 or code == 0x7F:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(ch)
+        return '"' + "".join(out) + '"'
+    if isinstance(value, list):
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return (
+            "{" + ",".join(f"{_json_text(str(k))}:{_json_text(v)}" for k, v in value.items()) + "}"
+        )
+    raise GrammarError(f"not a JSON value: {value!r}")
+
+
+Fragment = tuple[str, ...]
+
+
+class _XmlBuilder:
+    """Collect the rules and terminals of one ``qwen_xml`` arguments grammar."""
+
+    def __init__(
+        self, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+    ) -> None:
+        self.root = schema
+        self.json_grammar = json_grammar
+        self.max_whitespace = max_whitespace
+        self.pointer = pointer
+        self.rules: list[Rule] = []
+        self.terminals: dict[Regex, str] = {}
+        self.extra_terminals: list[Terminal] = []
+        self.num_rules = 0
+        self.num_embedded = 0
+        self.ws = self._whitespace_rule()
+        self.plain = self.term(free_text([END_TAG]))
+        self.end = self.term(Literal(END_TAG))
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def term(self, regex: Regex) -> str:
+        """Return the terminal of ``regex`` (interned)."""
+        name = self.terminals.get(regex)
+        if name is None:
+            name = self.terminals[regex] = f"X{len(self.terminals)}"
+        return name
+
+    def rule(self, alternatives: Sequence[Fragment], name: str | None = None) -> str:
+        """Add a rule and return its name (a fresh one unless ``name`` is given)."""
+        if name is None:
+            name = self.fresh()
+        self.rules.append(Rule(name, tuple(dict.fromkeys(alternatives))))
+        return name
+
+    def fresh(self) -> str:
+        """Return an unused rule name."""
+        self.num_rules += 1
+        return f"xml{self.num_rules}"
+
+    def _whitespace_rule(self) -> str:
+        """Return the rule of one whitespace run (possibly empty)."""
+        if self.max_whitespace is not None and self.max_whitespace <= 0:
+            return self.rule([()])
+        run = self.term(Repeat(_WS, 1, self.max_whitespace))
+        return self.rule([(), (run,)])
+
+    # -- the arguments object ----------------------------------------------------------------
+
+    def arguments(self) -> Grammar:
+        """Return the grammar of the whole arguments object."""
+        schema, path = self.root, self.pointer
+        if schema is True or schema == {}:
+            schema = {"type": "object"}
+        if not isinstance(schema, Mapping):
+            raise GrammarError("the qwen_xml style needs an object schema", path)
+        kind = schema.get("type", "object")
+        if kind != "object" and not (isinstance(kind, list) and kind == ["object"]):
+            raise GrammarError(
+                f"the qwen_xml style writes an object's properties; type {kind!r} is not an object",
+                f"{path}/type",
+            )
+        for key in schema:
+            if key not in _ROOT_KEYS:
+                raise GrammarError(
+                    f"'{key}' on the arguments object is not supported in the qwen_xml style",
+                    f"{path}/{key}",
+                )
+        properties = schema.get("properties", {})
+        if not isinstance(properties, Mapping):
+            raise GrammarError("'properties' must be an object", f"{path}/properties")
+        required = set(schema.get("required", ()))
+        extra = schema.get("additionalProperties", "properties" not in schema)
+        names = list(properties)
+        entries = [
+            self.entry(self.literal_key(n), properties[n], f"{path}/properties/{n}") for n in names
+        ]
+        extra_entry: Fragment | None = None
+        if extra is not False:
+            where = f"{path}/additionalProperties"
+            name = self.term(_variable_name())
+            extra_entry = self.entry((self.term(Literal("<parameter=")), name), extra, where)
+        # tails[i]: the elements after property i - 1, each behind a whitespace run
+        tails: list[Fragment] = [()]
+        if extra_entry is not None:  # a loop of undeclared properties
+            loop = self.fresh()
+            tails = [(self.rule([(), (self.ws, *extra_entry, loop)], loop),)]
+        for i in range(len(names) - 1, -1, -1):
+            present = (self.ws, *entries[i], *tails[0])
+            alts = [present] if names[i] in required else [present, tails[0]]
+            tails.insert(0, (self.rule(alts),))
+        firsts: list[Fragment] = []
+        for i, name in enumerate(names):
+            firsts.append((*entries[i], *tails[i + 1]))
+            if name in required:
+                break
+        else:
+            if extra_entry is not None:
+                firsts.append((*extra_entry, *tails[-1]))
+        top: list[Fragment] = [(self.ws, self.rule(firsts), self.ws)] if firsts else []
+        if not any(n in required for n in names):
+            top.append((self.ws,))
+        start = self.rule(top, "start")
+        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
+        return Grammar(
+            rules=tuple(self.rules),
+            terminals=terminals + tuple(self.extra_terminals),
+            start=start,
+        )
+
+    def literal_key(self, name: str) -> Fragment:
+        """Return the opening of a declared property's element."""
+        return (self.term(Literal(f"<parameter={name}")),)
+
+    def entry(self, opening: Fragment, schema: Any, path: str) -> Fragment:
+        """Return one element: ``opening`` ``>`` value ``</parameter>``."""
+        return (*opening, self.term(Literal(">")), self.value(schema, path), self.end)
+
+    # -- values --------------------------------------------------------------------------------
+
+    def value(self, schema: Any, path: str) -> str:
+        """Return the rule of a property's value (up to its ``</parameter>``)."""
+        return self.rule(
+            [
+                f if f == (self.plain,) else (self.ws, *f, self.ws)
+                for f in self.options(schema, path, set())
+            ]
+        )
+
+    def options(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
+        """Return the alternatives of a value; ``(plain,)`` is a plain string (no whitespace)."""
+        if schema is True or schema == {}:
+            schema = {}
+        if schema is False:
+            raise GrammarError("a property whose schema is false can have no value", path)
+        if not isinstance(schema, Mapping):
+            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
+        for key in _REFUSED_VALUE_KEYS:
+            if key in schema:
+                raise GrammarError(
+                    f"'{key}' in an argument's schema is not supported in the qwen_xml style",
+                    f"{path}/{key}",
+                )
+        if "$ref" in schema:
+            return self.options(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
+        if "const" in schema:
+            return [(self.term(Literal(xml_value_text(schema["const"]))),)]
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
+            texts = dict.fromkeys(xml_value_text(v) for v in values)
+            return [(self.term(Alt(tuple(Literal(t) for t in texts))),)]
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = schema[key]
+                if not isinstance(options, list) or not options:
+                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
+                out: list[Fragment] = []
+                for i, option in enumerate(options):
+                    merged = {k: v for k, v in schema.items() if k != key}
+                    merged.update(option if isinstance(option, Mapping) else {})
+                    if option is False:
+                        continue
+                    out.extend(self.options(merged, f"{path}/{key}/{i}", seen))
+                return out
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            out = []
+            for i, one in enumerate(kind):
+                out.extend(self.options({**schema, "type": one}, f"{path}/type/{i}", seen))
+            return out
+        if kind is None:
+            if set(schema) - _ANNOTATIONS:
+                kind = _implied_type(schema)
+            if kind is None:  # any value: a plain string, a JSON array or a JSON object
+                arrays = self.json_value({"type": "array", "items": True}, path)
+                objects = self.json_value({"type": "object"}, path)
+                return [(self.plain,), arrays, objects]
+        if kind == "string":
+            return [self.string(schema, path)]
+        if kind not in _JSON_TYPES:
+            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
+        return [self.json_value({**schema, "type": kind}, path)]
+
+    def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
+        """Return the fragment of a string value, written raw."""
+        fmt, pattern = schema.get("format"), schema.get("pattern")
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        if fmt is None and pattern is None and low == 0 and high is None:
+            return (self.plain,)
+        regex = format_regex(fmt) if isinstance(fmt, str) else None
+        if regex is None and isinstance(pattern, str):
+            try:
+                regex = parse_regex(pattern, flavor="ecmascript")
+            except RegexError as err:
+                raise GrammarError(f"invalid pattern: {err}", f"{path}/pattern") from err
+        if regex is None:
+            regex = Repeat(ANY_CHAR, int(low), None if high is None else int(high))
+        return (self.term(regex),)
+
+    def json_value(self, schema: Mapping[str, Any], path: str) -> Fragment:
+        """Return the start symbol of a JSON value of ``schema`` (root definitions in scope)."""
+        document = dict(schema)
+        if isinstance(self.root, Mapping):
+            for key in ("$defs", "definitions"):
+                if key in self.root and key not in document:
+                    document[key] = self.root[key]
+        grammar = self.json_grammar(document, self.max_whitespace, path)
+        self.num_embedded += 1
+        part = embed(grammar, f"j{self.num_embedded}_")
+        self.rules.extend(part.rules)
+        self.extra_terminals.extend(part.terminals)
+        return (part.start,)
+
+    def resolve(self, ref: Any, path: str, seen: set[str]) -> tuple[Any, str]:
+        """Return the schema a local ``$ref`` names and its pointer."""
+        if not isinstance(ref, str) or not ref.startswith("#/") or ref in seen:
+            problem = "a cycle" if ref in seen else "not a local reference"
+            raise GrammarError(f"$ref {ref!r} is {problem}", path)
+        seen.add(ref)
+        node: Any = self.root
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, Mapping) or part not in node:
+                raise GrammarError(f"$ref {ref!r} names nothing", path)
+            node = node[part]
+        return node, self.pointer + ref[1:]
+
+
+def _variable_name() -> Regex:
+    """Return the language of an undeclared property's name, ``[a-zA-Z_][a-zA-Z0-9_]*``."""
+    first = CharSet(((65, 90), (95, 95), (97, 122)))
+    rest = first.union(CharSet(((48, 57),)))
+    return Concat((first, Repeat(rest, 0, None)))
+
+
+def _implied_type(schema: Mapping[str, Any]) -> str | None:
+    """Return the type a schema without ``type`` constrains by its keywords (None: any)."""
+    keys = set(schema) - _ANNOTATIONS
+    groups = {
+        "string": {"pattern", "format", "minLength", "maxLength"},
+        "object": {"properties", "additionalProperties", "required", "patternProperties"},
+        "array": {"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains"},
+        "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+    }
+    kinds = [k for k, names in groups.items() if keys & names]
+    return kinds[0] if len(kinds) == 1 else None
