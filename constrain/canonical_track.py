@@ -123,13 +123,25 @@ class CanonicalTrack:
         assert self.dropped is not None
         return self.dropped[1]
 
+    def _splits_next(self, matcher: Matcher) -> bool:
+        """Whether the text may end here, or go on with a byte that starts a new pre-token.
+
+        Either way a canonical continuation exists without filling a mask: the rest of a valid
+        text after a split is encoded on its own.
+        """
+        state = self.states[-1]
+        if matcher.is_accepting() and self.relation.may_end(state):
+            return True
+        allowed = np.flatnonzero(matcher.next_bytes()[:0x80])
+        return any(self.relation.splits_before(state, int(b)) for b in allowed)
+
     def _live(self, matcher: Matcher, token: int, depth: int, eos: set[int]) -> bool:
         """Whether some canonical continuation allowed by the grammar follows ``token``."""
         self.budget -= 1
         if not matcher.accept_token(token):
             return False
         try:
-            if matcher.is_terminated() or self.budget <= 0:
+            if matcher.is_terminated() or self.budget <= 0 or self._splits_next(matcher):
                 return True
             after = matcher.allowed_token_ids()
             if after.shape[0] == 0:

@@ -687,6 +687,17 @@ class Matcher:
         bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: self.vocab.size]
         return np.flatnonzero(bits).astype(np.int32)
 
+    def next_bytes(self) -> np.ndarray:
+        """Return which bytes the grammar allows next, ``(256,)`` bool; the state is unchanged.
+
+        Byte 0xFF stands for the special tokens (matched by id, never text).
+        """
+        result = np.zeros(256, dtype=np.int32)
+        if not self._terminated:
+            lo = np.arange(256, dtype=np.int64)
+            self._run(_EVERY_BYTE, lo, lo + 1, result)
+        return result > 0
+
     def forced_bytes(self) -> bytes:
         """Return the bytes the grammar alone decides next (jump-forward), possibly empty.
 

@@ -301,6 +301,7 @@ class CanonicalBpe:
         self._m_ptr = np.searchsorted(m[by_left, 0], np.arange(n + 1)).astype(np.int64)
         self._rank = rank
         self._junctions: dict[tuple[str, bytes, int, bool], np.ndarray[Any, Any]] = {}
+        self._splits: dict[tuple[tuple[str, bytes, int, bool], int], bool] = {}
         self._rows: OrderedDict[Any, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = (
             OrderedDict()
         )
@@ -471,6 +472,28 @@ class CanonicalBpe:
             bits = np.zeros((self.vocab.size + 31) // 32 * 32, dtype=bool)
             bits[: self.vocab.size] = ok.astype(bool)
             found = self._class_rows.setdefault(condition, _pack(bits))
+        return found
+
+    def splits_before(self, state: CanonicalState, byte: int) -> bool:
+        """Whether the pre-tokenizer splits right after ``state``'s text before ASCII ``byte``.
+
+        Whatever follows that byte, the split is there: the next token may be any whole token
+        that begins the rest of the text, with no merge across (a continuation exists).
+        """
+        if byte >= 0x80 or state.trail:
+            return False
+        char = chr(byte)
+        if not (state.condition >> _first_class(char)) & 1:
+            return False
+        if state.prev < 0:
+            return True
+        key = (state.reps, state.trail, state.a_len, state.at_start)
+        found = self._splits.get((key, byte))
+        if found is None:
+            found = all(
+                self._judge(key, b"", _rep(char), False, nxt) == BOUNDARY for nxt in NEXT_CLASSES
+            )
+            self._splits[(key, byte)] = found
         return found
 
     def may_end(self, state: CanonicalState) -> bool:
