@@ -18,6 +18,7 @@ import argparse
 import codecs
 import json
 import random
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,7 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
         ),  # fmt: skip
         *token_level_specs(),
         *qwen_xml_specs(),
+        *other_xml_specs(),
     ]
     specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
     specs.append(
@@ -405,6 +407,28 @@ def qwen_xml_specs() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def _restyle(style: str, text: str) -> str:
+    """Return a ``qwen_xml`` text in the ``minimax_xml`` or ``glm_xml`` style."""
+    if style == "minimax_xml":
+        text = re.sub(r"<parameter=(\w+)>", r'<parameter name="\1">', text)
+        return text.replace("<parameter=", '<parameter name="')
+    text = re.sub(r"<parameter=(\w+)>", r"<arg_key>\1</arg_key>\n<arg_value>", text)
+    return text.replace("</parameter>", "</arg_value>").replace("<parameter=", "<arg_key>")
+
+
+def other_xml_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return ``minimax_xml`` and ``glm_xml`` specs: the ``qwen_xml`` ones with other tags."""
+    out = []
+    kept = ("args", "nested", "strings", "additional", "ws_cnt", "tag")
+    for style in ("minimax_xml", "glm_xml"):
+        for name, fmt in qwen_xml_specs():
+            if name.removeprefix("qwen_xml_") in kept:
+                new = f"{style}_{name.removeprefix('qwen_xml_')}"
+                out.append((new, json.loads(json.dumps(fmt).replace('"qwen_xml"', f'"{style}"'))))
+                QWEN_SAMPLES[new] = tuple(_restyle(style, t) for t in QWEN_SAMPLES[name])
+    return out
+
+
 def _xgrammar_spec(spec: dict[str, Any]) -> Any:
     """Return the argument(s) XGrammar's ``from_structural_tag`` takes for a spec."""
     if "format" in spec:
@@ -438,16 +462,18 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
     strings: the elements' openings and ends, the enum values and the tag strings.
     """
     text = json.dumps(spec)
-    if "qwen_xml" not in text:
+    style = next((s for s in ("qwen_xml", "minimax_xml", "glm_xml") if s in text), None)
+    if style is None:
         return None
     out = ["</parameter>", "\n</parameter>\n<parameter=", "1", "true", '["a"]', '{"lang": "en"}']
+    out = [_restyle(style, t) for t in out] if style != "qwen_xml" else out
     stack = [spec]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             stack.extend(node.values())
             if isinstance(node.get("properties"), dict):
-                out.extend(f"<parameter={k}>" for k in node["properties"])
+                out.extend(_restyle(style, f"<parameter={k}>") for k in node["properties"])
             out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
             out.extend(v for v in node.get("enum", []) if isinstance(v, str))
         elif isinstance(node, list):

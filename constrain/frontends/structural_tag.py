@@ -26,8 +26,8 @@ excluded ones, the trigger tokens and the enclosing tag's end token
 text may not follow one (refused: a grammar over bytes cannot place that token boundary).
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
-``any_text.max_tokens``), and the XML argument styles other than ``qwen_xml`` (which, with
-``qwen_xml_parameter``, :mod:`constrain.frontends.xml_arguments` reads).
+``any_text.max_tokens``), and the XML argument styles but ``qwen_xml`` (``qwen_xml_parameter``),
+``minimax_xml`` and ``glm_xml``, which :mod:`constrain.frontends.xml_arguments` reads.
 """
 
 from __future__ import annotations
@@ -417,10 +417,10 @@ class _Builder:
 
     def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         style = fmt.get("style", "json")
-        if style not in ("json", "qwen_xml"):
+        if style not in ("json", "qwen_xml", "minimax_xml", "glm_xml"):
+            supported = "'json', 'qwen_xml', 'minimax_xml' and 'glm_xml'"
             raise GrammarError(
-                f"style {style!r} is not supported: only 'json' and 'qwen_xml' arguments",
-                f"{path}/style",
+                f"style {style!r} is not supported: only {supported}", f"{path}/style"
             )
         if fmt.get("excludes"):
             raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
@@ -432,11 +432,11 @@ class _Builder:
             )
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
-        if style == "qwen_xml":
-            from constrain.frontends.xml_arguments import qwen_xml_grammar
+        if style != "json":
+            from constrain.frontends.xml_arguments import xml_arguments_grammar as xml
 
             where = f"{path}/json_schema"
-            return self.add_embedded(qwen_xml_grammar(schema, max_ws, where, xgrammar_json_schema))
+            return self.add_embedded(xml(style, schema, max_ws, where, xgrammar_json_schema))
         return self.add_embedded(xgrammar_json_schema(schema, max_ws, f"{path}/json_schema"))
 
     def grammar_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:

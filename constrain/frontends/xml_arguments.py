@@ -1,4 +1,9 @@
-r"""Stage 1: XGrammar's ``qwen_xml`` argument style, a JSON Schema -> Grammar IR.
+r"""Stage 1: XGrammar's XML argument styles, a JSON Schema -> Grammar IR.
+
+``qwen_xml`` is described below; ``minimax_xml`` (``<parameter name="NAME">VALUE</parameter>``)
+and ``glm_xml`` (``<arg_key>NAME</arg_key>``, whitespace, ``<arg_value>VALUE</arg_value>``) are
+the same language with other tags (:data:`STYLES`, :func:`xml_arguments_grammar`); XGrammar's
+other styles are not implemented.
 
 Qwen3-Coder writes a tool call's arguments as one XML-like element per property,
 ``<parameter=NAME>VALUE</parameter>``, instead of a JSON object. XGrammar's structural tags
@@ -43,6 +48,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from constrain.errors import GrammarError, RegexError
@@ -62,10 +68,39 @@ from constrain.ir import (
     Terminal,
 )
 
-__all__ = ["END_TAG", "qwen_xml_grammar", "xml_value_text"]
+__all__ = [
+    "END_TAG",
+    "STYLES",
+    "XmlStyle",
+    "qwen_xml_grammar",
+    "xml_arguments_grammar",
+    "xml_value_text",
+]
 
-END_TAG = "</parameter>"
-"""The string that ends every parameter element (and a plain string value)."""
+
+@dataclass(frozen=True, slots=True)
+class XmlStyle:
+    """The tags around one argument of an XML style (XGrammar's ``XMLWrapper``).
+
+    An element is ``key_prefix NAME key_suffix [whitespace value_prefix] VALUE end``; the
+    whitespace and ``value_prefix`` come only when ``value_prefix`` is not empty.
+    """
+
+    key_prefix: str
+    key_suffix: str
+    value_prefix: str
+    end: str
+
+
+STYLES: dict[str, XmlStyle] = {
+    "qwen_xml": XmlStyle("<parameter=", ">", "", "</parameter>"),
+    "minimax_xml": XmlStyle('<parameter name="', '">', "", "</parameter>"),
+    "glm_xml": XmlStyle("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+}
+"""The XML argument styles implemented, by XGrammar's style name."""
+
+END_TAG = STYLES["qwen_xml"].end
+"""The string that ends every ``qwen_xml`` parameter element (and a plain string value)."""
 
 _WS = CharSet(((9, 10), (13, 13), (32, 32)))
 _ANNOTATIONS = frozenset(
@@ -112,11 +147,54 @@ def qwen_xml_grammar(
     JsonSchemaError
         If the schema of a JSON value cannot be enforced (its pointer runs into the schema).
     """
+    return xml_arguments_grammar("qwen_xml", schema, max_whitespace, pointer, json_grammar)
+
+
+def xml_arguments_grammar(
+    style: str, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+) -> Grammar:
+    """Return the grammar of tool-call arguments in one of XGrammar's XML styles.
+
+    The styles differ only in the tags around names and values (:data:`STYLES`):
+    ``qwen_xml`` writes ``<parameter=NAME>VALUE</parameter>``, ``minimax_xml``
+    ``<parameter name="NAME">VALUE</parameter>`` and ``glm_xml``
+    ``<arg_key>NAME</arg_key>`` whitespace ``<arg_value>VALUE</arg_value>``; a plain string
+    value ends at the first end tag of its style. Everything else is as
+    :func:`qwen_xml_grammar` describes.
+
+    Parameters
+    ----------
+    style : str
+        A key of :data:`STYLES`.
+    schema : dict or bool
+        The JSON Schema of the arguments: an object schema, ``{}`` or ``true``.
+    max_whitespace : int or None
+        Longest whitespace run (XGrammar's ``max_whitespace_cnt``); None: unbounded.
+    pointer : str
+        The JSON pointer of the schema in its document, prefixed to error pointers.
+    json_grammar : callable
+        Returns the grammar of the JSON values of a schema, no whitespace around them.
+
+    Returns
+    -------
+    Grammar
+        The grammar, not normalised.
+
+    Raises
+    ------
+    GrammarError
+        If the style is unknown, or the schema is not an object schema or uses a keyword this
+        style cannot enforce.
+    JsonSchemaError
+        If the schema of a JSON value cannot be enforced (its pointer runs into the schema).
+    """
+    if style not in STYLES:
+        raise GrammarError(f"unknown XML argument style {style!r}")
     if max_whitespace is not None and (
         isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
     ):
         raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
-    return _XmlBuilder(schema, max_whitespace, pointer, json_grammar).arguments()
+    return _XmlBuilder(style, schema, max_whitespace, pointer, json_grammar).arguments()
 
 
 def xml_value_text(value: Any) -> str:
@@ -176,11 +254,18 @@ Fragment = tuple[str, ...]
 
 
 class _XmlBuilder:
-    """Collect the rules and terminals of one ``qwen_xml`` arguments grammar."""
+    """Collect the rules and terminals of one XML-style arguments grammar."""
 
     def __init__(
-        self, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+        self,
+        style: str,
+        schema: Any,
+        max_whitespace: int | None,
+        pointer: str,
+        json_grammar: JsonGrammar,
     ) -> None:
+        self.style_name = style
+        self.style = STYLES[style]
         self.root = schema
         self.json_grammar = json_grammar
         self.max_whitespace = max_whitespace
@@ -191,8 +276,8 @@ class _XmlBuilder:
         self.num_rules = 0
         self.num_embedded = 0
         self.ws = self._whitespace_rule()
-        self.plain = self.term(free_text([END_TAG]))
-        self.end = self.term(Literal(END_TAG))
+        self.plain = self.term(free_text([self.style.end]))
+        self.end = self.term(Literal(self.style.end))
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -230,17 +315,19 @@ class _XmlBuilder:
         if schema is True or schema == {}:
             schema = {"type": "object"}
         if not isinstance(schema, Mapping):
-            raise GrammarError("the qwen_xml style needs an object schema", path)
+            raise GrammarError(f"the {self.style_name} style needs an object schema", path)
         kind = schema.get("type", "object")
         if kind != "object" and not (isinstance(kind, list) and kind == ["object"]):
             raise GrammarError(
-                f"the qwen_xml style writes an object's properties; type {kind!r} is not an object",
+                f"the {self.style_name} style writes an object's properties; "
+                f"type {kind!r} is not an object",
                 f"{path}/type",
             )
         for key in schema:
             if key not in _ROOT_KEYS:
                 raise GrammarError(
-                    f"'{key}' on the arguments object is not supported in the qwen_xml style",
+                    f"'{key}' on the arguments object is not supported "
+                    f"in the {self.style_name} style",
                     f"{path}/{key}",
                 )
         properties = schema.get("properties", {})
@@ -256,7 +343,8 @@ class _XmlBuilder:
         if extra is not False:
             where = f"{path}/additionalProperties"
             name = self.term(_variable_name())
-            extra_entry = self.entry((self.term(Literal("<parameter=")), name), extra, where)
+            opening = (self.term(Literal(self.style.key_prefix)), name)
+            extra_entry = self.entry(opening, extra, where)
         # tails[i]: the elements after property i - 1, each behind a whitespace run
         tails: list[Fragment] = [()]
         if extra_entry is not None:  # a loop of undeclared properties
@@ -287,11 +375,14 @@ class _XmlBuilder:
 
     def literal_key(self, name: str) -> Fragment:
         """Return the opening of a declared property's element."""
-        return (self.term(Literal(f"<parameter={name}")),)
+        return (self.term(Literal(f"{self.style.key_prefix}{name}")),)
 
     def entry(self, opening: Fragment, schema: Any, path: str) -> Fragment:
-        """Return one element: ``opening`` ``>`` value ``</parameter>``."""
-        return (*opening, self.term(Literal(">")), self.value(schema, path), self.end)
+        """Return one element: ``opening``, the key suffix, the value and the end tag."""
+        middle: Fragment = (self.term(Literal(self.style.key_suffix)),)
+        if self.style.value_prefix:
+            middle = (*middle, self.ws, self.term(Literal(self.style.value_prefix)))
+        return (*opening, *middle, self.value(schema, path), self.end)
 
     # -- values --------------------------------------------------------------------------------
 
@@ -315,7 +406,8 @@ class _XmlBuilder:
         for key in _REFUSED_VALUE_KEYS:
             if key in schema:
                 raise GrammarError(
-                    f"'{key}' in an argument's schema is not supported in the qwen_xml style",
+                    f"'{key}' in an argument's schema is not supported "
+                    f"in the {self.style_name} style",
                     f"{path}/{key}",
                 )
         if "$ref" in schema:

@@ -1,4 +1,4 @@
-"""XGrammar's qwen_xml argument style in structural tags (constrain.frontends.xml_arguments)."""
+"""XGrammar's XML argument styles in structural tags (constrain.frontends.xml_arguments)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ WEATHER = {
 }
 
 
-def _spec(schema: Any, **extra: Any) -> dict[str, Any]:
-    fmt = {"type": "json_schema", "json_schema": schema, "style": "qwen_xml", **extra}
+def _spec(schema: Any, style: str = "qwen_xml", **extra: Any) -> dict[str, Any]:
+    fmt = {"type": "json_schema", "json_schema": schema, "style": style, **extra}
     return {"type": "structural_tag", "format": fmt}
 
 
@@ -193,12 +193,128 @@ def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
     assert info.value.location == pointer
 
 
-def test_other_xml_styles_stay_refused() -> None:
-    spec = _spec(WEATHER)
-    spec["format"]["style"] = "minimax_xml"
+@pytest.mark.parametrize(
+    "style",
+    [
+        "deepseek_xml",
+        "deepseek_v4_1_xml",
+        "cohere_xml",
+        "kimi_k3_xml",
+        "minimax_m3_xml",
+        "gemma",
+        "x",
+    ],
+)
+def test_other_xml_styles_stay_refused(style: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(spec)
+        constrain.Grammar.from_structural_tag(_spec(WEATHER, style))
     assert info.value.location == "#/format/style"
+
+
+NESTED = {
+    "type": "object",
+    "properties": {
+        "o": {"type": "object", "properties": {"x": {"type": "string"}}},
+        "a": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["a"],
+}
+FREE = {
+    "type": "object",
+    "properties": {"q": {"type": "string"}},
+    "additionalProperties": {"type": "integer"},
+}
+M, G, GV, GE = '<parameter name="', "<arg_key>", "</arg_key><arg_value>", "</arg_value>"
+# (style, schema, extra, accepted, rejected): each expectation was checked against XGrammar 0.2.9.
+STYLE_CASES: list[tuple[str, Any, dict[str, Any], list[str], list[str]]] = [
+    (
+        "minimax_xml",
+        WEATHER,
+        {},
+        [
+            f'{M}location">Paris{E}',
+            f'\n{M}location">\nSan Francisco\n{E}\n{M}unit">c{E}{M}days"> 3 {E}\n',
+            f'{M}location">a</parameter{E}{M}ok">true{E}',
+            f'{M}location">{E}',
+        ],
+        [
+            "",
+            f'{M}unit">c{E}',
+            f"{P}location>x{E}",  # qwen_xml's tags
+            f"{M}location>x{E}",
+            f'{M}location" >x{E}',
+            f'{M}location">x{E}{M}unit">"c"{E}',
+            f'{M}days">3{E}{M}location">x{E}',
+            f'{M}location">x{E}{M}zz">1{E}',
+        ],
+    ),
+    ("minimax_xml", NESTED, {}, [f'{M}o">{{"x": "y"}}{E}{M}a">["p", "q"]{E}'], [f'{M}a">[p]{E}']),
+    (
+        "minimax_xml",
+        FREE,
+        {},
+        [f'{M}q">x{E}{M}n">1{E}{M}m">2{E}', f'{M}n"> 1 {E}', ""],
+        [f'{M}n">x{E}', f'{M}1n">1{E}', f'{M}n">1{E}{M}q">x{E}'],
+    ),
+    (
+        "minimax_xml",
+        WEATHER,
+        {"max_whitespace_cnt": 2},
+        [f'  {M}location">x{E}{M}days">  3  {E}'],
+        [f'   {M}location">x{E}', f'{M}location">x{E}{M}days">   3{E}'],
+    ),
+    (
+        "glm_xml",
+        WEATHER,
+        {},
+        [
+            f"{G}location{GV}Paris{GE}",
+            f"\n{G}location</arg_key>\n<arg_value>\nSF\n{GE}\n{G}unit{GV}c{GE}{G}days{GV} 3 {GE}\n",
+            f"{G}location{GV}a</arg_value{GE}{G}ok{GV}true{GE}",
+            f"{G}location{GV}{GE}",
+        ],
+        [
+            "",
+            f"{G}unit{GV}c{GE}",
+            f"{G}location </arg_key><arg_value>x{GE}",
+            f"{G} location{GV}x{GE}",
+            f'{G}location{GV}x{GE}{G}unit{GV}"c"{GE}',
+            f"{G}days{GV}3{GE}{G}location{GV}x{GE}",
+            f"{G}location{GV}x{GE}{G}zz{GV}1{GE}",
+            f"{G}location{GV}x{E}",
+        ],
+    ),
+    (
+        "glm_xml",
+        NESTED,
+        {},
+        [f'{G}o{GV}{{"x": "y"}}{GE}{G}a{GV}["p", "q"]{GE}'],
+        [f"{G}a{GV}[p]{GE}"],
+    ),
+    (
+        "glm_xml",
+        FREE,
+        {},
+        [f"{G}q{GV}x{GE}{G}n{GV}1{GE}{G}m</arg_key> <arg_value>2{GE}", ""],
+        [f"{G}n{GV}x{GE}", f"{G}n{GV}1{GE}{G}q{GV}x{GE}"],
+    ),
+    (
+        "glm_xml",
+        WEATHER,
+        {"max_whitespace_cnt": 2},
+        [f"  {G}location</arg_key>  <arg_value>x{GE}"],
+        [f"{G}location</arg_key>   <arg_value>x{GE}", f"   {G}location{GV}x{GE}"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("style", "schema", "extra", "accepted", "rejected"), STYLE_CASES)
+def test_other_styles_match_xgrammar(
+    style: str, schema: Any, extra: dict[str, Any], accepted: list[str], rejected: list[str]
+) -> None:
+    grammar = constrain.Grammar.from_structural_tag(_spec(schema, style, **extra))
+    assert [t for t in accepted if not _accepts(grammar, t)] == []
+    assert [t for t in rejected if _accepts(grammar, t)] == []
 
 
 # --------------------------------------------------------------------------------------------
