@@ -222,19 +222,9 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
         *other_xml_specs(),
     ]
     specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
-    specs.append(
-        (
-            "legacy",
-            {
-                "triggers": ["<function="],
-                "tags": [
-                    {"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"},
-                    {"begin": "<function=search>", "schema": SEARCH, "end": "</function>"},
-                ],
-            },
-        )
-    )
-    return specs
+    tags = [{"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}]
+    tags.append({"begin": "<function=search>", "schema": SEARCH, "end": "</function>"})
+    return [*specs, ("legacy", {"triggers": ["<function="], "tags": tags})]
 
 
 def _token(token: int | str) -> dict[str, Any]:
@@ -407,20 +397,33 @@ def qwen_xml_specs() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+_DS, _DS_END = '<\uff5cDSML\uff5cparameter name="', "</\uff5cDSML\uff5cparameter>"
+_TAGS = {
+    "minimax_xml": ('<parameter name="', '">', "</parameter>"),
+    "deepseek_xml": (_DS, '" string="', _DS_END),
+    "glm_xml": ("<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>"),
+}
+
+
 def _restyle(style: str, text: str) -> str:
-    """Return a ``qwen_xml`` text in the ``minimax_xml`` or ``glm_xml`` style."""
-    if style == "minimax_xml":
-        text = re.sub(r"<parameter=(\w+)>", r'<parameter name="\1">', text)
-        return text.replace("<parameter=", '<parameter name="')
-    text = re.sub(r"<parameter=(\w+)>", r"<arg_key>\1</arg_key>\n<arg_value>", text)
-    return text.replace("</parameter>", "</arg_value>").replace("<parameter=", "<arg_key>")
+    """Return a ``qwen_xml`` text in another XML style (DeepSeek's typed by each value)."""
+    opening, middle, end = _TAGS.get(style, ("<parameter=", ">", "</parameter>"))  # qwen_xml
+    if style == "deepseek_xml":
+        text = re.sub(r"<parameter=(\w+)>(.*?)</parameter>", _typed, text, flags=re.S)
+    text = re.sub(r"<parameter=(\w+)>", rf"{opening}\1{middle}", text)
+    return text.replace("<parameter=", opening).replace("</parameter>", end)
+
+
+def _typed(match: re.Match[str]) -> str:
+    raw = not re.match(r"\s*([-\d\[{]|true\b|false\b|null\b)", match[2])  # a string value
+    value = match[2].strip() if raw else match[2]
+    return f'{_DS}{match[1]}" string="{str(raw).lower()}">{value}{_DS_END}'
 
 
 def other_xml_specs() -> list[tuple[str, dict[str, Any]]]:
-    """Return ``minimax_xml`` and ``glm_xml`` specs: the ``qwen_xml`` ones with other tags."""
-    out = []
-    kept = ("args", "nested", "strings", "additional", "ws_cnt", "tag")
-    for style in ("minimax_xml", "glm_xml"):
+    """Return ``minimax_xml``, ``glm_xml`` and ``deepseek_xml`` specs: ``qwen_xml``'s, restyled."""
+    out, kept = [], ("args", "nested", "strings", "additional", "ws_cnt", "tag")
+    for style in _TAGS:
         for name, fmt in qwen_xml_specs():
             if name.removeprefix("qwen_xml_") in kept:
                 new = f"{style}_{name.removeprefix('qwen_xml_')}"
@@ -462,11 +465,11 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
     strings: the elements' openings and ends, the enum values and the tag strings.
     """
     text = json.dumps(spec)
-    style = next((s for s in ("qwen_xml", "minimax_xml", "glm_xml") if s in text), None)
+    style = next((s for s in ("qwen_xml", *_TAGS) if s in text), None)
     if style is None:
         return None
     out = ["</parameter>", "\n</parameter>\n<parameter=", "1", "true", '["a"]', '{"lang": "en"}']
-    out = [_restyle(style, t) for t in out] if style != "qwen_xml" else out
+    out = [_restyle(style, t) for t in out]
     stack = [spec]
     while stack:
         node = stack.pop()

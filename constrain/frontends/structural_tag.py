@@ -27,7 +27,7 @@ text may not follow one (refused: a grammar over bytes cannot place that token b
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
 ``any_text.max_tokens``), and the XML argument styles but ``qwen_xml`` (``qwen_xml_parameter``),
-``minimax_xml`` and ``glm_xml``, which :mod:`constrain.frontends.xml_arguments` reads.
+``minimax_xml``, ``glm_xml``, ``deepseek_xml`` (:mod:`constrain.frontends.xml_arguments`).
 """
 
 from __future__ import annotations
@@ -417,8 +417,8 @@ class _Builder:
 
     def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         style = fmt.get("style", "json")
-        if style not in ("json", "qwen_xml", "minimax_xml", "glm_xml"):
-            supported = "'json', 'qwen_xml', 'minimax_xml' and 'glm_xml'"
+        if style not in ("json", "qwen_xml", "minimax_xml", "glm_xml", "deepseek_xml"):
+            supported = "'json', 'qwen_xml', 'minimax_xml', 'glm_xml' and 'deepseek_xml'"
             raise GrammarError(
                 f"style {style!r} is not supported: only {supported}", f"{path}/style"
             )

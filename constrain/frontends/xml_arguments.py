@@ -2,8 +2,14 @@ r"""Stage 1: XGrammar's XML argument styles, a JSON Schema -> Grammar IR.
 
 ``qwen_xml`` is described below; ``minimax_xml`` (``<parameter name="NAME">VALUE</parameter>``)
 and ``glm_xml`` (``<arg_key>NAME</arg_key>``, whitespace, ``<arg_value>VALUE</arg_value>``) are
-the same language with other tags (:data:`STYLES`, :func:`xml_arguments_grammar`); XGrammar's
-other styles are not implemented.
+the same language with other tags (:data:`STYLES`, :func:`xml_arguments_grammar`).
+``deepseek_xml`` (DeepSeek-V3.2, ``<｜DSML｜parameter name="NAME" string="true|false">VALUE
+</｜DSML｜parameter>``) also says whether the value is a string: ``string="true"`` before a
+string value (plain, ``pattern``/``format``/length-bounded, a string ``const`` or the string
+members of an ``enum``), written raw with no whitespace around it; ``string="false"`` before
+any other value, whitespace around it as usual; an untyped value (``{}``, undeclared
+properties) is a plain string or any other JSON value (numbers, booleans and null too).
+XGrammar's other styles are not implemented.
 
 Qwen3-Coder writes a tool call's arguments as one XML-like element per property,
 ``<parameter=NAME>VALUE</parameter>``, instead of a JSON object. XGrammar's structural tags
@@ -90,12 +96,22 @@ class XmlStyle:
     key_suffix: str
     value_prefix: str
     end: str
+    is_typed: bool = False
+    """DeepSeek's: ``key_suffix`` is followed by ``true">`` before a string value written raw
+    (no whitespace around it), by ``false">`` before any other value."""
 
 
 STYLES: dict[str, XmlStyle] = {
     "qwen_xml": XmlStyle("<parameter=", ">", "", "</parameter>"),
     "minimax_xml": XmlStyle('<parameter name="', '">', "", "</parameter>"),
     "glm_xml": XmlStyle("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    "deepseek_xml": XmlStyle(
+        '<\uff5cDSML\uff5cparameter name="',
+        '" string="',
+        "",
+        "</\uff5cDSML\uff5cparameter>",
+        is_typed=True,
+    ),
 }
 """The XML argument styles implemented, by XGrammar's style name."""
 
@@ -158,9 +174,10 @@ def xml_arguments_grammar(
     The styles differ only in the tags around names and values (:data:`STYLES`):
     ``qwen_xml`` writes ``<parameter=NAME>VALUE</parameter>``, ``minimax_xml``
     ``<parameter name="NAME">VALUE</parameter>`` and ``glm_xml``
-    ``<arg_key>NAME</arg_key>`` whitespace ``<arg_value>VALUE</arg_value>``; a plain string
-    value ends at the first end tag of its style. Everything else is as
-    :func:`qwen_xml_grammar` describes.
+    ``<arg_key>NAME</arg_key>`` whitespace ``<arg_value>VALUE</arg_value>``, ``deepseek_xml``
+    ``<｜DSML｜parameter name="NAME" string="true|false">VALUE</｜DSML｜parameter>`` (the flag
+    as the module docstring says); a plain string value ends at the first end tag of its
+    style. Everything else is as :func:`qwen_xml_grammar` describes.
 
     Parameters
     ----------
@@ -276,6 +293,7 @@ class _XmlBuilder:
         self.num_rules = 0
         self.num_embedded = 0
         self.ws = self._whitespace_rule()
+        self.raw_names: set[str] = set()  # rules of string values written raw (typed styles)
         self.plain = self.term(free_text([self.style.end]))
         self.end = self.term(Literal(self.style.end))
 
@@ -379,6 +397,15 @@ class _XmlBuilder:
 
     def entry(self, opening: Fragment, schema: Any, path: str) -> Fragment:
         """Return one element: ``opening``, the key suffix, the value and the end tag."""
+        if self.style.is_typed:
+            alts: list[Fragment] = []
+            for f in self.options(schema, path, set()):
+                if f == (self.plain,) or f[0] in self.raw_names:
+                    alts.append((self.term(Literal(f'{self.style.key_suffix}true">')), *f))
+                else:
+                    lead = self.term(Literal(f'{self.style.key_suffix}false">'))
+                    alts.append((lead, self.ws, *f, self.ws))
+            return (*opening, self.rule(alts), self.end)
         middle: Fragment = (self.term(Literal(self.style.key_suffix)),)
         if self.style.value_prefix:
             middle = (*middle, self.ws, self.term(Literal(self.style.value_prefix)))
@@ -394,6 +421,19 @@ class _XmlBuilder:
                 for f in self.options(schema, path, set())
             ]
         )
+
+    def enum_terminal(self, values: list[Any]) -> Fragment:
+        """Return the fragment of the raw texts of ``values``."""
+        texts = dict.fromkeys(xml_value_text(v) for v in values)
+        return (self.term(Alt(tuple(Literal(t) for t in texts))),)
+
+    def raw(self, fragment: Fragment) -> Fragment:
+        """Mark a string value written raw (a rule of its own in a typed style)."""
+        if not self.style.is_typed:
+            return fragment
+        name = self.rule([fragment])
+        self.raw_names.add(name)
+        return (name,)
 
     def options(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
         """Return the alternatives of a value; ``(plain,)`` is a plain string (no whitespace)."""
@@ -413,13 +453,18 @@ class _XmlBuilder:
         if "$ref" in schema:
             return self.options(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
         if "const" in schema:
-            return [(self.term(Literal(xml_value_text(schema["const"]))),)]
+            const = (self.term(Literal(xml_value_text(schema["const"]))),)
+            return [self.raw(const) if isinstance(schema["const"], str) else const]
         if "enum" in schema:
             values = schema["enum"]
             if not isinstance(values, list) or not values:
                 raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
-            texts = dict.fromkeys(xml_value_text(v) for v in values)
-            return [(self.term(Alt(tuple(Literal(t) for t in texts))),)]
+            if not self.style.is_typed:
+                return [self.enum_terminal(values)]
+            strings = [v for v in values if isinstance(v, str)]  # apart from the others
+            others = [v for v in values if not isinstance(v, str)]
+            found = [self.raw(self.enum_terminal(strings))] if strings else []
+            return found + ([self.enum_terminal(others)] if others else [])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 options = schema[key]
@@ -443,11 +488,14 @@ class _XmlBuilder:
             if set(schema) - _ANNOTATIONS:
                 kind = _implied_type(schema)
             if kind is None:  # any value: a plain string, a JSON array or a JSON object
+                if self.style.is_typed:  # a plain string or any other JSON value
+                    kinds = ("number", "boolean", "null", "array", "object")
+                    return [(self.plain,), *(self.json_value({"type": k}, path) for k in kinds)]
                 arrays = self.json_value({"type": "array", "items": True}, path)
                 objects = self.json_value({"type": "object"}, path)
                 return [(self.plain,), arrays, objects]
         if kind == "string":
-            return [self.string(schema, path)]
+            return [self.raw(self.string(schema, path))]
         if kind not in _JSON_TYPES:
             raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
         return [self.json_value({**schema, "type": kind}, path)]

@@ -196,7 +196,6 @@ def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
 @pytest.mark.parametrize(
     "style",
     [
-        "deepseek_xml",
         "deepseek_v4_1_xml",
         "cohere_xml",
         "kimi_k3_xml",
@@ -225,6 +224,20 @@ FREE = {
     "additionalProperties": {"type": "integer"},
 }
 M, G, GV, GE = '<parameter name="', "<arg_key>", "</arg_key><arg_value>", "</arg_value>"
+MIXED = {
+    "type": "object",
+    "properties": {
+        "p": {"type": "string", "pattern": "[a-z]+"},
+        "m": {"enum": ["a", 1]},
+        "o": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "n": {"type": ["string", "null"]},
+        "k": {"const": 3},
+        "s": {"const": "x"},
+    },
+    "required": ["p"],
+}
+D, DE = '<\uff5cDSML\uff5cparameter name="', "</\uff5cDSML\uff5cparameter>"
+T, F = '" string="true">', '" string="false">'
 # (style, schema, extra, accepted, rejected): each expectation was checked against XGrammar 0.2.9.
 STYLE_CASES: list[tuple[str, Any, dict[str, Any], list[str], list[str]]] = [
     (
@@ -304,6 +317,67 @@ STYLE_CASES: list[tuple[str, Any, dict[str, Any], list[str], list[str]]] = [
         {"max_whitespace_cnt": 2},
         [f"  {G}location</arg_key>  <arg_value>x{GE}"],
         [f"{G}location</arg_key>   <arg_value>x{GE}", f"   {G}location{GV}x{GE}"],
+    ),
+]
+
+
+STYLE_CASES += [
+    (
+        "deepseek_xml",
+        WEATHER,
+        {},
+        [
+            f"{D}location{T}Paris{DE}",
+            f"\n{D}location{T}\nSF\n{DE}\n{D}unit{T}c{DE}{D}days{F} 3 {DE}\n{D}ok{F}true{DE}",
+            f"{D}location{T}{DE}",
+        ],
+        [
+            "",
+            f"{D}location{F}Paris{DE}",  # a string value is string="true"
+            f"{D}location{T}x{DE}{D}unit{T} c{DE}",  # no whitespace around a raw string
+            f"{D}location{T}x{DE}{D}unit{F}c{DE}",
+            f"{D}location{T}x{DE}{D}days{T}3{DE}",
+            f'{D}location{T}x{DE}{D}unit{T}"c"{DE}',
+            f"{D}location{T}x{DE}{D}zz{T}1{DE}",
+        ],
+    ),
+    (
+        "deepseek_xml",
+        MIXED,
+        {},
+        [
+            f"{D}p{T}abc{DE}{D}m{T}a{DE}",
+            f"{D}p{T}abc{DE}{D}m{F} 1 {DE}",
+            f"{D}p{T}abc{DE}{D}o{F}7{DE}",
+            f"{D}p{T}abc{DE}{D}o{T}seven{DE}",
+            f"{D}p{T}abc{DE}{D}n{F} null {DE}",
+            f"{D}p{T}abc{DE}{D}n{T}null{DE}",
+            f"{D}p{T}abc{DE}{D}k{F} 3{DE}{D}s{T}x{DE}",
+        ],
+        [
+            f"{D}p{T} abc{DE}",
+            f"{D}p{F}abc{DE}",
+            f"{D}p{T}abc{DE}{D}m{F}a{DE}",
+            f"{D}p{T}abc{DE}{D}m{T}1{DE}",
+            f"{D}p{T}abc{DE}{D}k{T}3{DE}",
+            f"{D}p{T}abc{DE}{D}s{F}x{DE}",
+            f"{D}p{T}abc{DE}{D}s{T} x{DE}",
+            f"{D}p{T}abc{DE}{D}o{F}seven{DE}",
+        ],
+    ),
+    (
+        "deepseek_xml",
+        {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": True},
+        {},
+        [f"{D}q{T}x{DE}{D}n{F}1{DE}{D}m{T}hi{DE}{D}z{F} true {DE}{D}v{F}null{DE}", ""],
+        [f"{D}n{F}hi{DE}", f'{D}n{F}"hi"{DE}', f"{D}1a{T}x{DE}"],
+    ),
+    (
+        "deepseek_xml",
+        WEATHER,
+        {"max_whitespace_cnt": 2},
+        [f"  {D}location{T}x{DE}{D}days{F}  3  {DE}"],
+        [f"   {D}location{T}x{DE}", f"{D}location{T}x{DE}{D}days{F}   3{DE}"],
     ),
 ]
 
