@@ -397,10 +397,11 @@ def qwen_xml_specs() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-_DS, _DS_END = '<\uff5cDSML\uff5cparameter name="', "</\uff5cDSML\uff5cparameter>"
+_DS = "\uff5cDSML\uff5c"
 _TAGS = {
     "minimax_xml": ('<parameter name="', '">', "</parameter>"),
-    "deepseek_xml": (_DS, '" string="', _DS_END),
+    "deepseek_xml": (f'<{_DS}parameter name="', '" string="', f"</{_DS}parameter>"),
+    "deepseek_v4_1_xml": (f'<{_DS} parameter name="', '" string="', f"</{_DS} parameter>"),
     "glm_xml": ("<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>"),
 }
 
@@ -408,16 +409,15 @@ _TAGS = {
 def _restyle(style: str, text: str) -> str:
     """Return a ``qwen_xml`` text in another XML style (DeepSeek's typed by each value)."""
     opening, middle, end = _TAGS.get(style, ("<parameter=", ">", "</parameter>"))  # qwen_xml
-    if style == "deepseek_xml":
-        text = re.sub(r"<parameter=(\w+)>(.*?)</parameter>", _typed, text, flags=re.S)
+    if style.startswith("deepseek"):
+        text = re.sub(r"<parameter=(\w+)>(.*?)(?=</parameter>)", _typed, text, flags=re.S)
     text = re.sub(r"<parameter=(\w+)>", rf"{opening}\1{middle}", text)
     return text.replace("<parameter=", opening).replace("</parameter>", end)
 
 
 def _typed(match: re.Match[str]) -> str:
     raw = not re.match(r"\s*([-\d\[{]|true\b|false\b|null\b)", match[2])  # a string value
-    value = match[2].strip() if raw else match[2]
-    return f'{_DS}{match[1]}" string="{str(raw).lower()}">{value}{_DS_END}'
+    return f'<parameter={match[1]}>{str(raw).lower()}">{match[2].strip() if raw else match[2]}'
 
 
 def other_xml_specs() -> list[tuple[str, dict[str, Any]]]:

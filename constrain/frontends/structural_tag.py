@@ -27,7 +27,7 @@ text may not follow one (refused: a grammar over bytes cannot place that token b
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
 ``any_text.max_tokens``), and the XML argument styles but ``qwen_xml`` (``qwen_xml_parameter``),
-``minimax_xml``, ``glm_xml``, ``deepseek_xml`` (:mod:`constrain.frontends.xml_arguments`).
+``minimax_xml``, ``glm_xml``, ``deepseek_xml``, ``deepseek_v4_1_xml`` (``xml_arguments``).
 """
 
 from __future__ import annotations
@@ -416,12 +416,12 @@ class _Builder:
         return (self.term(regex),)
 
     def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        from constrain.frontends.xml_arguments import STYLES, xml_arguments_grammar
+
         style = fmt.get("style", "json")
-        if style not in ("json", "qwen_xml", "minimax_xml", "glm_xml", "deepseek_xml"):
-            supported = "'json', 'qwen_xml', 'minimax_xml', 'glm_xml' and 'deepseek_xml'"
-            raise GrammarError(
-                f"style {style!r} is not supported: only {supported}", f"{path}/style"
-            )
+        if style != "json" and style not in STYLES:
+            only = ", ".join(repr(s) for s in ("json", *STYLES))
+            raise GrammarError(f"style {style!r} is not supported: only {only}", f"{path}/style")
         if fmt.get("excludes"):
             raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
         if fmt.get("any_order"):
@@ -433,10 +433,10 @@ class _Builder:
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
         if style != "json":
-            from constrain.frontends.xml_arguments import xml_arguments_grammar as xml
-
             where = f"{path}/json_schema"
-            return self.add_embedded(xml(style, schema, max_ws, where, xgrammar_json_schema))
+            return self.add_embedded(
+                xml_arguments_grammar(style, schema, max_ws, where, xgrammar_json_schema)
+            )
         return self.add_embedded(xgrammar_json_schema(schema, max_ws, f"{path}/json_schema"))
 
     def grammar_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:

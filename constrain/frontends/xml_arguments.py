@@ -9,7 +9,9 @@ string value (plain, ``pattern``/``format``/length-bounded, a string ``const`` o
 members of an ``enum``), written raw with no whitespace around it; ``string="false"`` before
 any other value, whitespace around it as usual; an untyped value (``{}``, undeclared
 properties) is a plain string or any other JSON value (numbers, booleans and null too).
-XGrammar's other styles are not implemented.
+``deepseek_v4_1_xml`` (DeepSeek-V4.1) is ``deepseek_xml`` with a space after the second bar
+(``<｜DSML｜ parameter name="NAME" ...>``, ``</｜DSML｜ parameter>``). XGrammar's other styles
+are not implemented.
 
 Qwen3-Coder writes a tool call's arguments as one XML-like element per property,
 ``<parameter=NAME>VALUE</parameter>``, instead of a JSON object. XGrammar's structural tags
@@ -110,6 +112,13 @@ STYLES: dict[str, XmlStyle] = {
         '" string="',
         "",
         "</\uff5cDSML\uff5cparameter>",
+        is_typed=True,
+    ),
+    "deepseek_v4_1_xml": XmlStyle(
+        '<\uff5cDSML\uff5c parameter name="',
+        '" string="',
+        "",
+        "</\uff5cDSML\uff5c parameter>",
         is_typed=True,
     ),
 }

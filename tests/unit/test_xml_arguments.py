@@ -196,7 +196,6 @@ def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
 @pytest.mark.parametrize(
     "style",
     [
-        "deepseek_v4_1_xml",
         "cohere_xml",
         "kimi_k3_xml",
         "minimax_m3_xml",
@@ -378,6 +377,35 @@ STYLE_CASES += [
         {"max_whitespace_cnt": 2},
         [f"  {D}location{T}x{DE}{D}days{F}  3  {DE}"],
         [f"   {D}location{T}x{DE}", f"{D}location{T}x{DE}{D}days{F}   3{DE}"],
+    ),
+]
+
+
+V4, V4E = '<\uff5cDSML\uff5c parameter name="', "</\uff5cDSML\uff5c parameter>"
+STYLE_CASES += [
+    (
+        "deepseek_v4_1_xml",
+        MIXED,
+        {},
+        [
+            f"{V4}p{T}abc{V4E}",
+            f"\n{V4}p{T}abc{V4E}\n{V4}m{F} 1 {V4E}{V4}n{T}null{V4E}\n",
+            f"{V4}p{T}abc{V4E}{V4}o{T}seven{V4E}{V4}k{F}3{V4E}",
+        ],
+        [
+            f"{D}p{T}abc{DE}",  # deepseek_xml's tags
+            f"{V4}p{T}abc{DE}",
+            f"{V4}p{T} abc{V4E}",
+            f"{V4}p{T}abc{V4E}{V4}m{T}1{V4E}",
+            f"{V4}p{T}abc{V4E}{V4}o{F}seven{V4E}",
+        ],
+    ),
+    (
+        "deepseek_v4_1_xml",
+        {},
+        {"max_whitespace_cnt": 1},
+        [f"{V4}a{F} 1.5 {V4E} {V4}b{T}t{V4E}", " "],
+        [f"{V4}a{F}  1{V4E}", f"{V4}1a{T}x{V4E}", "  "],
     ),
 ]
 
