@@ -103,7 +103,7 @@ class CanonicalTrack:
             self.dropped = (version, frozenset())
             return
         ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
-        eos = {int(e) for e in matcher.vocab.eos_ids}
+        eos = matcher.end_token_ids
         self.looking = True
         self.budget = LOOKAHEAD_BUDGET
         dropped = set()
@@ -135,7 +135,7 @@ class CanonicalTrack:
         allowed = np.flatnonzero(matcher.next_bytes()[:0x80])
         return any(self.relation.splits_before(state, int(b)) for b in allowed)
 
-    def _live(self, matcher: Matcher, token: int, depth: int, eos: set[int]) -> bool:
+    def _live(self, matcher: Matcher, token: int, depth: int, eos: frozenset[int]) -> bool:
         """Whether some canonical continuation allowed by the grammar follows ``token``."""
         self.budget -= 1
         if not matcher.accept_token(token):

@@ -364,9 +364,10 @@ def generate(
         (``docs/sampling.md``).
     canonical : bool, optional
         Write only the tokens the model's tokenizer itself would write for the text (its
-        canonical encoding; byte-level BPE tokenizers: :class:`~constrain.vocab.canonical.
-        CanonicalBpe`): the output's token ids equal ``tokenizer.encode(text)``. Off by default
-        (docs/sampling.md has the figures).
+        canonical encoding; byte-level and SentencePiece BPE tokenizers:
+        :class:`~constrain.vocab.canonical.CanonicalBpe`), so that the output's token ids equal
+        ``tokenizer.encode(text)`` (within the bounded look-ahead of docs/canonical.md). Off by
+        default (docs/canonical.md says why, with its figures).
     seed : int, optional
         Seed of the sampling generator (reproducible outputs).
     sampler : str or sampler object, optional

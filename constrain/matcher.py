@@ -319,6 +319,11 @@ class Matcher:
         other._rebuild_structures()
         return other
 
+    @property
+    def end_token_ids(self) -> frozenset[int]:
+        """The ids that end the output (the compiled grammar's EOS tokens)."""
+        return self._eos_set
+
     def is_terminated(self) -> bool:
         """Return whether an end-of-sequence token was accepted."""
         return self._terminated
@@ -453,7 +458,7 @@ class Matcher:
             return False
         self._n = res
         if track is not None:
-            track.push(canon or START)
+            track.push(canon)  # type: ignore[arg-type]
         self._grow_ahead()
         return True
 
@@ -482,8 +487,8 @@ class Matcher:
             return False
         if not raw:
             self._push_history()
-            if self._track is not None:
-                self._track.push(START)
+            if self._track is not None:  # nothing read: the text goes on as it was
+                self._track.push(self._track.states[-1])
             return True
         n = self._advance(np.frombuffer(raw, dtype=np.uint8), 0, len(raw))
         if n <= 0:
@@ -672,12 +677,15 @@ class Matcher:
         state is unchanged.
         """
         tok = int(token_id)
+        kept = None if self._track is None else self._track.dropped
         if tok in self._eos_set or not self.accept_token(tok):
             return False
         try:
             return not self._terminated and self.allowed_token_ids().shape[0] == 0
         finally:
             self.rollback(1)
+            if self._track is not None:  # this state's look-ahead, not the next one's
+                self._track.dropped = kept
 
     def allowed_token_ids(self) -> Int32Array:
         """Return the sorted ids of the tokens allowed next (EOS included when accepting)."""

@@ -29,7 +29,8 @@ from constrain.ir import Grammar
 from constrain.kernels.entry import RESOLVE_AFTER
 from constrain.kernels.jit_guard import jit_report
 from constrain.matcher import Matcher, fill_next_token_bitmasks
-from constrain.vocab.canonical import GPT2_PATTERN, CanonicalBpe
+from constrain.vocab.bpe_source import GPT2_PATTERN
+from constrain.vocab.canonical import CanonicalBpe
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = ["warm_up"]

@@ -698,3 +698,23 @@ def naive_greedy_accepts(grammar: Any, text: str) -> bool:
 
 def _set_bits(row: Any) -> list[int]:
     return [w * 64 + b for w, word in enumerate(row.tolist()) for b in range(64) if word >> b & 1]
+
+
+def bpe_encode(pieces: Sequence[int], merge: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """Run BPE over ``pieces``: merge the lowest-ranked adjacent pair, leftmost first, till none.
+
+    ``merge[(x, y)] = (rank, result)`` (``CanonicalBpe.merge``). The naive definition the
+    canonical-tokenization kernels are tested against.
+    """
+    out = list(pieces)
+    while len(out) > 1:
+        best: tuple[int, int, int] | None = None
+        for i in range(len(out) - 1):
+            hit = merge.get((out[i], out[i + 1]))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = (hit[0], i, hit[1])
+        if best is None:
+            break
+        _, i, result = best
+        out[i : i + 2] = [result]
+    return out

@@ -12,7 +12,7 @@ a merge ``(x, y)`` of rank ``k`` conflicts when both exist by then (``rank[x] < 
 :func:`conflict_row_kernel` marks every ``b`` that conflicts with one ``a`` in one pass over the
 merges that start with a node of ``a``'s right spine; :func:`derive_kernel` runs BPE on every
 token's own bytes and records its last merge (its derivation). The naive definitions they
-implement are in ``constrain.vocab.canonical`` (``bpe_encode`` on the pair's bytes).
+implement are in ``tests/reference.py`` (``bpe_encode`` on the pair's bytes).
 """
 
 from __future__ import annotations

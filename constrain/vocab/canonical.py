@@ -1,36 +1,36 @@
 """Stage 4: canonical tokenization, the token sequences a BPE tokenizer itself writes.
 
 A model is trained only on its tokenizer's encodings, yet a constrained decoder lets it spell a
-text with any tokens. :class:`CanonicalBpe` is the relation "token ``b`` may follow token ``a``
-in the tokenizer's own encoding of some text" for byte-level BPE tokenizers (Hugging Face
-``tokenizers`` and tiktoken rank files): a sequence is canonical when every adjacent pair is.
-Three things decide a pair:
+text with any tokens. :class:`CanonicalBpe` is the relation "token ``b`` may follow the text so
+far in the tokenizer's own encoding of some text", for byte-level BPE (Hugging Face
+``tokenizers``, tiktoken rank files) and SentencePiece BPE (metaspace ``tokenizer.json``, model
+files); what it reads from a tokenizer, and which tokenizers it refuses, is
+:mod:`constrain.vocab.bpe_source`. A sequence is canonical when every adjacent pair is, each
+judged in the context of the text's last pre-token. Three things decide a pair:
 
 * **whole tokens**: BPE of a token's own bytes must give the token itself (``standalone``);
-  other tokens never occur in an encoding.
+  other tokens never occur in an encoding (SentencePiece-style BPE starts from characters, a
+  character's byte-fallback tokens only where it has no token of its own).
 * **pre-tokens**: the tokenizer first splits the text with a regex (words, number groups,
-  whitespace runs); a token never spans a split. For the pair's text the splits near the
-  junction are read from the tokenizer's own pre-tokenizer, run on a stand-in string made of
-  one representative character per regex class (letters, digits, whitespace kept, apostrophes
-  and the letters of English contractions kept): the pair is refused when a split falls inside
-  ``a`` or ``b``, and accepted when one falls exactly between them.
+  whitespace runs); a token never spans a split. The splits near the junction are read by
+  running the tokenizer's regex (with the ``regex`` module) on a stand-in string made of one
+  representative character per class the regexes tell apart (letters, numbers, punctuation;
+  whitespace, apostrophes and the letters of English contractions as themselves): the pair is
+  refused when a split falls inside either token, and accepted when one falls exactly between
+  them; where a regex looks one character ahead, the pair is judged per class of that
+  character and the next token must start with one that keeps it.
 * **merges**: inside one pre-token, the pair is refused when a merge across the junction fires
   before both tokens are complete (``constrain.kernels.numba_canonical``).
 
-The relation is computed per previous token, lazily, and cached as packed int32 rows within a
-byte budget. What is not decided exactly is refused at construction with a
-:class:`~constrain.errors.VocabularyError`: normalisers, SentencePiece/metaspace models, BPE
-dropout and ``ignore_merges``. Added tokens (special or not) split the text as the tokenizer
-does: any token may follow or precede them; a text that spells an added token's content with
-ordinary tokens is not refused.
+Rows are computed per (previous token, pre-token context), lazily, and cached as packed int32
+rows within a byte budget. Added tokens (special or not) split the text as the tokenizer does:
+they may come wherever the text may end, and any whole token may follow them; a text that
+spells an added token's content with ordinary tokens is not refused.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
-import re
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -45,10 +45,11 @@ from constrain.kernels.numba_canonical import (
     derive_kernel,
     spines_kernel,
 )
+from constrain.vocab.bpe_source import huggingface_source, sentencepiece_source, tiktoken_source
 from constrain.vocab.huggingface import tokenizer_of
 from constrain.vocab.vocabulary import Vocabulary
 
-__all__ = ["GPT2_PATTERN", "NEXT_CLASSES", "START", "CanonicalBpe", "CanonicalState", "bpe_encode"]
+__all__ = ["NEXT_CLASSES", "START", "CanonicalBpe", "CanonicalState"]
 
 JOINED, BOUNDARY, INSIDE = 0, 1, 2
 # what a pre-tokenizer regex may look at after a token: the end of the text, then one
@@ -142,25 +143,6 @@ def _compact(reps: str, keep: int = 0) -> str:
                 continue
         out.append(c)
     return "".join(out)
-
-
-def bpe_encode(pieces: Sequence[int], merge: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
-    """Run BPE over ``pieces``: merge the lowest-ranked adjacent pair, leftmost first, till none.
-
-    ``merge[(x, y)] = (rank, result)``. The naive definition the kernels are tested against.
-    """
-    out = list(pieces)
-    while len(out) > 1:
-        best: tuple[int, int, int] | None = None
-        for i in range(len(out) - 1):
-            hit = merge.get((out[i], out[i + 1]))
-            if hit is not None and (best is None or hit[0] < best[0]):
-                best = (hit[0], i, hit[1])
-        if best is None:
-            break
-        _, i, result = best
-        out[i : i + 2] = [result]
-    return out
 
 
 class CanonicalState(NamedTuple):
@@ -309,7 +291,7 @@ class CanonicalBpe:
 
     @property
     def merge(self) -> dict[tuple[int, int], tuple[int, int]]:
-        """Every merge as ``{(x, y): (rank, result)}`` (what :func:`bpe_encode` takes)."""
+        """Every merge as ``{(x, y): (rank, result)}`` (what the naive BPE of the tests takes)."""
         return {(int(x), int(y)): (int(k), int(r)) for x, y, r, k in self._merges.tolist()}
 
     @staticmethod
@@ -566,18 +548,19 @@ class CanonicalBpe:
             If ``vocab`` was not read from a Hugging Face tokenizer in this process
             (:meth:`Vocabulary.from_huggingface`); for tiktoken use :meth:`from_tiktoken`.
         """
-        key = vocab.fingerprint
-        with _BUILT_LOCK:
-            found = _BUILT.get(key)
-        if found is not None:
-            return found
-        backend = tokenizer_of(key)
+        backend = tokenizer_of(vocab.fingerprint)
         if backend is None:
             raise VocabularyError(
                 "canonical=True needs the tokenizer this vocabulary was read from: build the "
                 "vocabulary with Vocabulary.from_huggingface(tokenizer), or pass "
                 "canonical=CanonicalBpe.from_tiktoken(path, pattern, vocab)"
             )
+        # the tokenizer too: two with the same tokens may merge or split differently
+        key = (vocab.fingerprint, id(backend))
+        with _BUILT_LOCK:
+            found = _BUILT.get(key)
+        if found is not None:
+            return found
         built = cls.from_huggingface(backend, vocab)
         with _BUILT_LOCK:
             return _BUILT.setdefault(key, built)
@@ -604,60 +587,13 @@ class CanonicalBpe:
             byte-level, with a normaliser, BPE dropout, ``ignore_merges`` or a pre-tokenizer
             other than one regex split and the byte-level mapping.
         """
-        from constrain.vocab.huggingface import backend_of, scheme_of
-
-        backend = backend_of(tokenizer)
-        spec = json.loads(backend.to_str())
-        model = spec.get("model") or {}
-        scheme = scheme_of(backend)
-        why = []
-        if model.get("type") != "BPE":
-            why.append(f"the model is {model.get('type')!r}, not BPE")
-        if model.get("dropout"):
-            why.append("it uses BPE dropout (no single encoding)")
-        if model.get("ignore_merges"):
-            why.append("it sets ignore_merges (a whole pre-token in the vocabulary skips merges)")
-        pattern: str | None = None
-        if scheme.kind == "byte_level":
-            if spec.get("normalizer"):
-                why.append("it has a normaliser (the text the merges see is not the output text)")
-            pattern = _hf_pattern(spec.get("pre_tokenizer"))
-            if pattern is None:
-                why.append("its pre-tokenizer is not one regex split plus the byte-level mapping")
-        elif scheme.kind == "metaspace":
-            if not _metaspace_normaliser(spec.get("normalizer"), scheme.replacement):
-                why.append(
-                    "its normaliser does more than write spaces as the metaspace character "
-                    "(the text the merges see is not the output text)"
-                )
-            pattern = _metaspace_pattern(spec.get("pre_tokenizer"))
-            if pattern is None:
-                why.append("its pre-tokenizer is not a metaspace split")
-        else:
-            why.append(f"its tokens are {scheme.kind!r} strings, not byte-level or metaspace")
-        if why or pattern is None:
-            raise VocabularyError(
-                "canonical tokenization needs a BPE tokenizer it can decide exactly "
-                f"(byte-level or SentencePiece-style); this one cannot be: {'; '.join(why)}. "
-                "Leave canonical off for it"
-            )
-        ids = backend.get_vocab(with_added_tokens=False)
-        merges = []
-        for k, pair in enumerate(model.get("merges", [])):
-            a, b = pair.split(" ", 1) if isinstance(pair, str) else pair
-            x, y, r = ids.get(a), ids.get(b), ids.get(a + b)
-            if x is not None and y is not None and r is not None:
-                merges.append((x, y, r, k))
-        added = backend.get_added_tokens_decoder()
-        fallback = None
-        if scheme.kind == "metaspace":
-            fallback = [i for name, i in ids.items() if _BYTE_TOKEN.fullmatch(name)]
+        source = huggingface_source(tokenizer)
         return cls(
             vocab,
-            merges,
-            pattern,
-            boundary_ids=added,
-            byte_fallback_ids=fallback,
+            source.merges,
+            source.pattern,
+            boundary_ids=source.boundary_ids,
+            byte_fallback_ids=source.byte_fallback_ids,
             max_bytes=max_bytes,
         )
 
@@ -686,19 +622,8 @@ class CanonicalBpe:
         max_bytes : int, optional
             Budget of the cached rows.
         """
-        ranks: dict[bytes, int] = {}
-        with open(path, "rb") as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) == 2:
-                    ranks[base64.b64decode(parts[0])] = int(parts[1])
-        merges = []
-        for tok, r in ranks.items():
-            for cut in range(1, len(tok)):
-                x, y = ranks.get(tok[:cut]), ranks.get(tok[cut:])
-                if x is not None and y is not None:
-                    merges.append((x, y, r, r))
-        return cls(vocab, merges, pattern, max_bytes=max_bytes)
+        source = tiktoken_source(path, pattern)
+        return cls(vocab, source.merges, source.pattern, max_bytes=max_bytes)
 
     @classmethod
     def from_sentencepiece(
@@ -723,114 +648,19 @@ class CanonicalBpe:
             If the model is not BPE, normalises text (its rule is not ``identity``, or it
             removes extra whitespace) or has user-defined pieces.
         """
-        import importlib
-
-        spm: Any = importlib.import_module("sentencepiece")
-        sentencepiece_model_pb2: Any = importlib.import_module(
-            "sentencepiece.sentencepiece_model_pb2"
-        )
-        proto = sentencepiece_model_pb2.ModelProto()
-        with open(path, "rb") as fh:
-            proto.ParseFromString(fh.read())
-        why = []
-        if proto.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.BPE:
-            why.append("it is not a BPE model")
-        norm = proto.normalizer_spec
-        if norm.name not in ("identity", "") or norm.remove_extra_whitespaces:
-            why.append(f"it normalises text (rule {norm.name!r})")
-        sp = spm.SentencePieceProcessor(model_file=str(path))
-        kinds = sentencepiece_model_pb2.ModelProto.SentencePiece
-        if any(p.type == kinds.USER_DEFINED for p in proto.pieces):
-            why.append("it has user-defined pieces (matched before BPE)")
-        if why:
-            raise VocabularyError(
-                "canonical tokenization needs a SentencePiece BPE model it can decide exactly; "
-                f"this one cannot be: {'; '.join(why)}. Leave canonical off for it"
-            )
-        normal = [i for i in range(sp.get_piece_size()) if proto.pieces[i].type == kinds.NORMAL]
-        order = sorted(normal, key=lambda i: (-sp.get_score(i), i))
-        rank = {i: k for k, i in enumerate(order)}
-        ids = {sp.id_to_piece(i): i for i in normal}
-        merges = []
-        for piece, r in ids.items():
-            for cut in range(1, len(piece)):
-                x, y = ids.get(piece[:cut]), ids.get(piece[cut:])
-                if x is not None and y is not None:
-                    merges.append((x, y, r, rank[r]))
-        fallback = [i for i in range(sp.get_piece_size()) if sp.is_byte(i)]
-        special = [i for i in range(sp.get_piece_size()) if sp.is_control(i) or sp.is_unknown(i)]
+        source = sentencepiece_source(path)
         return cls(
             vocab,
-            merges,
-            ONE_PIECE_PATTERN,
-            boundary_ids=special,
-            byte_fallback_ids=fallback,
+            source.merges,
+            source.pattern,
+            boundary_ids=source.boundary_ids,
+            byte_fallback_ids=source.byte_fallback_ids,
             max_bytes=max_bytes,
         )
 
 
-# GPT-2's pre-tokenizer regex: what a ByteLevel pre-tokenizer with use_regex splits by
-GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
-
-def _hf_pattern(pre: Any) -> str | None:
-    """Return the one regex a Hugging Face byte-level pre-tokenizer splits by, or None."""
-    steps = pre.get("pretokenizers", []) if pre and pre.get("type") == "Sequence" else [pre]
-    pattern = None
-    for step in steps:
-        kind = (step or {}).get("type")
-        if kind == "ByteLevel":
-            if step.get("add_prefix_space"):
-                return None
-            if step.get("use_regex", True):
-                if pattern is not None:
-                    return None
-                pattern = GPT2_PATTERN
-        elif kind == "Split":
-            regex_pattern = (step.get("pattern") or {}).get("Regex")
-            if regex_pattern is None or pattern is not None or step.get("invert"):
-                return None
-            if step.get("behavior") != "Isolated":
-                return None
-            pattern = regex_pattern
-        else:
-            return None
-    return pattern
-
-
-_BUILT: dict[str, CanonicalBpe] = {}
+_BUILT: dict[tuple[str, int], CanonicalBpe] = {}
 _BUILT_LOCK = threading.Lock()
-
-
-_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
-# a metaspace split keeps the metaspace character (a space in token bytes) with what follows it
-METASPACE_PATTERN = r" [^ ]*|[^ ]+"
-ONE_PIECE_PATTERN = r"(?s:.+)"
-
-
-def _metaspace_normaliser(norm: Any, replacement: str) -> bool:
-    """Whether a normaliser only writes spaces as ``replacement`` (and prepends one)."""
-    steps = norm.get("normalizers", []) if norm and norm.get("type") == "Sequence" else [norm]
-    for step in steps:
-        if step is None:
-            continue
-        kind = step.get("type")
-        if kind == "Prepend" and step.get("prepend") == replacement:
-            continue  # the text's first word: not part of a continuation's encoding
-        if kind == "Replace" and step.get("content") == replacement:
-            if (step.get("pattern") or {}).get("String") == " ":
-                continue
-        return False
-    return True
-
-
-def _metaspace_pattern(pre: Any) -> str | None:
-    """Return the split of a metaspace pre-tokenizer (none: one piece), or None."""
-    if pre is None:
-        return ONE_PIECE_PATTERN
-    if pre.get("type") != "Metaspace":
-        return None
-    return METASPACE_PATTERN if pre.get("split", True) else ONE_PIECE_PATTERN
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
