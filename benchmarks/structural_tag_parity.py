@@ -18,15 +18,24 @@ import argparse
 import codecs
 import json
 import random
-import re
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import constrain
 from constrain.testing import llama3_tokenizer_path, llama3_vocabulary
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the XML spec module
+
+from structural_tag_xml_specs import (  # noqa: E402
+    QWEN_SAMPLES,
+    other_xml_specs,
+    qwen_xml_hints,
+    qwen_xml_specs,
+)
 
 # --------------------------------------------------------------------------------------------
 # Specs
@@ -291,147 +300,6 @@ def token_level_specs() -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-ARGS = {
-    "type": "object",
-    "properties": {
-        "location": {"type": "string"},
-        "unit": {"enum": ["celsius", "fahrenheit"]},
-        "days": {"type": "integer", "minimum": 1, "maximum": 14},
-    },
-    "required": ["location"],
-}
-NESTED_ARGS = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string"},
-        "filters": {
-            "type": "object",
-            "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}},
-            "required": ["lang"],
-        },
-        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
-        "score": {"type": "number"},
-    },
-    "required": ["query", "tags"],
-}
-STRING_ARGS = {
-    "type": "object",
-    "properties": {
-        "code": {"type": "string", "pattern": "[A-Z]{2}[0-9]{1,3}"},
-        "note": {"type": "string", "maxLength": 6},
-        "mode": {"const": "fast"},
-        "maybe": {"type": ["string", "null"]},
-    },
-    "required": ["code"],
-}
-
-
-def _qwen_call(name: str, schema: Any, **extra: Any) -> dict[str, Any]:
-    """Qwen3-Coder's tool call: ``<tool_call>\n<function=NAME>\n`` ... XML arguments."""
-    begin = f"<tool_call>\n<function={name}>\n"
-    return _tag(begin, _json(schema, style="qwen_xml", **extra), "</function>\n</tool_call>")
-
-
-_WEATHER_CALL = (
-    "<parameter=location>\nSan Francisco, CA\n</parameter>\n"
-    "<parameter=unit>\ncelsius\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
-)
-_SEARCH_CALL = (
-    "<parameter=query>\nbest <b>pizza</b> & pasta\n</parameter>\n"
-    '<parameter=filters>\n{"lang": "en", "safe": true}\n</parameter>\n'
-    '<parameter=tags>\n["food", "it"]\n</parameter>\n<parameter=score>\n-2.5e3\n</parameter>\n'
-)
-QWEN_SAMPLES: dict[str, tuple[str, ...]] = {
-    "qwen_xml_args": (_WEATHER_CALL, "<parameter=location>Paris</parameter>"),
-    "qwen_xml_nested": (
-        _SEARCH_CALL,
-        "<parameter=query></parameter><parameter=tags>[]</parameter>",
-    ),
-    "qwen_xml_strings": (
-        "<parameter=code>\nAB12\n</parameter>\n<parameter=note>\nhi </p\n</parameter>\n"
-        "<parameter=mode>fast</parameter>\n<parameter=maybe>\nnull\n</parameter>",
-        "<parameter=code>XY9</parameter><parameter=maybe>\nnot null\n</parameter>",
-    ),
-    "qwen_xml_any": (
-        '<parameter=x>\n{"k": [1, 2]}\n</parameter>\n<parameter=y_2>\n[1]\n</parameter>'
-        "<parameter=z>text</parameter>\n",
-    ),
-    "qwen_xml_additional": (
-        "<parameter=a>\n7\n</parameter>\n<parameter=a>\nagain\n</parameter>\n"
-        '<parameter=b>\n["x"]\n</parameter>\n',
-    ),
-    "qwen_xml_ws_cnt": (
-        "\n<parameter=location>Rome</parameter>\n<parameter=days>  14 </parameter>",
-    ),
-    "qwen_xml_parameter": (_WEATHER_CALL,),
-    "qwen_xml_tag": (
-        f"<tool_call>\n<function=get_weather>\n{_WEATHER_CALL}</function>\n</tool_call>",
-    ),
-    "qwen_xml_triggered": (
-        f"Let me check.\n<tool_call>\n<function=get_weather>\n{_WEATHER_CALL}</function>\n"
-        f"</tool_call>\n<tool_call>\n<function=search>\n{_SEARCH_CALL}</function>\n</tool_call>",
-    ),
-    "qwen_xml_think_tools": (
-        "<think>The user wants the weather.</think><tool_call>\n<function=get_weather>\n"
-        f"{_WEATHER_CALL}</function>\n</tool_call>",
-    ),
-}
-
-
-def qwen_xml_specs() -> list[tuple[str, dict[str, Any]]]:
-    """Return the specs of the ``qwen_xml`` argument style (Qwen3-Coder's tool calls)."""
-    calls = [_qwen_call("get_weather", ARGS), _qwen_call("search", NESTED_ARGS)]
-    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    free_args["additionalProperties"] = True
-    return [
-        ("qwen_xml_args", _json(ARGS, style="qwen_xml")),
-        ("qwen_xml_nested", _json(NESTED_ARGS, style="qwen_xml")),
-        ("qwen_xml_strings", _json(STRING_ARGS, style="qwen_xml")),
-        ("qwen_xml_any", _json({}, style="qwen_xml")),
-        ("qwen_xml_additional", _json(free_args, style="qwen_xml")),
-        ("qwen_xml_ws_cnt", _json(ARGS, style="qwen_xml", max_whitespace_cnt=2)),
-        ("qwen_xml_parameter", {"type": "qwen_xml_parameter", "json_schema": ARGS}),
-        ("qwen_xml_tag", calls[0]),
-        ("qwen_xml_triggered", _triggered(calls, ["<tool_call>"])),
-        ("qwen_xml_think_tools", {"type": "sequence", "elements": [THINK, *calls[:1]]}),
-    ]
-
-
-_DS = "\uff5cDSML\uff5c"
-_TAGS = {
-    "minimax_xml": ('<parameter name="', '">', "</parameter>"),
-    "deepseek_xml": (f'<{_DS}parameter name="', '" string="', f"</{_DS}parameter>"),
-    "deepseek_v4_1_xml": (f'<{_DS} parameter name="', '" string="', f"</{_DS} parameter>"),
-    "glm_xml": ("<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>"),
-}
-
-
-def _restyle(style: str, text: str) -> str:
-    """Return a ``qwen_xml`` text in another XML style (DeepSeek's typed by each value)."""
-    opening, middle, end = _TAGS.get(style, ("<parameter=", ">", "</parameter>"))  # qwen_xml
-    if style.startswith("deepseek"):
-        text = re.sub(r"<parameter=(\w+)>(.*?)(?=</parameter>)", _typed, text, flags=re.S)
-    text = re.sub(r"<parameter=(\w+)>", rf"{opening}\1{middle}", text)
-    return text.replace("<parameter=", opening).replace("</parameter>", end)
-
-
-def _typed(match: re.Match[str]) -> str:
-    raw = not re.match(r"\s*([-\d\[{]|true\b|false\b|null\b)", match[2])  # a string value
-    return f'<parameter={match[1]}>{str(raw).lower()}">{match[2].strip() if raw else match[2]}'
-
-
-def other_xml_specs() -> list[tuple[str, dict[str, Any]]]:
-    """Return ``minimax_xml``, ``glm_xml`` and ``deepseek_xml`` specs: ``qwen_xml``'s, restyled."""
-    out, kept = [], ("args", "nested", "strings", "additional", "ws_cnt", "tag")
-    for style in _TAGS:
-        for name, fmt in qwen_xml_specs():
-            if name.removeprefix("qwen_xml_") in kept:
-                new = f"{style}_{name.removeprefix('qwen_xml_')}"
-                out.append((new, json.loads(json.dumps(fmt).replace('"qwen_xml"', f'"{style}"'))))
-                QWEN_SAMPLES[new] = tuple(_restyle(style, t) for t in QWEN_SAMPLES[name])
-    return out
-
-
 def _xgrammar_spec(spec: dict[str, Any]) -> Any:
     """Return the argument(s) XGrammar's ``from_structural_tag`` takes for a spec."""
     if "format" in spec:
@@ -455,32 +323,6 @@ def hint_strings(spec: Any) -> list[str]:
             stack.extend(node)
         elif isinstance(node, str) and node:
             out.append(node)
-    return out
-
-
-def qwen_xml_hints(spec: Any) -> list[str] | None:
-    """Return the strings a walk of a ``qwen_xml`` spec favours, all their tokens (else None).
-
-    A plain string value is free text that only ``</parameter>`` ends, so the walk favours few
-    strings: the elements' openings and ends, the enum values and the tag strings.
-    """
-    text = json.dumps(spec)
-    style = next((s for s in ("qwen_xml", *_TAGS) if s in text), None)
-    if style is None:
-        return None
-    out = ["</parameter>", "\n</parameter>\n<parameter=", "1", "true", '["a"]', '{"lang": "en"}']
-    out = [_restyle(style, t) for t in out]
-    stack = [spec]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-            if isinstance(node.get("properties"), dict):
-                out.extend(_restyle(style, f"<parameter={k}>") for k in node["properties"])
-            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
-            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
-        elif isinstance(node, list):
-            stack.extend(node)
     return out
 
 
