@@ -10,8 +10,15 @@ members of an ``enum``), written raw with no whitespace around it; ``string="fal
 any other value, whitespace around it as usual; an untyped value (``{}``, undeclared
 properties) is a plain string or any other JSON value (numbers, booleans and null too).
 ``deepseek_v4_1_xml`` (DeepSeek-V4.1) is ``deepseek_xml`` with a space after the second bar
-(``<｜DSML｜ parameter name="NAME" ...>``, ``</｜DSML｜ parameter>``). XGrammar's other styles
-are not implemented.
+(``<｜DSML｜ parameter name="NAME" ...>``, ``</｜DSML｜ parameter>``). ``kimi_k3_xml``
+(Kimi-K3, ``<|open|>argument key="NAME" type="TYPE"<|sep|>VALUE<|close|>argument<|sep|>``) is
+``qwen_xml``'s language with these tags, the name escaped as an attribute value (``&amp;``,
+``&quot;``) and a type name that the property's schema pins (:func:`kimi_type`) or, where it
+pins none, any of :data:`KIMI_TYPES`, whatever the value. Without ``type``, only object
+keywords (``properties``, ``additionalProperties``, ``unevaluatedProperties``) and array
+keywords (``items``, ``prefixItems``) imply a type, as XGrammar 0.2.9 reads a schema; a
+property schema with only other keywords (``minimum``, ``pattern``, ``required``) takes any
+value, in every style.
 
 Qwen3-Coder writes a tool call's arguments as one XML-like element per property,
 ``<parameter=NAME>VALUE</parameter>``, instead of a JSON object. XGrammar's structural tags
@@ -78,8 +85,10 @@ from constrain.ir import (
 
 __all__ = [
     "END_TAG",
+    "KIMI_TYPES",
     "STYLES",
     "XmlStyle",
+    "kimi_type",
     "qwen_xml_grammar",
     "xml_arguments_grammar",
     "xml_value_text",
@@ -101,6 +110,9 @@ class XmlStyle:
     is_typed: bool = False
     """DeepSeek's: ``key_suffix`` is followed by ``true">`` before a string value written raw
     (no whitespace around it), by ``false">`` before any other value."""
+    type_attr: str = ""
+    """Kimi-K3's: ``key_suffix`` is followed by a JSON type name (:func:`kimi_type`) and this
+    string; the name is escaped as an XML attribute value (``&amp;``, ``&quot;``)."""
 
 
 STYLES: dict[str, XmlStyle] = {
@@ -121,6 +133,13 @@ STYLES: dict[str, XmlStyle] = {
         "</\uff5cDSML\uff5c parameter>",
         is_typed=True,
     ),
+    "kimi_k3_xml": XmlStyle(
+        '<|open|>argument key="',
+        '" type="',
+        "",
+        "<|close|>argument<|sep|>",
+        type_attr='"<|sep|>',
+    ),
 }
 """The XML argument styles implemented, by XGrammar's style name."""
 
@@ -136,6 +155,8 @@ _ROOT_KEYS = _ANNOTATIONS | {"type", "properties", "required", "additionalProper
 _REFUSED_VALUE_KEYS = ("allOf", "not", "if")
 _JSON_TYPES = ("integer", "number", "boolean", "null", "array", "object")
 _INT64 = 2**63
+KIMI_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+"""The type names of ``kimi_k3_xml``'s ``type`` attribute, in XGrammar's order."""
 
 
 JsonGrammar = Callable[[Any, int | None, str], Grammar]
@@ -402,6 +423,8 @@ class _XmlBuilder:
 
     def literal_key(self, name: str) -> Fragment:
         """Return the opening of a declared property's element."""
+        if self.style.type_attr:
+            name = name.replace("&", "&amp;").replace('"', "&quot;")
         return (self.term(Literal(f"{self.style.key_prefix}{name}")),)
 
     def entry(self, opening: Fragment, schema: Any, path: str) -> Fragment:
@@ -416,6 +439,13 @@ class _XmlBuilder:
                     alts.append((lead, self.ws, *f, self.ws))
             return (*opening, self.rule(alts), self.end)
         middle: Fragment = (self.term(Literal(self.style.key_suffix)),)
+        if self.style.type_attr:
+            kind = kimi_type(schema)
+            names = KIMI_TYPES if kind is None else (kind,)
+            attr = Alt(
+                tuple(Literal(f"{self.style.key_suffix}{n}{self.style.type_attr}") for n in names)
+            )
+            middle = (self.term(attr),)
         if self.style.value_prefix:
             middle = (*middle, self.ws, self.term(Literal(self.style.value_prefix)))
         return (*opening, *middle, self.value(schema, path), self.end)
@@ -554,6 +584,52 @@ class _XmlBuilder:
         return node, self.pointer + ref[1:]
 
 
+def kimi_type(schema: Any) -> str | None:
+    """Return the type name ``kimi_k3_xml`` pins for a property's schema (None: any of them).
+
+    As XGrammar 0.2.9: a ``$ref`` pins none; a ``const`` pins its value's type and an ``enum``
+    its members' common type (integers and floats are ``number``, as Kimi-K3's template writes
+    them; none where they differ); ``anyOf``, ``oneOf`` and ``allOf`` pin none; otherwise the
+    ``type`` (``integer`` -> ``number``; a list pins none) or the type object or array
+    keywords imply.
+
+    Parameters
+    ----------
+    schema : Any
+        The property's JSON Schema.
+
+    Returns
+    -------
+    str or None
+        One of :data:`KIMI_TYPES` (never ``integer``), or None.
+    """
+    if not isinstance(schema, Mapping) or "$ref" in schema:
+        return None
+    if "const" in schema:
+        return _value_type(schema["const"])
+    if "enum" in schema:
+        values = schema["enum"]
+        kinds = {_value_type(v) for v in values} if isinstance(values, list) else set()
+        return kinds.pop() if len(kinds) == 1 else None
+    if any(key in schema for key in ("anyOf", "oneOf", "allOf")):
+        return None
+    kind = schema.get("type", _implied_type(schema))
+    if not isinstance(kind, str):
+        return None
+    return "number" if kind == "integer" else kind
+
+
+def _value_type(value: Any) -> str:
+    """Return the JSON type name of a value (``number`` for integers and floats)."""
+    if isinstance(value, str):
+        return "string"
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "object"
+
+
 def _variable_name() -> Regex:
     """Return the language of an undeclared property's name, ``[a-zA-Z_][a-zA-Z0-9_]*``."""
     first = CharSet(((65, 90), (95, 95), (97, 122)))
@@ -562,13 +638,15 @@ def _variable_name() -> Regex:
 
 
 def _implied_type(schema: Mapping[str, Any]) -> str | None:
-    """Return the type a schema without ``type`` constrains by its keywords (None: any)."""
-    keys = set(schema) - _ANNOTATIONS
-    groups = {
-        "string": {"pattern", "format", "minLength", "maxLength"},
-        "object": {"properties", "additionalProperties", "required", "patternProperties"},
-        "array": {"items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains"},
-        "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
-    }
-    kinds = [k for k, names in groups.items() if keys & names]
-    return kinds[0] if len(kinds) == 1 else None
+    """Return the type XGrammar 0.2.9 reads from a schema without ``type`` (None: any value).
+
+    Only object and array keywords imply a type there (object first); a schema with only
+    string, number or other keywords (``pattern``, ``minimum``, ``minItems``, ``required``)
+    takes any value.
+    """
+    keys = set(schema)
+    if keys & {"properties", "additionalProperties", "unevaluatedProperties"}:
+        return "object"
+    if keys & {"items", "prefixItems"}:
+        return "array"
+    return None
