@@ -143,6 +143,7 @@ TAGS = {
     "deepseek_xml": (f'<{DS}parameter name="', '" string="', f"</{DS}parameter>"),
     "deepseek_v4_1_xml": (f'<{DS} parameter name="', '" string="', f"</{DS} parameter>"),
     "glm_xml": ("<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>"),
+    "kimi_k3_xml": ('<|open|>argument key="', '" type="', "<|close|>argument<|sep|>"),
 }
 
 
@@ -151,6 +152,8 @@ def restyle(style: str, text: str) -> str:
     opening, middle, end = TAGS.get(style, ("<parameter=", ">", "</parameter>"))  # qwen_xml
     if style.startswith("deepseek"):
         text = re.sub(r"<parameter=(\w+)>(.*?)(?=</parameter>)", typed, text, flags=re.S)
+    if style == "kimi_k3_xml":
+        text = re.sub(r"<parameter=(\w+)>(.*?)(?=</parameter>)", kimi_typed, text, flags=re.S)
     text = re.sub(r"<parameter=(\w+)>", rf"{opening}\1{middle}", text)
     return text.replace("<parameter=", opening).replace("</parameter>", end)
 
@@ -160,8 +163,21 @@ def typed(match: re.Match[str]) -> str:
     return f'<parameter={match[1]}>{str(raw).lower()}">{match[2].strip() if raw else match[2]}'
 
 
+def kimi_typed(match: re.Match[str]) -> str:
+    """Return a ``qwen_xml`` element's opening with Kimi-K3's type name of its value."""
+    value = match[2].strip()
+    kinds = {"true": "boolean", "false": "boolean", "null": "null"}
+    if value in kinds:
+        kind = kinds[value]
+    elif value.startswith(("[", "{")):
+        kind = "array" if value[0] == "[" else "object"
+    else:
+        kind = "number" if re.fullmatch(r"-?\d[\d.eE+-]*", value) else "string"
+    return f'<parameter={match[1]}>{kind}"<|sep|>{match[2]}'
+
+
 def other_xml_specs() -> list[tuple[str, dict[str, Any]]]:
-    """Return ``minimax_xml``, ``glm_xml`` and ``deepseek_xml`` specs: ``qwen_xml``'s, restyled."""
+    """Return the other styles' specs (:data:`TAGS`): six of ``qwen_xml``'s each, restyled."""
     out, kept = [], ("args", "nested", "strings", "additional", "ws_cnt", "tag")
     for style in TAGS:
         for name, fmt in qwen_xml_specs():
@@ -184,6 +200,8 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
         return None
     out = ["</parameter>", "\n</parameter>\n<parameter=", "1", "true", '["a"]', '{"lang": "en"}']
     out = [restyle(style, t) for t in out]
+    if style == "kimi_k3_xml":  # the type names
+        out.extend(f'{kind}"<|sep|>' for kind in ("string", "number", "object", "array"))
     stack = [spec]
     while stack:
         node = stack.pop()
