@@ -52,7 +52,15 @@ from constrain.ir import (
 )
 from constrain.kernels.numba_subsets import state_bits_kernel
 
-__all__ = ["BooleanFragments", "Nfa", "NfaBuilder", "nfa_to_dfa", "nullable", "regex_dfa"]
+__all__ = [
+    "BooleanFragments",
+    "CountedRegion",
+    "Nfa",
+    "NfaBuilder",
+    "nfa_to_dfa",
+    "nullable",
+    "regex_dfa",
+]
 
 _NFA_STATES_PER_DFA_STATE = 4
 _NFA_SLACK = 4096
@@ -237,6 +245,49 @@ def _utf8(text: str) -> bytes | None:
         return None
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class CountedRegion:
+    """A counted repetition ``item{lo,hi}`` left folded for the lazy lexer.
+
+    The builder adds no states for its copies: the states of copy ``k`` are virtual
+    (:mod:`constrain.kernels.numba_lazy`), made of ``k`` and a state of ``item``'s minimal DFA.
+
+    Parameters
+    ----------
+    enter, after : int
+        The real NFA states before and after the repetition.
+    lo, hi : int
+        The counts.
+    item : Regex
+        The repeated language: prefix-free and not nullable.
+    dfa : Dfa
+        Its minimal DFA: state 0 initial, one accepting state, which has no transition.
+    """
+
+    enter: int
+    after: int
+    lo: int
+    hi: int
+    item: Regex
+    dfa: Dfa
+
+
+def _prefix_free_dfa(item: Regex, builder: NfaBuilder) -> Dfa | None:
+    """Return ``item``'s minimal DFA if its language is prefix-free and without ``""``."""
+    if nullable(item) or builder.boolean is None:
+        return None
+    try:
+        dfa = regex_dfa(
+            item, max_states=4096, limit_name=builder.limit_name, boolean=builder.boolean
+        )
+    except CompileLimitError:
+        return None
+    finals = np.flatnonzero(dfa.accept)
+    if finals.size != 1 or dfa.accept[0] or (dfa.trans[finals[0]] >= 0).any():
+        return None
+    return dfa
+
+
 class BooleanFragments(Protocol):
     """Compiles an intersection or a complement into NFA material (a trim DFA's edges)."""
 
@@ -288,6 +339,18 @@ class NfaBuilder:
         self._sizes: dict[int, tuple[Regex, int]] = {}
         self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
         self._templates: dict[int, tuple[Regex, _Template | None]] = {}
+        # counted repetitions left folded (the lazy lexer's regions), when enabled
+        self.regions: list[CountedRegion] | None = None
+        self.region_min = 0
+
+    def enable_regions(self, region_min: int) -> None:
+        """Fold counted repetitions of at least ``region_min`` copies into :attr:`regions`.
+
+        Only repetitions of a prefix-free, non-nullable item (a character, a JSON string
+        character with its escapes) are folded; the lazy lexer runs them with a counter.
+        """
+        self.regions = []
+        self.region_min = region_min
 
     def new_state(self) -> int:
         """Add a state and return its id."""
@@ -584,12 +647,33 @@ class NfaBuilder:
         simple = _simplify_repeat(node)
         if simple is not node:
             return self.build(simple, start)
+        if self.regions is not None and node.min + (node.max or 0) >= self.region_min:
+            folded = self._region(node, start)
+            if folded >= 0:
+                return folded
         tpl = self._shared(node)
         if tpl is not None:
             self._check(tpl.num_states - 1)
             return self._place(tpl, start)
         self._check(self._size(node))
         return self._unroll(node, start)
+
+    def _region(self, node: Repeat, start: int) -> int:
+        """Fold ``node`` into a :class:`CountedRegion` from ``start``; -1 if it cannot be."""
+        assert self.regions is not None
+        dfa = _prefix_free_dfa(node.item, self)
+        if dfa is None:
+            return -1
+        hi = node.min if node.max is None else node.max
+        after = self.new_state()
+        self.regions.append(CountedRegion(start, after, node.min, hi, node.item, dfa))
+        # one detached copy of the item, so the byte classes tell its bytes apart
+        regions, self.regions = self.regions, None
+        self.build(node.item, self.new_state())
+        self.regions = regions
+        if node.max is None:  # x{lo,} = x{lo} x*
+            return self.build(Repeat(node.item, 0, None), after)
+        return after
 
     def _unroll(self, node: Repeat, start: int) -> int:
         item, lo, hi = node.item, node.min, node.max

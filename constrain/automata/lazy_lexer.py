@@ -1,0 +1,248 @@
+"""Stage 3: the lexer DFA built state by state, for grammars with large counted repetitions.
+
+:func:`~constrain.automata.lexer.build_lexer` determinises and minimises the whole lexer up
+front, so ``maxLength: 65536`` costs one lexer state per count and character shape, about a
+million states, before the first mask. :class:`LazyLexer` builds the same language lazily:
+
+- counted repetitions of a prefix-free item with many copies (``[a-z]{1,65536}``, a JSON
+  string's characters with ``maxLength``) stay folded (:class:`~constrain.automata.nfa.
+  CountedRegion`), their NFA states virtual (a count and a state of the item's DFA), so the NFA
+  is as small as for ``{1,2}``;
+- the subset construction runs on demand (:func:`~constrain.kernels.numba_lazy.
+  lazy_expand_kernel`): :meth:`LazyLexer.expand` computes the transition rows of every DFA state
+  within a number of bytes of some states, and nothing farther. The matcher needs the states a
+  token can reach, so it asks for the neighbourhood of radius "longest token" of its current
+  states; the rows it never asks for are never built.
+
+The DFA is not minimised (minimisation needs the whole automaton); masks do not depend on
+state identity, only on the language, so they equal the eager lexer's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from constrain._types import Int32Array, UInt64Array
+from constrain.automata.lexer import LexerDfa
+from constrain.automata.nfa import CountedRegion, NfaBuilder, nullable
+from constrain.automata.product import boolean_fragment
+from constrain.errors import CompileLimitError, EmptyTerminalError, GrammarError
+from constrain.ir import Regex
+from constrain.kernels.numba_lazy import lazy_bits_kernel, lazy_expand_kernel, lazy_start_kernel
+from constrain.kernels.numba_subsets import nfa_csr_kernel, nfa_live_kernel
+
+__all__ = ["REGION_MIN", "LazyLexer"]
+
+REGION_MIN = 256
+"""Counted repetitions with at least this many copies are folded (when the item allows)."""
+
+_NFA_STATES_PER_DFA_STATE = 4
+_NFA_SLACK = 4096
+
+
+class LazyLexer:
+    """The combined lexer of some terminals, its DFA states built when first needed.
+
+    Parameters
+    ----------
+    terminals : sequence of (str, Regex)
+        Terminal names and languages, as for :func:`~constrain.automata.lexer.build_lexer`.
+    max_states : int, optional
+        The DFA may grow to this many states; :meth:`expand` raises
+        :class:`~constrain.errors.CompileLimitError` (``max_lexer_states``) past it.
+    region_min : int, optional
+        Fold counted repetitions of at least this many copies.
+
+    Attributes
+    ----------
+    regions : tuple of CountedRegion
+        The folded repetitions (none: the lexer is small enough to be built eagerly).
+    """
+
+    def __init__(
+        self,
+        terminals: Sequence[tuple[str, Regex]],
+        *,
+        max_states: int = 200_000,
+        region_min: int = REGION_MIN,
+    ) -> None:
+        self.names = tuple(name for name, _ in terminals)
+        self.max_states = max_states
+        for name, regex in terminals:
+            if nullable(regex):
+                raise GrammarError(
+                    f"terminal {name!r} matches the empty string; every lexeme must consume at "
+                    "least one byte (make it non-optional, e.g. X+ instead of X*, and move the "
+                    "optionality into a rule)"
+                )
+        builder = NfaBuilder(
+            _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK,
+            "max_lexer_states",
+            max_states,
+            boolean_fragment,
+        )
+        builder.enable_regions(region_min)
+        start = builder.new_state()
+        bounds: list[int] = []
+        finals: list[int] = []
+        for _, regex in terminals:
+            entry = builder.new_state()
+            bounds.append(entry)
+            builder.add_eps(start, entry)
+            finals.append(builder.build(regex, entry))
+        bounds.append(builder.num_states)
+        nfa = builder.finish(start, finals, bounds if terminals else ())
+        self.regions: tuple[CountedRegion, ...] = tuple(builder.regions or ())
+        num_real = nfa.num_states
+        # liveness: a region is passable (its item is not empty), so its entry reaches its exit
+        live = np.zeros(num_real, dtype=np.bool_)
+        r_enter = np.array([r.enter for r in self.regions], dtype=np.int32)
+        r_after = np.array([r.after for r in self.regions], dtype=np.int32)
+        nfa_live_kernel(
+            np.concatenate((nfa.src, nfa.eps_src, r_enter)),
+            np.concatenate((nfa.dst, nfa.eps_dst, r_after)),
+            np.flatnonzero(nfa.tag >= 0).astype(np.int32),
+            live,
+        )
+        empty = [n for n, entry in zip(self.names, bounds[:-1], strict=True) if not live[entry]]
+        if empty:
+            raise EmptyTerminalError(empty)
+        byte_class, num_classes, bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep = nfa_csr_kernel(
+            num_real, nfa.src, nfa.lo, nfa.hi, nfa.dst, nfa.eps_src, nfa.eps_dst, nfa.tag, live
+        )
+        num_classes = max(int(num_classes), 1)
+        self.byte_class = byte_class.astype(np.uint8)
+        self.byte_class.flags.writeable = False
+        # regions entered from each real state (CSR)
+        order = np.argsort(r_enter, kind="stable")
+        vptr = np.zeros(num_real + 1, dtype=np.int64)
+        np.add.at(vptr, r_enter.astype(np.int64) + 1, 1)
+        vptr = np.cumsum(vptr)
+        vreg = order.astype(np.int64)
+        # each region's item DFA over the lexer's byte classes: -1 dead, -2 item complete
+        reps = np.searchsorted(byte_class, np.arange(num_classes))  # first byte of each class
+        tables: list[np.ndarray[Any, Any]] = []
+        widths: list[int] = []
+        comp = nfa.comp
+        for region in self.regions:
+            dfa = region.dfa
+            (final,) = np.flatnonzero(dfa.accept).tolist()
+            keep_q = np.array([q for q in range(dfa.num_states) if q != final], dtype=np.int64)
+            local = np.full(dfa.num_states, -1, dtype=np.int64)
+            local[keep_q] = np.arange(keep_q.size)
+            local_t = dfa.trans[keep_q][:, dfa.byte_class[reps]].astype(np.int64)
+            table = np.where(local_t == final, -2, np.where(local_t < 0, -1, local[local_t]))
+            tables.append(table.reshape(-1).astype(np.int32))
+            widths.append(int(keep_q.size))
+        sizes = [(r.hi + 1) * w for r, w in zip(self.regions, widths, strict=True)]
+        r_base = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        r_toff = np.concatenate(
+            ([0], np.cumsum([t.size for t in tables])[:-1]) if tables else ([0],)
+        ).astype(np.int64)[: len(tables)]
+        xtrans = np.concatenate(tables) if tables else np.zeros(1, dtype=np.int32)
+        r_comp = comp[r_enter] if self.regions else np.zeros(0, dtype=np.int32)
+        self._nfa = (
+            bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, vptr, vreg, xtrans, r_toff,
+        )  # fmt: skip
+        self._reg = (
+            r_after.astype(np.int64),
+            np.array([r.lo for r in self.regions], dtype=np.int64),
+            np.array([r.hi for r in self.regions], dtype=np.int64),
+            np.array(widths, dtype=np.int64),
+            r_base,
+            live[r_after] if self.regions else np.zeros(0, dtype=np.bool_),
+        )
+        if not self.regions:  # the kernels index the region arrays: give them one dummy
+            self._reg = tuple(np.zeros(1, dtype=a.dtype) for a in self._reg)  # type: ignore[assignment]
+        self._tag = nfa.tag
+        self._comp = comp
+        self._r_comp = r_comp.astype(np.int32) if self.regions else np.full(1, -1, np.int32)
+        self.num_real = num_real
+        self.num_classes = num_classes
+        self.num_words = max(1, -(-len(self.names) // 64))
+        self._store = lazy_start_kernel(
+            self._nfa, self._reg, num_real, start, num_classes, max_states
+        )
+        self._stamp = np.zeros(64, dtype=np.int64)
+        self._call = 0
+        self._accept = np.zeros((0, self.num_words), dtype=np.uint64)
+        self._alive = np.zeros((0, self.num_words), dtype=np.uint64)
+        self._lock = threading.Lock()
+        self._bits(self.num_states)
+        self.version = 0
+
+    @property
+    def num_states(self) -> int:
+        """DFA states created so far (expanded or not)."""
+        return int(self._store[6][0])
+
+    def expanded(self, state: int) -> bool:
+        """Whether the transition row of ``state`` is built."""
+        return bool(self._store[1][state])
+
+    def _bits(self, n: int) -> None:
+        old = self._accept.shape[0]
+        if n <= old:
+            return
+        accept = np.zeros((n, self.num_words), dtype=np.uint64)
+        alive = np.zeros((n, self.num_words), dtype=np.uint64)
+        accept[:old] = self._accept
+        alive[:old] = self._alive
+        trans, expanded, set_ptr, pool = self._store[:4]
+        lazy_bits_kernel(
+            set_ptr, pool, old, n, self.num_real, self._tag, self._comp, self._reg[4],
+            self._r_comp, accept, alive,
+        )  # fmt: skip
+        self._accept, self._alive = accept, alive
+
+    def expand(self, seeds: Sequence[int] | Int32Array, depth: int) -> bool:
+        """Build the rows of every state within ``depth`` bytes of ``seeds``.
+
+        Returns whether anything new was built (then :attr:`version` has grown). Thread-safe.
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_lexer_states``, when the lexer would outgrow ``max_states``.
+        """
+        with self._lock:
+            before = self.num_states
+            self._call += 1
+            status, store, stamp = lazy_expand_kernel(
+                self._nfa, self._reg, self.num_real, self._store,
+                np.asarray(seeds, dtype=np.int64), depth, self.max_states, self._stamp,
+                self._call,
+            )  # fmt: skip
+            self._store, self._stamp = store, stamp
+            grew = self.num_states != before or status != 0
+            if grew:
+                self._bits(self.num_states)
+                self.version += 1
+            if status != 0:
+                raise CompileLimitError(
+                    "max_lexer_states",
+                    self.max_states,
+                    self.max_states + 1,
+                    hint="the lexer needs more states for this input than the limit allows",
+                )
+            return grew
+
+    def snapshot(self) -> LexerDfa:
+        """Return the lexer built so far as a :class:`LexerDfa` (rows not built read -1)."""
+        n = self.num_states
+        return LexerDfa(
+            self.byte_class,
+            self._store[0][:n],
+            self._accept[:n],
+            self._alive[:n],
+            self.names,
+        )
+
+    def accept_alive(self) -> tuple[UInt64Array, UInt64Array]:
+        """Return the terminal bitsets of the states built so far."""
+        n = self.num_states
+        return self._accept[:n], self._alive[:n]

@@ -1,0 +1,440 @@
+"""Numba kernels of the lazy lexer: subset construction state by state, with counted regions.
+
+The lazy lexer (:mod:`constrain.automata.lazy_lexer`) determinises an NFA whose large counted
+repetitions are *regions*: ``X{lo,hi}`` with a prefix-free ``X`` (a UTF-8 character, a JSON
+string character with its escapes) is not unrolled into ``hi`` copies; its states are virtual
+NFA states ``(r, k, q)``: region ``r``, ``k`` complete copies of ``X`` read, state ``q`` of
+``X``'s minimal DFA (``q = 0`` its start). A virtual id is ``num_real + base[r] + k * width[r]
++ q``. From ``(r, k, q)`` a byte of class ``c`` leads to ``(r, k, q')`` with ``q' =
+xtrans[r][q, c]``, or to ``(r, k + 1, 0)`` when it completes ``X`` (``xtrans == -2``; ``X`` is
+prefix-free, so its accepting state has no transition and is folded into the next count);
+``(r, k, 0)`` with ``k >= lo`` also stands for the region's exit state ``after[r]`` (an epsilon
+edge), and ``(r, hi, 0)`` has no byte edge. Real states enter a region by the list
+``vptr``/``vreg`` (an epsilon edge into ``(r, 0, 0)``).
+
+:func:`lazy_expand_kernel` computes the transition rows of the DFA states within ``depth``
+bytes of some seed states, creating the subsets it reaches; rows of states farther away stay
+unexpanded. Subsets are sorted ``int64`` arrays of NFA ids (real and virtual) in a pool,
+indexed by an open-addressing hash table, as in :func:`~constrain.kernels.numba_subsets.
+determinize_kernel`, whose result on a region-free NFA this equals state for state when
+everything is expanded breadth first from state 0. The naive oracle is the eager lexer
+(:func:`~constrain.automata.lexer.build_lexer`): the tests compare the languages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL
+
+__all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel"]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _region_of(v, num_real, r_base):  # type: ignore[no-untyped-def]
+    """Return the region of virtual id ``v`` (binary search of the region bases)."""
+    off = v - num_real
+    lo = 0
+    hi = r_base.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if r_base[mid] <= off:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _close(  # type: ignore[no-untyped-def]
+    seeds, nseed, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, gen, stack, members
+):
+    """Epsilon-close ``seeds[:nseed]``; return the sorted, distinct kept members and their count.
+
+    ``reg`` is ``(r_after, r_lo, r_hi, r_width, r_base, r_live)``. Real states are deduplicated
+    by ``mark`` (stamped ``gen``), virtual ones by a final sort.
+    """
+    r_after, r_lo, r_hi, r_width, r_base, r_live = reg
+    top = 0
+    k = 0
+    for i in range(nseed):
+        v = seeds[i]
+        if v < num_real:
+            if not live[v] or mark[v] == gen:
+                continue
+            mark[v] = gen
+        if top >= stack.shape[0]:
+            grown = np.empty(2 * stack.shape[0] + 16, np.int64)
+            grown[:top] = stack[:top]
+            stack = grown
+        stack[top] = v
+        top += 1
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        if k + 2 >= members.shape[0]:
+            grown = np.empty(2 * members.shape[0] + 16, np.int64)
+            grown[:k] = members[:k]
+            members = grown
+        if v < num_real:
+            if keep[v]:
+                members[k] = v
+                k += 1
+            for e in range(eptr[v], eptr[v + 1]):
+                t = edst[e]
+                if live[t] and mark[t] != gen:
+                    mark[t] = gen
+                    if top + 2 >= stack.shape[0]:
+                        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
+                        grown[:top] = stack[:top]
+                        stack = grown
+                    stack[top] = t
+                    top += 1
+            for e in range(vptr[v], vptr[v + 1]):
+                r = vreg[e]
+                if r_live[r]:
+                    if top + 2 >= stack.shape[0]:
+                        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
+                        grown[:top] = stack[:top]
+                        stack = grown
+                    stack[top] = num_real + r_base[r]  # (r, 0, 0)
+                    top += 1
+        else:
+            r = _region_of(v, num_real, r_base)
+            off = v - num_real - r_base[r]
+            count = off // r_width[r]
+            q = off - count * r_width[r]
+            if q != 0 or count < r_hi[r]:
+                members[k] = v
+                k += 1
+            if q == 0 and count >= r_lo[r]:
+                t = r_after[r]
+                if live[t] and mark[t] != gen:
+                    mark[t] = gen
+                    if top + 2 >= stack.shape[0]:
+                        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
+                        grown[:top] = stack[:top]
+                        stack = grown
+                    stack[top] = t
+                    top += 1
+    members[:k] = np.sort(members[:k])
+    j = 0
+    for i in range(k):
+        if i == 0 or members[i] != members[j - 1]:
+            members[j] = members[i]
+            j += 1
+    return j, stack, members
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash(members, k):  # type: ignore[no-untyped-def]
+    h = np.int64(k)
+    for i in range(k):
+        h = (h * HASH_MUL + members[i] % HASH_MOD + 1) % HASH_MOD
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _find_or_add(members, k, store, max_states):  # type: ignore[no-untyped-def]
+    """Return the DFA state of subset ``members[:k]`` (added if new; -2 past ``max_states``)."""
+    trans, expanded, set_ptr, pool, hashes, htab, meta = store
+    n = meta[0]
+    h = _hash(members, k)
+    mask = htab.shape[0] - 1
+    slot = h & mask
+    while htab[slot] >= 0:
+        q = htab[slot]
+        if hashes[q] == h and set_ptr[q + 1] - set_ptr[q] == k:
+            base = set_ptr[q]
+            same = True
+            for j in range(k):
+                if pool[base + j] != members[j]:
+                    same = False
+                    break
+            if same:
+                return q, store
+        slot = (slot + 1) & mask
+    if n >= max_states:
+        return -2, store
+    if n == trans.shape[0]:
+        cap = 2 * n
+        grown = np.full((cap, trans.shape[1]), -1, np.int32)
+        grown[:n] = trans[:n]
+        trans = grown
+        grown_e = np.zeros(cap, np.bool_)
+        grown_e[:n] = expanded[:n]
+        expanded = grown_e
+        grown_p = np.zeros(cap + 1, np.int64)
+        grown_p[: n + 1] = set_ptr[: n + 1]
+        set_ptr = grown_p
+        grown_h = np.zeros(cap, np.int64)
+        grown_h[:n] = hashes[:n]
+        hashes = grown_h
+    used = set_ptr[n]
+    if used + k > pool.shape[0]:
+        grown_pool = np.empty(2 * (used + k), np.int64)
+        grown_pool[:used] = pool[:used]
+        pool = grown_pool
+    pool[used : used + k] = members[:k]
+    set_ptr[n + 1] = used + k
+    hashes[n] = h
+    htab[slot] = n
+    meta[0] = n + 1
+    if 2 * (n + 1) > htab.shape[0]:
+        cap = 2 * htab.shape[0]
+        htab = np.full(cap, -1, np.int32)
+        for q in range(n + 1):
+            s = hashes[q] & (cap - 1)
+            while htab[s] >= 0:
+                s = (s + 1) & (cap - 1)
+            htab[s] = q
+    return n, (trans, expanded, set_ptr, pool, hashes, htab, meta)
+
+
+@njit(cache=True, nogil=True)
+def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # type: ignore[no-untyped-def]
+    """Return a new store holding the initial subset (``start`` kept in it) as state 0.
+
+    ``nfa`` is ``(bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, vptr, vreg, xtrans,
+    r_toff, r_comp, tag, comp)``, ``reg`` ``(r_after, r_lo, r_hi, r_width, r_base, r_live)``.
+    The store is ``(trans, expanded, set_ptr, pool, hashes, htab, meta)``, ``meta[0]`` the
+    number of states; no state yet when ``start`` is dead.
+    """
+    eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
+    trans = np.full((64, num_classes), -1, np.int32)
+    store = (
+        trans,
+        np.zeros(64, np.bool_),
+        np.zeros(65, np.int64),
+        np.empty(256, np.int64),
+        np.zeros(64, np.int64),
+        np.full(128, -1, np.int32),
+        np.zeros(2, np.int64),
+    )
+    if not live[start]:
+        return store
+    mark = np.zeros(num_real, np.int64)
+    seeds = np.empty(1, np.int64)
+    seeds[0] = start
+    k, _, members = _close(
+        seeds, 1, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, 1,
+        np.empty(16, np.int64), np.empty(16, np.int64),
+    )  # fmt: skip
+    if not keep[start]:
+        members2 = np.empty(k + 1, np.int64)
+        members2[:k] = members[:k]
+        members2[k] = start
+        members = np.sort(members2)
+        k += 1
+    _, store = _find_or_add(members, k, store, max_states)
+    return store
+
+
+@njit(cache=True, nogil=True)
+def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[no-untyped-def]
+    """Compute the transition row of DFA state ``s``; return status (0 ok, 1 limit) and store."""
+    bptr, bcls_lo, bcls_hi, bdst = nfa[0], nfa[1], nfa[2], nfa[3]
+    eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
+    xtrans, r_toff = nfa[10], nfa[11]
+    r_after, r_lo, r_hi, r_width, r_base, r_live = reg
+    mark, count, fill, bucket, stack, members, gen_box = work
+    C = fill.shape[0]
+    set_ptr, pool = store[2], store[3]
+    a = set_ptr[s]
+    b = set_ptr[s + 1]
+    # count the targets by class (counting sort), real and virtual members alike
+    count[:] = 0
+    total = 0
+    for i in range(a, b):
+        v = pool[i]
+        if v < num_real:
+            for e in range(bptr[v], bptr[v + 1]):
+                if live[bdst[e]]:
+                    for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                        count[c + 1] += 1
+                    total += bcls_hi[e] - bcls_lo[e] + 1
+        else:
+            r = _region_of(v, num_real, r_base)
+            off = v - num_real - r_base[r]
+            k = off // r_width[r]
+            q = off - k * r_width[r]
+            row = r_toff[r] + q * C
+            for c in range(C):
+                if xtrans[row + c] != -1:
+                    count[c + 1] += 1
+                    total += 1
+    row_out = np.full(C, -1, np.int32)
+    if total > 0:
+        if bucket.shape[0] < total:
+            bucket = np.empty(2 * total, np.int64)
+        for c in range(C):
+            count[c + 1] += count[c]
+            fill[c] = count[c]
+        for i in range(a, b):
+            v = pool[i]
+            if v < num_real:
+                for e in range(bptr[v], bptr[v + 1]):
+                    t = bdst[e]
+                    if live[t]:
+                        for c in range(bcls_lo[e], bcls_hi[e] + 1):
+                            bucket[fill[c]] = t
+                            fill[c] += 1
+            else:
+                r = _region_of(v, num_real, r_base)
+                off = v - num_real - r_base[r]
+                k = off // r_width[r]
+                q = off - k * r_width[r]
+                row = r_toff[r] + q * C
+                for c in range(C):
+                    q2 = xtrans[row + c]
+                    if q2 == -1:
+                        continue
+                    if q2 == -2:  # X complete: the next count's start
+                        bucket[fill[c]] = v - q + r_width[r]
+                    else:
+                        bucket[fill[c]] = v - q + q2
+                    fill[c] += 1
+        prev = -1
+        for c in range(C):
+            if count[c] == count[c + 1]:
+                continue
+            if prev >= 0 and count[c + 1] - count[c] == count[prev + 1] - count[prev]:
+                same = True
+                off2 = count[prev] - count[c]
+                for i in range(count[c], count[c + 1]):
+                    if bucket[i] != bucket[i + off2]:
+                        same = False
+                        break
+                if same:
+                    row_out[c] = row_out[prev]
+                    prev = c
+                    continue
+            prev = c
+            gen_box[0] += 1
+            k, stack, members = _close(
+                bucket[count[c] : count[c + 1]], count[c + 1] - count[c], num_real, eptr, edst,
+                keep, live, vptr, vreg, reg, mark, gen_box[0], stack, members,
+            )  # fmt: skip
+            if k == 0:
+                continue
+            d, store = _find_or_add(members, k, store, max_states)
+            if d == -2:
+                return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
+            row_out[c] = d
+    trans = store[0]
+    trans[s, :] = row_out
+    store[1][s] = True
+    return 0, store, (mark, count, fill, bucket, stack, members, gen_box)
+
+
+@njit(cache=True, nogil=True)
+def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stamp, call):  # type: ignore[no-untyped-def]
+    """Expand every DFA state within ``depth`` bytes of ``seeds`` (breadth first).
+
+    Parameters
+    ----------
+    nfa, reg : tuples
+        As for :func:`lazy_start_kernel`.
+    num_real : int
+        Number of real NFA states (virtual ids start there).
+    store : tuple
+        The lazy DFA (:func:`lazy_start_kernel`); its arrays grow and are returned.
+    seeds : (K,) int32
+        DFA states whose neighbourhood is needed.
+    depth : int
+        Radius in bytes (0: the seeds' own rows).
+    max_states : int
+        Stop with status 1 as soon as more DFA states would be needed.
+    stamp : (S',) int64
+        Visit stamps (grown and returned); ``call`` is this call's stamp (> every earlier one).
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 when ``max_states`` was reached.
+    store, stamp : the grown arrays.
+    """
+    C = store[0].shape[1]
+    work = (
+        np.zeros(num_real, np.int64),
+        np.zeros(C + 1, np.int64),
+        np.zeros(C, np.int64),
+        np.empty(64, np.int64),
+        np.empty(64, np.int64),
+        np.empty(64, np.int64),
+        np.zeros(1, np.int64),
+    )
+    queue = np.empty(64, np.int64)
+    dist = np.empty(64, np.int64)
+    head = 0
+    tail = 0
+    for i in range(seeds.shape[0]):
+        s = seeds[i]
+        if stamp.shape[0] <= s:
+            grown = np.zeros(2 * (s + 1), np.int64)
+            grown[: stamp.shape[0]] = stamp
+            stamp = grown
+        if stamp[s] == call:
+            continue
+        stamp[s] = call
+        if tail == queue.shape[0]:
+            queue = np.concatenate((queue, np.empty(tail, np.int64)))
+            dist = np.concatenate((dist, np.empty(tail, np.int64)))
+        queue[tail] = s
+        dist[tail] = 0
+        tail += 1
+    while head < tail:
+        s = queue[head]
+        d = dist[head]
+        head += 1
+        if not store[1][s]:
+            status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
+            if status != 0:
+                return 1, store, stamp
+        if d >= depth:
+            continue
+        trans = store[0]
+        for c in range(C):
+            t = trans[s, c]
+            if t < 0:
+                continue
+            if stamp.shape[0] <= t:
+                grown = np.zeros(2 * (t + 1), np.int64)
+                grown[: stamp.shape[0]] = stamp
+                stamp = grown
+            if stamp[t] == call:
+                continue
+            stamp[t] = call
+            if tail == queue.shape[0]:
+                queue = np.concatenate((queue, np.empty(tail, np.int64)))
+                dist = np.concatenate((dist, np.empty(tail, np.int64)))
+            queue[tail] = t
+            dist[tail] = d + 1
+            tail += 1
+    return 0, store, stamp
+
+
+@njit(cache=True, nogil=True)
+def lazy_bits_kernel(  # type: ignore[no-untyped-def]
+    set_ptr, pool, lo, hi, num_real, tag, comp, r_base, r_comp, accept_bits, alive_bits
+):
+    """Write the terminal bitsets of DFA states ``lo .. hi - 1`` (rows of the outputs).
+
+    Bit ``t`` of ``accept_bits[s]`` is set when a real member accepts terminal ``t``, of
+    ``alive_bits[s]`` when a member (real, or virtual in a region of terminal ``t``) belongs
+    to terminal ``t``. Rows ``lo .. hi - 1`` must be zero on entry.
+    """
+    one = np.uint64(1)
+    for s in range(lo, hi):
+        for i in range(set_ptr[s], set_ptr[s + 1]):
+            v = pool[i]
+            if v < num_real:
+                t = tag[v]
+                if t >= 0:
+                    accept_bits[s, t >> 6] |= one << np.uint64(t & 63)
+                t = comp[v]
+            else:
+                t = r_comp[_region_of(v, num_real, r_base)]
+            if t >= 0:
+                alive_bits[s, t >> 6] |= one << np.uint64(t & 63)

@@ -1,0 +1,97 @@
+"""The lazy lexer (constrain.automata.lazy_lexer) against the eager one: same language.
+
+Random walks through the eager lexer's live bytes (and a few dead ones) step both lexers; at
+every prefix the terminals accepted and kept alive must agree, and both must die together.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from constrain import Grammar
+from constrain.automata.lazy_lexer import LazyLexer
+from constrain.automata.lexer import build_lexer
+from constrain.errors import CompileLimitError
+from constrain.ir import Regex
+
+CASES = {
+    "class": Grammar.from_regex("[a-z0-9]{1,40}"),
+    "exact": Grammar.from_regex(r"\w{30}"),
+    "at_least": Grammar.from_regex("x[ab]{25,}y"),
+    "nested_alternatives": Grammar.from_regex("(ab|[a-c]{0,200}x|é{100,130})"),
+    "json_strings": Grammar.from_json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "maxLength": 30},
+                "b": {"type": "string", "minLength": 21},
+                "c": {"anyOf": [{"type": "string", "maxLength": 24}, {"type": "null"}]},
+            },
+            "required": ["a"],
+        }
+    ),
+}
+
+
+def _terminals(grammar: Grammar) -> list[tuple[str, Regex]]:
+    return [(t.name, t.regex) for t in grammar.normalise().terminals]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_lazy_lexer_language_equals_eager(name: str) -> None:
+    terminals = _terminals(CASES[name])
+    eager = build_lexer(terminals)
+    lazy = LazyLexer(terminals, region_min=16)
+    assert lazy.regions, "the case must fold a counted repetition"
+    rng = random.Random(name)
+    every_byte = np.arange(256)
+    for _ in range(40):
+        s_e = s_l = 0
+        for _ in range(rng.randint(1, 120)):
+            live = every_byte[eager.trans[s_e, eager.byte_class] >= 0]
+            if live.size == 0:
+                break
+            byte = int(rng.choice(live)) if rng.random() < 0.95 else rng.randrange(256)
+            lazy.expand([s_l], 1)
+            snap = lazy.snapshot()
+            n_e, n_l = eager.step(s_e, byte), snap.step(s_l, byte)
+            assert (n_e < 0) == (n_l < 0)
+            if n_e < 0:
+                break
+            s_e, s_l = n_e, n_l
+            accept, alive = lazy.accept_alive()
+            assert eager.terminals_accepting(s_e) == snap.terminals_accepting(s_l)
+            assert (eager.alive_bits[s_e] == alive[s_l]).all()
+            assert (eager.accept_bits[s_e] == accept[s_l]).all()
+
+
+def test_lazy_lexer_builds_only_what_is_asked() -> None:
+    """A million counts cost no more states than the neighbourhood asked for."""
+    for n in (1_000, 1_000_000):
+        lazy = LazyLexer(_terminals(Grammar.from_regex(f"[a-z]{{1,{n}}}")))
+        assert lazy.num_real < 64  # the NFA does not unroll the count
+        lazy.expand([0], 8)
+        assert lazy.num_states <= 10
+        state = lazy.snapshot().walk(0, b"abcdefgh")
+        assert state > 0 and lazy.snapshot().terminals_accepting(state) == [0]
+
+
+def test_lazy_lexer_counts_exactly_to_the_bound() -> None:
+    lazy = LazyLexer(_terminals(Grammar.from_regex("[ab]{300,310}")), region_min=16)
+    state = 0
+    for k in range(1, 312):
+        lazy.expand([state], 1)
+        state = lazy.snapshot().step(state, ord("a"))
+        if k > 310:
+            assert state < 0
+        else:
+            assert lazy.snapshot().terminals_accepting(state) == ([0] if k >= 300 else [])
+
+
+def test_lazy_lexer_limit() -> None:
+    lazy = LazyLexer(_terminals(Grammar.from_regex("[ab]{1,5000}")), max_states=100)
+    with pytest.raises(CompileLimitError, match="max_lexer_states"):
+        lazy.expand([0], 500)
