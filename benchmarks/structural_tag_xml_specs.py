@@ -195,6 +195,8 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
     strings: the elements' openings and ends, the enum values and the tag strings.
     """
     text = json.dumps(spec)
+    if "minimax_m3_xml" in text:
+        return m3_hints(spec)
     style = next((s for s in ("qwen_xml", *TAGS) if s in text), None)
     if style is None:
         return None
@@ -209,6 +211,112 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
             stack.extend(node.values())
             if isinstance(node.get("properties"), dict):
                 out.extend(restyle(style, f"<parameter={k}>") for k in node["properties"])
+            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
+            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# minimax_m3_xml: values nest as elements (no qwen_xml text to restyle)
+# --------------------------------------------------------------------------------------------
+
+NS = "]<]minimax[>["
+MIXED_ARGS = {
+    "type": "object",
+    "properties": {
+        "mode": {"const": "fast"},
+        "pick": {"enum": ["a", 2, [True], {"k": "v"}]},
+        "target": {
+            "anyOf": [
+                {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+                {"type": "string"},
+            ]
+        },
+        "pair": {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "boolean"}],
+            "items": {"type": "string"},
+            "maxItems": 3,
+        },
+        "maybe": {"type": ["string", "null"]},
+    },
+    "required": ["mode"],
+}
+
+
+def m3(name: str, value: str) -> str:
+    """Return one ``minimax_m3_xml`` element."""
+    return f"{NS}<{name}>{value}{NS}</{name}>"
+
+
+def m3_call(name: str, schema: Any, **extra: Any) -> dict[str, Any]:
+    """Return a tool call whose arguments are in the ``minimax_m3_xml`` style."""
+    begin = f"<tool_call>\n<function={name}>\n"
+    fmt = json_format(schema, style="minimax_m3_xml", **extra)
+    return tag(begin, fmt, "</function>\n</tool_call>")
+
+
+M3_WEATHER = "\n".join(
+    ["", m3("location", "San Francisco, CA"), m3("unit", "celsius"), m3("days", "3"), ""]
+)
+M3_SEARCH = (
+    m3("query", "best <b>pizza</b> & pasta")
+    + "\n"
+    + m3("filters", f"\n{m3('lang', 'en')}\n{m3('safe', 'true')}\n")
+    + "\n"
+    + m3("tags", m3("item", "food") + m3("item", "it"))
+    + m3("score", "-2.5e3")
+)
+
+
+def m3_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the ``minimax_m3_xml`` specs and record their sample outputs."""
+    calls = [m3_call("get_weather", ARGS), m3_call("search", NESTED_ARGS)]
+    call_text = f"<tool_call>\n<function=get_weather>\n{M3_WEATHER}</function>\n</tool_call>"
+    search_text = f"<tool_call>\n<function=search>\n{M3_SEARCH}</function>\n</tool_call>"
+    pair = m3("item", "1") + " " + m3("item", "false") + m3("item", "x")
+    samples = {
+        "args": (M3_WEATHER, m3("location", "Paris")),
+        "nested": (M3_SEARCH, m3("query", "") + m3("tags", "")),
+        "mixed": (
+            m3("mode", "fast")
+            + "\n"
+            + m3("pick", m3("k", "v"))
+            + "\n"
+            + m3("target", m3("id", "7"))
+            + m3("pair", pair)
+            + m3("maybe", "null"),
+            m3("mode", "fast") + m3("target", "me") + m3("maybe", "not null"),
+        ),  # fmt: skip
+        "ws_cnt": ("\n" + m3("location", "Rome") + "\n" + m3("days", "14"),),
+        "tag": (call_text,),
+        "triggered": (f"Let me check.\n{call_text}\n{search_text}",),
+    }
+    specs = {
+        "args": json_format(ARGS, style="minimax_m3_xml"),
+        "nested": json_format(NESTED_ARGS, style="minimax_m3_xml"),
+        "mixed": json_format(MIXED_ARGS, style="minimax_m3_xml"),
+        "ws_cnt": json_format(ARGS, style="minimax_m3_xml", max_whitespace_cnt=2),
+        "tag": calls[0],
+        "triggered": triggered(calls, ["<tool_call>"]),
+    }
+    for name, texts in samples.items():
+        QWEN_SAMPLES[f"minimax_m3_xml_{name}"] = texts
+    return [(f"minimax_m3_xml_{name}", fmt) for name, fmt in specs.items()]
+
+
+def m3_hints(spec: Any) -> list[str]:
+    """Return the strings a walk of a ``minimax_m3_xml`` spec favours, all their tokens."""
+    out = [NS, f"{NS}<item>", f"{NS}</item>", "1", "true", "null", "-2.5", "\n"]
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            if isinstance(node.get("properties"), dict):
+                out.extend(f"{NS}{t}{k}>" for k in node["properties"] for t in ("<", "</"))
             out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
             out.extend(v for v in node.get("enum", []) if isinstance(v, str))
         elif isinstance(node, list):

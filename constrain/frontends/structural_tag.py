@@ -27,7 +27,8 @@ text may not follow one (refused: a grammar over bytes cannot place that token b
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
 ``any_text.max_tokens``), and the XML argument styles but ``qwen_xml`` (``qwen_xml_parameter``),
-``minimax_xml``, ``glm_xml``, ``deepseek_xml``, ``deepseek_v4_1_xml`` (``xml_arguments``).
+``minimax_xml``, ``glm_xml``, ``deepseek_xml``, ``deepseek_v4_1_xml``, ``kimi_k3_xml``
+(``xml_arguments``) and ``minimax_m3_xml`` (``xml_elements``).
 """
 
 from __future__ import annotations
@@ -417,10 +418,11 @@ class _Builder:
 
     def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         from constrain.frontends.xml_arguments import STYLES, xml_arguments_grammar
+        from constrain.frontends.xml_elements import ELEMENT_STYLES, xml_elements_grammar
 
         style = fmt.get("style", "json")
-        if style != "json" and style not in STYLES:
-            only = ", ".join(repr(s) for s in ("json", *STYLES))
+        if style != "json" and style not in STYLES and style not in ELEMENT_STYLES:
+            only = ", ".join(repr(s) for s in ("json", *STYLES, *ELEMENT_STYLES))
             raise GrammarError(f"style {style!r} is not supported: only {only}", f"{path}/style")
         if fmt.get("excludes"):
             raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
@@ -432,6 +434,11 @@ class _Builder:
             )
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
+        if style in ELEMENT_STYLES:
+            where = f"{path}/json_schema"
+            return self.add_embedded(
+                xml_elements_grammar(style, schema, max_ws, where, xgrammar_json_schema)
+            )
         if style != "json":
             where = f"{path}/json_schema"
             return self.add_embedded(

@@ -86,7 +86,10 @@ from constrain.ir import (
 __all__ = [
     "END_TAG",
     "KIMI_TYPES",
+    "Fragment",
+    "JsonGrammar",
     "STYLES",
+    "XmlRules",
     "XmlStyle",
     "kimi_type",
     "qwen_xml_grammar",
@@ -300,19 +303,24 @@ def _json_text(value: Any) -> str:
 Fragment = tuple[str, ...]
 
 
-class _XmlBuilder:
-    """Collect the rules and terminals of one XML-style arguments grammar."""
+class XmlRules:
+    """Collect the rules and terminals of one XML-style arguments grammar (the bookkeeping).
+
+    Parameters
+    ----------
+    schema : Any
+        The JSON Schema of the arguments (the root of ``$ref`` and of root definitions).
+    max_whitespace : int or None
+        Longest whitespace run; None: unbounded.
+    pointer : str
+        The JSON pointer of the schema in its document.
+    json_grammar : callable
+        Returns the grammar of the JSON values of a schema, no whitespace around them.
+    """
 
     def __init__(
-        self,
-        style: str,
-        schema: Any,
-        max_whitespace: int | None,
-        pointer: str,
-        json_grammar: JsonGrammar,
+        self, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
     ) -> None:
-        self.style_name = style
-        self.style = STYLES[style]
         self.root = schema
         self.json_grammar = json_grammar
         self.max_whitespace = max_whitespace
@@ -323,9 +331,6 @@ class _XmlBuilder:
         self.num_rules = 0
         self.num_embedded = 0
         self.ws = self._whitespace_rule()
-        self.raw_names: set[str] = set()  # rules of string values written raw (typed styles)
-        self.plain = self.term(free_text([self.style.end]))
-        self.end = self.term(Literal(self.style.end))
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -354,6 +359,60 @@ class _XmlBuilder:
             return self.rule([()])
         run = self.term(Repeat(_WS, 1, self.max_whitespace))
         return self.rule([(), (run,)])
+
+    def grammar(self, start: str) -> Grammar:
+        """Return the grammar of the rules collected, from ``start``."""
+        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
+        return Grammar(
+            rules=tuple(self.rules), terminals=terminals + tuple(self.extra_terminals), start=start
+        )
+
+    def json_value(self, schema: Mapping[str, Any], path: str) -> Fragment:
+        """Return the start symbol of a JSON value of ``schema`` (root definitions in scope)."""
+        document = dict(schema)
+        if isinstance(self.root, Mapping):
+            for key in ("$defs", "definitions"):
+                if key in self.root and key not in document:
+                    document[key] = self.root[key]
+        grammar = self.json_grammar(document, self.max_whitespace, path)
+        self.num_embedded += 1
+        part = embed(grammar, f"j{self.num_embedded}_")
+        self.rules.extend(part.rules)
+        self.extra_terminals.extend(part.terminals)
+        return (part.start,)
+
+    def resolve(self, ref: Any, path: str, seen: set[str]) -> tuple[Any, str]:
+        """Return the schema a local ``$ref`` names and its pointer."""
+        if not isinstance(ref, str) or not ref.startswith("#/") or ref in seen:
+            problem = "a cycle" if ref in seen else "not a local reference"
+            raise GrammarError(f"$ref {ref!r} is {problem}", path)
+        seen.add(ref)
+        node: Any = self.root
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, Mapping) or part not in node:
+                raise GrammarError(f"$ref {ref!r} names nothing", path)
+            node = node[part]
+        return node, self.pointer + ref[1:]
+
+
+class _XmlBuilder(XmlRules):
+    """Collect the rules and terminals of one ``qwen_xml``-family arguments grammar."""
+
+    def __init__(
+        self,
+        style: str,
+        schema: Any,
+        max_whitespace: int | None,
+        pointer: str,
+        json_grammar: JsonGrammar,
+    ) -> None:
+        super().__init__(schema, max_whitespace, pointer, json_grammar)
+        self.style_name = style
+        self.style = STYLES[style]
+        self.raw_names: set[str] = set()  # rules of string values written raw (typed styles)
+        self.plain = self.term(free_text([self.style.end]))
+        self.end = self.term(Literal(self.style.end))
 
     # -- the arguments object ----------------------------------------------------------------
 
@@ -413,13 +472,7 @@ class _XmlBuilder:
         top: list[Fragment] = [(self.ws, self.rule(firsts), self.ws)] if firsts else []
         if not any(n in required for n in names):
             top.append((self.ws,))
-        start = self.rule(top, "start")
-        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
-        return Grammar(
-            rules=tuple(self.rules),
-            terminals=terminals + tuple(self.extra_terminals),
-            start=start,
-        )
+        return self.grammar(self.rule(top, "start"))
 
     def literal_key(self, name: str) -> Fragment:
         """Return the opening of a declared property's element."""
@@ -554,34 +607,6 @@ class _XmlBuilder:
         if regex is None:
             regex = Repeat(ANY_CHAR, int(low), None if high is None else int(high))
         return (self.term(regex),)
-
-    def json_value(self, schema: Mapping[str, Any], path: str) -> Fragment:
-        """Return the start symbol of a JSON value of ``schema`` (root definitions in scope)."""
-        document = dict(schema)
-        if isinstance(self.root, Mapping):
-            for key in ("$defs", "definitions"):
-                if key in self.root and key not in document:
-                    document[key] = self.root[key]
-        grammar = self.json_grammar(document, self.max_whitespace, path)
-        self.num_embedded += 1
-        part = embed(grammar, f"j{self.num_embedded}_")
-        self.rules.extend(part.rules)
-        self.extra_terminals.extend(part.terminals)
-        return (part.start,)
-
-    def resolve(self, ref: Any, path: str, seen: set[str]) -> tuple[Any, str]:
-        """Return the schema a local ``$ref`` names and its pointer."""
-        if not isinstance(ref, str) or not ref.startswith("#/") or ref in seen:
-            problem = "a cycle" if ref in seen else "not a local reference"
-            raise GrammarError(f"$ref {ref!r} is {problem}", path)
-        seen.add(ref)
-        node: Any = self.root
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, Mapping) or part not in node:
-                raise GrammarError(f"$ref {ref!r} names nothing", path)
-            node = node[part]
-        return node, self.pointer + ref[1:]
 
 
 def kimi_type(schema: Any) -> str | None:

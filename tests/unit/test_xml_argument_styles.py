@@ -125,6 +125,137 @@ CASES: list[tuple[str, Any, dict[str, Any], list[str], list[str]]] = [
     ),
 ]
 
+NS = "]<]minimax[>["
+
+
+def _m3(name: str, value: str) -> str:
+    return f"{NS}<{name}>{value}{NS}</{name}>"
+
+
+M3_ARGS = {
+    "type": "object",
+    "properties": {
+        "location": {"type": "string"},
+        "unit": {"enum": ["c", "f"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "ok": {"type": "boolean"},
+        "t": {"type": ["number", "null"]},
+    },
+    "required": ["location"],
+}
+M3_NESTED = {
+    "type": "object",
+    "properties": {
+        "q": {"type": "string"},
+        "f": {
+            "type": "object",
+            "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}},
+            "required": ["lang"],
+        },
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "p": {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "boolean"}],
+            "minItems": 1,
+        },
+    },
+}
+M3_LITERALS = {
+    "type": "object",
+    "properties": {
+        "c": {"const": {"x": [1, "a"], "y": None}},
+        "e": {"enum": ["a", 2.0, [True], {"k": "v"}]},
+        "o": {
+            "anyOf": [
+                {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"type": "string"},
+            ]
+        },
+        "r": {"$ref": "#/$defs/d"},
+    },
+    "$defs": {"d": {"type": "boolean"}},
+}
+LOC3 = _m3("location", "x")
+CASES += [
+    (
+        "minimax_m3_xml",
+        M3_ARGS,
+        {},
+        [
+            _m3("location", "Paris"),
+            f"\n{_m3('location', ' Paris ')}\n{_m3('unit', 'c')} ",  # strings keep spaces
+            LOC3 + _m3("days", "14"),
+            LOC3 + _m3("ok", "true") + _m3("t", "null"),
+            LOC3 + _m3("t", "-1.5e3"),
+            _m3("location", "a]<]b<"),
+        ],
+        [
+            "",
+            "  ",
+            _m3("unit", "c"),  # location is required
+            LOC3 + _m3("days", "15"),  # maximum
+            LOC3 + _m3("days", " 3"),  # no whitespace around a value
+            _m3("location", f"a{NS}b"),  # a string cannot hold the marker
+            LOC3 + _m3("location", "y"),
+            _m3("days", "3") + LOC3,  # declared order
+            LOC3 + _m3("unit", '"c"'),
+            LOC3 + _m3("zz", "1"),
+        ],
+    ),
+    (
+        "minimax_m3_xml",
+        M3_NESTED,
+        {},
+        [
+            "",  # nothing required: empty, without whitespace
+            " " + _m3("q", "hi") + " ",
+            _m3("f", _m3("lang", "en")),
+            _m3("f", f" {_m3('lang', 'en')}\n{_m3('safe', 'false')} "),
+            _m3("tags", ""),
+            _m3("tags", _m3("item", "a") + " " + _m3("item", "b")),
+            _m3("p", _m3("item", "1")),
+            _m3("p", _m3("item", "1") + _m3("item", "true")),
+        ],
+        [
+            "  ",
+            _m3("f", ""),  # lang is required
+            _m3("f", _m3("safe", "true")),
+            _m3("tags", "".join(_m3("item", c) for c in "abc")),  # maxItems
+            _m3("tags", " "),
+            _m3("p", ""),  # minItems
+            _m3("p", _m3("item", "1") + _m3("item", "true") + _m3("item", "x")),  # no items
+        ],
+    ),
+    (
+        "minimax_m3_xml",
+        M3_LITERALS,
+        {},
+        [
+            _m3("c", _m3("x", _m3("item", "1") + _m3("item", "a")) + _m3("y", "null")),
+            _m3("e", "2"),
+            _m3("e", _m3("item", "true")),
+            _m3("e", _m3("k", "v")),
+            _m3("o", _m3("a", "1")),
+            _m3("o", f" {_m3('a', '1')} "),
+            _m3("o", "text"),
+            _m3("o", ""),
+            _m3("r", "true"),
+        ],
+        [
+            _m3("c", _m3("x", _m3("item", "1") + " " + _m3("item", "a")) + _m3("y", "null")),
+            _m3("e", "2.0"),
+            _m3("r", "1"),
+        ],
+    ),
+    (
+        "minimax_m3_xml",
+        M3_ARGS,
+        {"max_whitespace_cnt": 1},
+        [LOC3 + " " + _m3("days", "3")],
+        [LOC3 + "  " + _m3("days", "3"), "  " + LOC3],
+    ),
+]
+
 
 @pytest.mark.parametrize(("style", "schema", "extra", "accepted", "rejected"), CASES)
 def test_language(
@@ -184,3 +315,50 @@ def test_kimi_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
         constrain.Grammar.from_structural_tag(_spec(fmt, "kimi_k3_xml"))
     assert info.value.location == pointer
+
+
+def _object(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, **extra}
+
+
+J = "#/format/json_schema"
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [  # XGrammar 0.2.9 refuses these too
+        ({}, ""),
+        (_object({"a": {}}), "/properties/a"),
+        (_object({"a": {"minimum": 1}}), "/properties/a"),
+        (_object({"a": {"type": "array", "items": True}}), "/properties/a/items"),
+        (_object({"a": {"type": "integer"}}, additionalProperties=True), "/additionalProperties"),
+        (_object({"a": {"type": "string", "pattern": "x"}}), "/properties/a/pattern"),
+        (_object({"a": {"type": "string", "format": "email"}}), "/properties/a/format"),
+        (_object({"a": {"type": "string", "maxLength": 3}}), "/properties/a/maxLength"),
+        (_object({"a": {"const": f"x{NS}"}}), "/properties/a/const"),
+        (_object({"a>": {"type": "integer"}}), "/properties/a>"),
+        (_object({"a": {"type": "integer"}}, required=["b"]), "/required"),
+        (
+            _object({"a": {"type": "object", "patternProperties": {}}}),
+            "/properties/a/patternProperties",
+        ),
+        # constrain does not enforce these in this style
+        (_object({"a": {"type": "integer"}}, minProperties=1), "/minProperties"),
+        (_object({"a": {"allOf": [{"type": "integer"}]}}), "/properties/a/allOf"),
+        (
+            _object({"a": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}),
+            "/properties/a/uniqueItems",
+        ),
+        ({"type": "string"}, "/type"),
+    ],
+)
+def test_minimax_m3_errors_name_the_pointer(schema: Any, pointer: str) -> None:
+    with pytest.raises(constrain.GrammarError) as info:
+        constrain.Grammar.from_structural_tag(_spec(schema, "minimax_m3_xml"))
+    assert info.value.location == f"{J}{pointer}"
+
+
+def test_minimax_m3_unknown_format_is_a_plain_string() -> None:
+    schema = _object({"a": {"type": "string", "format": "no-such-format", "minLength": 0}})
+    grammar = constrain.Grammar.from_structural_tag(_spec(schema, "minimax_m3_xml"))
+    assert _accepts(grammar, _m3("a", "anything <at> all"))

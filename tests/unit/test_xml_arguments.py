@@ -197,7 +197,6 @@ def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
     "style",
     [
         "cohere_xml",
-        "minimax_m3_xml",
         "gemma",
         "x",
     ],

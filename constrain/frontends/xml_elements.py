@@ -1,0 +1,363 @@
+r"""Stage 1: XGrammar's ``minimax_m3_xml`` argument style, a JSON Schema -> Grammar IR.
+
+MiniMax-M3 writes every value as nested elements, each tag behind a namespace marker
+``]<]minimax[>[`` (:data:`NAMESPACE`): a property is
+``]<]minimax[>[<NAME>VALUE]<]minimax[>[</NAME>``, an array's items are ``<item>`` elements, an
+object's properties are elements again, a string is raw text that cannot contain the marker,
+and a number, boolean or null is its JSON text. The language is XGrammar 0.2.9's for the same
+schema:
+
+- **Objects** (the arguments and nested ones alike) list their declared ``properties`` in the
+  schema's order, each at most once, the ``required`` ones always, whitespace ``[ \t\n\r]*``
+  (at most ``max_whitespace_cnt``) before, between and after the elements; an object with no
+  element present is empty (no whitespace). No value has whitespace around it.
+- **Arrays**: ``prefixItems`` then ``items`` as ``<item>`` elements, ``minItems``/``maxItems``
+  counted, whitespace as for objects; an array schema without ``items`` has only its prefix
+  items.
+- **``const`` and ``enum``** values are spelled out: a string raw, an object as its elements
+  and an array as its items (no whitespace), any other value as its JSON text
+  (:func:`~constrain.frontends.xml_arguments.xml_value_text`).
+- ``anyOf``, ``oneOf`` and a list of types join their options' languages; a ``$ref`` into the
+  schema is followed.
+
+Refused with :class:`~constrain.errors.GrammarError` at the JSON pointer of the keyword, where
+XGrammar 0.2.9 refuses them too: an unconstrained value (``{}``, ``true``, a schema without a
+type or an object/array keyword, ``items: true``); undeclared properties
+(``additionalProperties`` or ``unevaluatedProperties`` other than ``false``,
+``patternProperties``, ``propertyNames``); a required property that is not declared; a string
+with ``pattern``, a known ``format``, ``minLength`` or ``maxLength``; a string literal holding
+the marker; an element name that is empty, blank, starts with ``/`` or holds ``>``. Refused
+where XGrammar 0.2.9 accepts them (constrain does not enforce them in this style):
+``minProperties``, ``maxProperties``, ``dependentRequired``, ``dependentSchemas``, ``contains``,
+``uniqueItems``, and ``allOf``, ``not`` and ``if``; a root that is not an object schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from constrain.errors import GrammarError
+from constrain.frontends.compose import free_text
+from constrain.frontends.json_schema.formats import format_regex
+from constrain.frontends.xml_arguments import (
+    Fragment,
+    JsonGrammar,
+    XmlRules,
+    xml_value_text,
+)
+from constrain.ir import Grammar, Literal
+
+__all__ = ["ELEMENT_STYLES", "NAMESPACE", "xml_elements_grammar"]
+
+NAMESPACE = "]<]minimax[>["
+"""The marker before every tag of ``minimax_m3_xml``."""
+
+ELEMENT_STYLES = ("minimax_m3_xml",)
+"""The XML argument styles whose values nest as elements, by XGrammar's style name."""
+
+_ANNOTATIONS = frozenset(
+    {"title", "description", "$comment", "examples", "default", "deprecated", "readOnly"}
+    | {"writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions"}
+)
+_REFUSED = {
+    "allOf": "allOf",
+    "not": "not",
+    "if": "if/then/else",
+    "patternProperties": "undeclared properties (patternProperties)",
+    "propertyNames": "undeclared properties (propertyNames)",
+    "minProperties": "minProperties",
+    "maxProperties": "maxProperties",
+    "dependentRequired": "dependentRequired",
+    "dependentSchemas": "dependentSchemas",
+    "contains": "contains",
+}
+_OBJECT_KEYS = ("properties", "additionalProperties", "unevaluatedProperties")
+_BLANK = " \t\n\r\f\v"
+
+
+def xml_elements_grammar(
+    style: str, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+) -> Grammar:
+    """Return the grammar of tool-call arguments in an element-nesting XML style.
+
+    Parameters
+    ----------
+    style : str
+        One of :data:`ELEMENT_STYLES`.
+    schema : dict or bool
+        The JSON Schema of the arguments: an object schema.
+    max_whitespace : int or None
+        Longest whitespace run (XGrammar's ``max_whitespace_cnt``); None: unbounded.
+    pointer : str
+        The JSON pointer of the schema in its document, prefixed to error pointers.
+    json_grammar : callable
+        Returns the grammar of the JSON values of a schema, no whitespace around them
+        (numbers, booleans and null here).
+
+    Returns
+    -------
+    Grammar
+        The grammar, not normalised.
+
+    Raises
+    ------
+    GrammarError
+        If the style is unknown, or the schema uses a keyword this style cannot enforce (the
+        module docstring lists them).
+    JsonSchemaError
+        If the schema of a number cannot be enforced.
+    """
+    if style not in ELEMENT_STYLES:
+        raise GrammarError(f"unknown XML element style {style!r}")
+    if max_whitespace is not None and (
+        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
+    ):
+        raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
+    return _MiniMaxM3(schema, max_whitespace, pointer, json_grammar).arguments()
+
+
+class _MiniMaxM3(XmlRules):
+    """Collect the rules of one ``minimax_m3_xml`` arguments grammar."""
+
+    def __init__(
+        self, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+    ) -> None:
+        super().__init__(schema, max_whitespace, pointer, json_grammar)
+        self.text = self.term(free_text([NAMESPACE]))
+
+    def arguments(self) -> Grammar:
+        """Return the grammar of the whole arguments object."""
+        schema, path = self.root, self.pointer
+        if schema is True or schema == {}:
+            raise GrammarError("minimax_m3_xml does not support an unconstrained schema", path)
+        if not isinstance(schema, Mapping):
+            raise GrammarError("the minimax_m3_xml style needs an object schema", path)
+        kind = schema.get("type", "object")
+        if kind != "object" and kind != ["object"]:
+            raise GrammarError(
+                f"the minimax_m3_xml style writes an object's properties; "
+                f"type {kind!r} is not an object",
+                f"{path}/type",
+            )
+        _refuse_keywords(schema, path)
+        return self.grammar(self.rule([self.object(schema, path, set())], "start"))
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def element(self, name: str, value: Fragment, path: str) -> Fragment:
+        """Return ``NAMESPACE<name>`` value ``NAMESPACE</name>``."""
+        if not name or name.startswith("/") or ">" in name or not name.strip(_BLANK):
+            raise GrammarError(f"{name!r} cannot be a minimax_m3_xml element name", path)
+        opening = self.term(Literal(f"{NAMESPACE}<{name}>"))
+        return (opening, *value, self.term(Literal(f"{NAMESPACE}</{name}>")))
+
+    def repeat(self, item: Fragment, low: int, high: int | None) -> Fragment:
+        """Return ``low`` to ``high`` (None: any number of) copies of ``item``."""
+        if high is None:
+            loop = self.fresh()
+            tail = self.rule([(), (*item, loop)], loop)
+        else:
+            tail = self.rule([()])
+            for _ in range(high - low):
+                tail = self.rule([(), (*item, tail)])
+        return (*(item * low), tail)
+
+    def literal(self, value: Any, path: str) -> Fragment:
+        """Return a ``const``/``enum`` value spelled out."""
+        if isinstance(value, str):
+            if NAMESPACE in value:
+                raise GrammarError(f"a minimax_m3_xml string cannot hold {NAMESPACE!r}", path)
+            return (self.term(Literal(value)),) if value else ()
+        if isinstance(value, Mapping):
+            out: Fragment = ()
+            for key, item in value.items():
+                out += self.element(str(key), self.literal(item, path), path)
+            return out
+        if isinstance(value, list):
+            out = ()
+            for item in value:
+                out += self.element("item", self.literal(item, path), path)
+            return out
+        return (self.term(Literal(xml_value_text(value))),)
+
+    # -- values --------------------------------------------------------------------------------
+
+    def value(self, schema: Any, path: str, seen: set[str]) -> Fragment:
+        """Return the rule of a value (no whitespace around it)."""
+        return (self.rule(self.options(schema, path, seen)),)
+
+    def options(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
+        """Return the alternatives of a value."""
+        if schema is False:
+            raise GrammarError("a schema of false can have no value", path)
+        if schema is True or schema == {}:
+            raise GrammarError("minimax_m3_xml does not support an unconstrained value", path)
+        if not isinstance(schema, Mapping):
+            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
+        _refuse_keywords(schema, path)
+        if "$ref" in schema:
+            return self.options(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
+        if "const" in schema:
+            return [self.literal(schema["const"], f"{path}/const")]
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
+            return [self.literal(v, f"{path}/enum/{i}") for i, v in enumerate(values)]
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = schema[key]
+                if not isinstance(options, list) or not options:
+                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
+                out: list[Fragment] = []
+                for i, option in enumerate(options):
+                    if option is False:
+                        continue
+                    merged = {k: v for k, v in schema.items() if k != key}
+                    merged.update(option if isinstance(option, Mapping) else {})
+                    out.extend(self.options(merged, f"{path}/{key}/{i}", seen))
+                return out
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            out = []
+            for i, one in enumerate(kind):
+                out.extend(self.options({**schema, "type": one}, f"{path}/type/{i}", seen))
+            return out
+        if kind is None:
+            keys = set(schema)
+            if keys & set(_OBJECT_KEYS):
+                kind = "object"
+            elif keys & {"items", "prefixItems"}:
+                kind = "array"
+            else:
+                raise GrammarError(
+                    "minimax_m3_xml does not support an unconstrained value (no type)", path
+                )
+        if kind == "string":
+            return [self.string(schema, path)]
+        if kind == "object":
+            return [self.object(schema, path, seen)]
+        if kind == "array":
+            return [self.array(schema, path, seen)]
+        if kind not in ("integer", "number", "boolean", "null"):
+            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
+        return [self.json_value({**schema, "type": kind}, path)]
+
+    def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
+        """Return a string value: raw text without the marker."""
+        refused = [k for k in ("pattern", "minLength", "maxLength") if k in schema]
+        if schema.get("minLength") == 0:
+            refused.remove("minLength")
+        fmt = schema.get("format")
+        if isinstance(fmt, str) and format_regex(fmt) is not None:
+            refused.append("format")
+        if refused:
+            raise GrammarError(
+                f"'{refused[0]}' is not supported in the minimax_m3_xml style (a string there "
+                f"is any text without {NAMESPACE!r}; XGrammar 0.2.9 refuses it too)",
+                f"{path}/{refused[0]}",
+            )
+        return (self.text,)
+
+    def object(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an object: its declared properties as elements."""
+        for key in ("additionalProperties", "unevaluatedProperties"):
+            if key in schema and schema[key] is not False:
+                raise GrammarError(
+                    f"minimax_m3_xml needs fixed property names; {key} is not supported",
+                    f"{path}/{key}",
+                )
+        properties = schema.get("properties", {})
+        if not isinstance(properties, Mapping):
+            raise GrammarError("'properties' must be an object", f"{path}/properties")
+        required = schema.get("required", [])
+        for name in required:
+            if name not in properties:
+                raise GrammarError(
+                    f"required property {name!r} is not declared", f"{path}/required"
+                )
+        names = list(properties)
+        entries = [
+            self.element(
+                n,
+                self.value(properties[n], f"{path}/properties/{n}", set(seen)),
+                f"{path}/properties/{n}",
+            )
+            for n in names
+        ]
+        tails: list[Fragment] = [()]
+        for i in range(len(names) - 1, -1, -1):
+            present = (self.ws, *entries[i], *tails[0])
+            alts = [present] if names[i] in required else [present, tails[0]]
+            tails.insert(0, (self.rule(alts),))
+        firsts: list[Fragment] = []
+        for i, name in enumerate(names):
+            firsts.append((*entries[i], *tails[i + 1]))
+            if name in required:
+                break
+        if not firsts:
+            return ()
+        body = (self.ws, self.rule(firsts), self.ws)
+        if any(n in required for n in names):
+            return (self.rule([body]),)
+        return (self.rule([(), body]),)
+
+    def array(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an array: its items as ``<item>`` elements."""
+        if schema.get("uniqueItems") is True:
+            raise GrammarError(
+                "uniqueItems is not supported in the minimax_m3_xml style", f"{path}/uniqueItems"
+            )
+        low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
+        high = None if high is None else int(high)
+        prefix_schemas = schema.get("prefixItems", [])
+        prefix = [
+            self.element(
+                "item", self.value(s, f"{path}/prefixItems/{i}", set(seen)), f"{path}/prefixItems"
+            )
+            for i, s in enumerate(prefix_schemas)
+        ]
+        items = schema.get("items", False)
+        extra: Fragment | None = None
+        if items is not False:
+            extra = self.element(
+                "item", self.value(items, f"{path}/items", set(seen)), f"{path}/items"
+            )
+        if high == 0:
+            return ()
+        if not prefix:
+            if extra is None:
+                return ()
+            more = self.repeat(
+                (self.ws, *extra), max(0, low - 1), None if high is None else high - 1
+            )
+            body = (self.ws, *extra, *more, self.ws)
+            return (self.rule([body] if low > 0 else [body, ()]),)
+        count = len(prefix)
+        tail: Fragment = ()
+        if extra is not None:
+            tail = self.repeat(
+                (self.ws, *extra),
+                max(0, low - count),
+                None if high is None else max(0, high - count),
+            )
+        for index in range(count - 2, -1, -1):
+            emitted = index + 1
+            alts: list[Fragment] = []
+            if high is None or emitted < high:
+                alts.append((self.ws, *prefix[index + 1], *tail))
+            if emitted >= low or not alts:
+                alts.append(())
+            tail = (self.rule(alts),)
+        body = (self.ws, *prefix[0], *tail, self.ws)
+        return (self.rule([body] if low > 0 else [body, ()]),)
+
+
+def _refuse_keywords(schema: Mapping[str, Any], path: str) -> None:
+    """Raise a GrammarError at the first keyword of ``schema`` this style does not enforce."""
+    for key, what in _REFUSED.items():
+        if key in schema:
+            raise GrammarError(
+                f"{what} is not supported in the minimax_m3_xml style", f"{path}/{key}"
+            )
