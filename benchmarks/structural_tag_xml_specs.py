@@ -197,6 +197,8 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
     text = json.dumps(spec)
     if "minimax_m3_xml" in text:
         return m3_hints(spec)
+    if "cohere_xml" in text:
+        return cohere_hints(spec)
     style = next((s for s in ("qwen_xml", *TAGS) if s in text), None)
     if style is None:
         return None
@@ -317,6 +319,106 @@ def m3_hints(spec: Any) -> list[str]:
             stack.extend(node.values())
             if isinstance(node.get("properties"), dict):
                 out.extend(f"{NS}{t}{k}>" for k in node["properties"] for t in ("<", "</"))
+            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
+            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# cohere_xml: typed elements, objects and arrays nested
+# --------------------------------------------------------------------------------------------
+
+
+def cv(name: str, kind: str, value: str) -> str:
+    """Return one ``cohere_xml`` element of an object."""
+    return f'<cofl:value name="{name}" type="{kind}">{value}</cofl:value>'
+
+
+def ci(kind: str, value: str) -> str:
+    """Return one ``cohere_xml`` item of a list."""
+    return f'<cofl:value type="{kind}">{value}</cofl:value>'
+
+
+def cohere_call(name: str, schema: Any) -> dict[str, Any]:
+    """Return a tool call whose arguments are in the ``cohere_xml`` style."""
+    begin = f"<tool_call>\n<function={name}>\n"
+    return tag(begin, json_format(schema, style="cohere_xml"), "</function>\n</tool_call>")
+
+
+C_WEATHER = "\n".join(
+    [
+        "",
+        cv("location", "raw", "San Francisco, CA"),
+        cv("unit", "raw", " celsius "),
+        cv("days", "json", "3"),
+        "",
+    ]
+)
+C_SEARCH = (
+    cv("query", "raw", "best <b>pizza</b> & pasta")
+    + "\n"
+    + cv("filters", "dict", f"\n{cv('lang', 'raw', 'en')}\n{cv('safe', 'json', 'true')}\n")
+    + "\n"
+    + cv("tags", "list", ci("raw", "food") + ci("raw", "it"))
+    + cv("score", "json", "-2.5e3")
+)
+
+
+def cohere_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the ``cohere_xml`` specs and record their sample outputs."""
+    calls = [cohere_call("get_weather", ARGS), cohere_call("search", NESTED_ARGS)]
+    call_text = f"<tool_call>\n<function=get_weather>\n{C_WEATHER}</function>\n</tool_call>"
+    search_text = f"<tool_call>\n<function=search>\n{C_SEARCH}</function>\n</tool_call>"
+    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    free_args["additionalProperties"] = True
+    samples = {
+        "args": (C_WEATHER, cv("location", "raw", "Paris")),
+        "nested": (C_SEARCH, cv("query", "raw", "") + cv("tags", "list", "")),
+        "strings": (
+            cv("code", "raw", "\nAB12\n")
+            + cv("note", "raw", "hi </p")
+            + cv("mode", "raw", "fast")
+            + cv("maybe", "json", " null "),
+            cv("code", "raw", "XY9") + cv("maybe", "raw", "\nnot null\n"),
+        ),  # fmt: skip
+        "additional": (
+            cv("a", "json", "7") + "\n" + cv("b", "raw", "again") + cv("c", "list", ci("raw", "x")),
+        ),
+        "any": (
+            cv("x", "dict", cv("k", "list", ci("json", "1") + ci("json", "2")))
+            + "\n"
+            + cv("y_2", "raw", "text"),
+        ),  # fmt: skip
+        "tag": (call_text,),
+        "triggered": (f"Let me check.\n{call_text}\n{search_text}",),
+    }
+    specs = {
+        "args": json_format(ARGS, style="cohere_xml"),
+        "nested": json_format(NESTED_ARGS, style="cohere_xml"),
+        "strings": json_format(STRING_ARGS, style="cohere_xml"),
+        "additional": json_format(free_args, style="cohere_xml"),
+        "any": json_format({}, style="cohere_xml"),
+        "tag": calls[0],
+        "triggered": triggered(calls, ["<tool_call>"]),
+    }
+    for name, texts in samples.items():
+        QWEN_SAMPLES[f"cohere_xml_{name}"] = texts
+    return [(f"cohere_xml_{name}", fmt) for name, fmt in specs.items()]
+
+
+def cohere_hints(spec: Any) -> list[str]:
+    """Return the strings a walk of a ``cohere_xml`` spec favours, all their tokens."""
+    out = ['<cofl:value name="', "<cofl:value", "</cofl:value>", "1", "true", "null", "\n"]
+    out += [f' type="{kind}">' for kind in ("raw", "json", "dict", "list")]
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            if isinstance(node.get("properties"), dict):
+                out.extend(f'<cofl:value name="{k}"' for k in node["properties"])
             out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
             out.extend(v for v in node.get("enum", []) if isinstance(v, str))
         elif isinstance(node, list):

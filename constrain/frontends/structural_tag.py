@@ -28,7 +28,7 @@ Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of 
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
 ``any_text.max_tokens``), and the XML argument styles but ``qwen_xml`` (``qwen_xml_parameter``),
 ``minimax_xml``, ``glm_xml``, ``deepseek_xml``, ``deepseek_v4_1_xml``, ``kimi_k3_xml``
-(``xml_arguments``) and ``minimax_m3_xml`` (``xml_elements``).
+(``xml_arguments``), ``minimax_m3_xml`` and ``cohere_xml`` (``xml_elements``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,28 @@
-r"""Stage 1: XGrammar's ``minimax_m3_xml`` argument style, a JSON Schema -> Grammar IR.
+r"""Stage 1: XGrammar's ``minimax_m3_xml`` and ``cohere_xml`` argument styles, JSON Schema -> IR.
+
+Both write nested values as nested elements, not as JSON text; the ``qwen_xml`` family
+(:mod:`constrain.frontends.xml_arguments`) lends its bookkeeping
+(:class:`~constrain.frontends.xml_arguments.XmlRules`).
+
+**cohere_xml** (Cohere: ``<cofl:value name="NAME" type="T">VALUE</cofl:value>``) has the
+``qwen_xml`` object structure (declared properties in order, undeclared ones after them where
+``additionalProperties`` allows, whitespace around and between elements) with a type attribute
+that follows the value, alternative by alternative: ``raw`` for a string (a plain one is raw
+text up to ``</cofl:value>``, a bounded one has whitespace around it), ``json`` for a number,
+boolean, null or a ``const``/``enum`` member that is not a string (written as compact JSON
+text, objects and arrays too), ``dict`` for an object (its properties as elements again) and
+``list`` for an array (items ``<cofl:value type="T">...</cofl:value>`` with no name and no
+whitespace between them; every ``prefixItems`` item is present). Names are XML-escaped
+(``&amp;``, ``&quot;``, ``&lt;``, ``&gt;``); an undeclared name is any such escaped text but a
+declared name. A value without a schema is a raw string, a JSON scalar, any dict or any list.
+As XGrammar 0.2.9, a non-empty ``required`` makes an object non-empty even when it names no
+declared property. Refused at their JSON pointers (constrain does not enforce them here):
+``minProperties``, ``maxProperties``, ``patternProperties``, ``propertyNames``,
+``unevaluatedProperties``, ``dependentRequired``, ``dependentSchemas``, ``contains``,
+``uniqueItems``, ``allOf``, ``not``, ``if``; ``maxItems`` below the number of ``prefixItems``
+(XGrammar 0.2.9 refuses it too); a root that is not an object schema.
+
+**minimax_m3_xml**:
 
 MiniMax-M3 writes every value as nested elements, each tag behind a namespace marker
 ``]<]minimax[>[`` (:data:`NAMESPACE`): a property is
@@ -37,23 +61,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from constrain.errors import GrammarError
+from constrain.errors import GrammarError, RegexError
 from constrain.frontends.compose import free_text
 from constrain.frontends.json_schema.formats import format_regex
+from constrain.frontends.regex import parse_regex
 from constrain.frontends.xml_arguments import (
     Fragment,
     JsonGrammar,
     XmlRules,
     xml_value_text,
 )
-from constrain.ir import Grammar, Literal
+from constrain.ir import (
+    ANY_CHAR,
+    Alt,
+    CharSet,
+    Complement,
+    Grammar,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+)
 
-__all__ = ["ELEMENT_STYLES", "NAMESPACE", "xml_elements_grammar"]
+__all__ = ["COHERE_END", "ELEMENT_STYLES", "NAMESPACE", "cohere_name", "xml_elements_grammar"]
 
 NAMESPACE = "]<]minimax[>["
 """The marker before every tag of ``minimax_m3_xml``."""
 
-ELEMENT_STYLES = ("minimax_m3_xml",)
+ELEMENT_STYLES = ("minimax_m3_xml", "cohere_xml")
 """The XML argument styles whose values nest as elements, by XGrammar's style name."""
 
 _ANNOTATIONS = frozenset(
@@ -114,6 +149,8 @@ def xml_elements_grammar(
         isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
     ):
         raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
+    if style == "cohere_xml":
+        return _Cohere(schema, max_whitespace, pointer, json_grammar).arguments()
     return _MiniMaxM3(schema, max_whitespace, pointer, json_grammar).arguments()
 
 
@@ -361,3 +398,288 @@ def _refuse_keywords(schema: Mapping[str, Any], path: str) -> None:
             raise GrammarError(
                 f"{what} is not supported in the minimax_m3_xml style", f"{path}/{key}"
             )
+
+
+# --------------------------------------------------------------------------------------------
+# cohere_xml
+# --------------------------------------------------------------------------------------------
+
+COHERE_END = "</cofl:value>"
+"""The end of every ``cohere_xml`` element (and of a plain string value)."""
+
+_COHERE_REFUSED = {k: v for k, v in _REFUSED.items() if k != "contains"} | {
+    "contains": "contains",
+    "uniqueItems": "uniqueItems",
+}
+
+
+def _cohere_key() -> Regex:
+    r"""Return XGrammar's ``cohere_key``: ``([^\x00"&<>]|&amp;|&lt;|&gt;|&quot;)+``."""
+    ranges = ((1, 0x21), (0x23, 0x25), (0x27, 0x3B), (0x3D, 0x3D), (0x3F, 0xD7FF))
+    plain = CharSet((*ranges, ANY_CHAR.ranges[-1]))
+    escapes = tuple(Literal(e) for e in ("&amp;", "&lt;", "&gt;", "&quot;"))
+    return Repeat(Alt((plain, *escapes)), 1, None)
+
+
+def cohere_name(name: str) -> str:
+    """Return a property name as ``cohere_xml`` writes it in ``name="..."`` (XML-escaped).
+
+    Parameters
+    ----------
+    name : str
+        The property name.
+
+    Returns
+    -------
+    str
+        ``&``, ``"``, ``<`` and ``>`` as ``&amp;``, ``&quot;``, ``&lt;`` and ``&gt;``.
+    """
+    return (
+        name.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+    )
+
+
+class _Cohere(XmlRules):
+    """Collect the rules of one ``cohere_xml`` arguments grammar.
+
+    An element is ``<cofl:value`` (`` name="NAME"`` in an object, nothing in a list), then
+    `` type="T">``, the value and ``</cofl:value>``; ``T`` follows the value: ``raw`` for a
+    string, ``json`` for a number, boolean, null or a ``const``/``enum`` value other than a
+    string (as its JSON text), ``dict`` for an object, ``list`` for an array.
+    """
+
+    def __init__(
+        self, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
+    ) -> None:
+        super().__init__(schema, max_whitespace, pointer, json_grammar)
+        self.text = self.term(free_text([COHERE_END]))
+        self.end = self.term(Literal(COHERE_END))
+        self.opening = self.term(Literal("<cofl:value"))
+        self.any_rule: str | None = None
+
+    def arguments(self) -> Grammar:
+        """Return the grammar of the whole arguments object."""
+        schema, path = self.root, self.pointer
+        if schema is True or schema == {}:
+            schema = {"type": "object"}
+        if not isinstance(schema, Mapping):
+            raise GrammarError("the cohere_xml style needs an object schema", path)
+        kind = schema.get("type", "object")
+        if kind != "object" and kind != ["object"]:
+            raise GrammarError(
+                f"the cohere_xml style writes an object's properties; "
+                f"type {kind!r} is not an object",
+                f"{path}/type",
+            )
+        self.refuse(schema, path)
+        return self.grammar(self.rule([(self.object(schema, path, set()),)], "start"))
+
+    def refuse(self, schema: Mapping[str, Any], path: str) -> None:
+        """Raise a GrammarError at the first keyword this style does not enforce."""
+        for key, what in _COHERE_REFUSED.items():
+            if key in schema and not (key == "uniqueItems" and schema[key] is False):
+                raise GrammarError(
+                    f"{what} is not supported in the cohere_xml style", f"{path}/{key}"
+                )
+        if schema.get("unevaluatedProperties", False) is not False:
+            raise GrammarError(
+                "unevaluatedProperties is not supported in the cohere_xml style",
+                f"{path}/unevaluatedProperties",
+            )
+
+    def tail(self, kind: str, content: Fragment, spaced: bool = True) -> Fragment:
+        """Return `` type="KIND">`` content ``</cofl:value>``, whitespace around if spaced."""
+        lead = self.term(Literal(f' type="{kind}">'))
+        if spaced:
+            return (lead, self.ws, *content, self.ws, self.end)
+        return (lead, *content, self.end)
+
+    def literal_tail(self, value: Any) -> Fragment:
+        """Return the typed tail of a ``const``/``enum`` value."""
+        text = (self.term(Literal(xml_value_text(value))),) if xml_value_text(value) else ()
+        return self.tail("raw" if isinstance(value, str) else "json", text)
+
+    # -- values --------------------------------------------------------------------------------
+
+    def typed(self, schema: Any, path: str, seen: set[str]) -> str:
+        """Return the rule of a value's typed tails (type attribute, value, end tag)."""
+        return self.rule(self.tails(schema, path, seen))
+
+    def any_value(self) -> str:
+        """Return the rule of any value's typed tails (built once: it is recursive)."""
+        if self.any_rule is None:
+            self.any_rule = self.fresh()
+            key = self.term(_cohere_key())
+            element = (self.term(Literal(' name="')), key, self.term(Literal('"')))
+            entry = (self.opening, *element, self.any_rule)
+            more = self.fresh()
+            self.rule([(), (self.ws, *entry, more)], more)
+            dict_body = self.rule([(self.ws, *entry, more, self.ws), (self.ws,)])
+            items = self.fresh()
+            self.rule([(), (self.opening, self.any_rule, items)], items)
+            scalars = ("number", "boolean", "null")
+            scalar = self.rule([self.json_value({"type": k}, "") for k in scalars])
+            alts = [
+                self.tail("raw", (self.text,), spaced=False),
+                self.tail("json", (scalar,)),
+                self.tail("dict", (dict_body,)),
+                self.tail("list", (items,)),
+            ]
+            self.rule(alts, self.any_rule)
+        return self.any_rule
+
+    def tails(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
+        """Return the alternatives of a value's typed tail."""
+        if schema is False:
+            raise GrammarError("a schema of false can have no value", path)
+        if schema is True or schema == {}:
+            return [(self.any_value(),)]
+        if not isinstance(schema, Mapping):
+            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
+        self.refuse(schema, path)
+        if "$ref" in schema:
+            return self.tails(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
+        if "const" in schema:
+            return [self.literal_tail(schema["const"])]
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
+            return [self.literal_tail(v) for v in values]
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = schema[key]
+                if not isinstance(options, list) or not options:
+                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
+                out: list[Fragment] = []
+                for i, option in enumerate(options):
+                    if option is False:
+                        continue
+                    merged = {k: v for k, v in schema.items() if k != key}
+                    merged.update(option if isinstance(option, Mapping) else {})
+                    out.extend(self.tails(merged, f"{path}/{key}/{i}", seen))
+                return out
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            out = []
+            for i, one in enumerate(kind):
+                out.extend(self.tails({**schema, "type": one}, f"{path}/type/{i}", seen))
+            return out
+        if kind is None:
+            keys = set(schema)
+            if keys & set(_OBJECT_KEYS):
+                kind = "object"
+            elif keys & {"items", "prefixItems"}:
+                kind = "array"
+            else:
+                return [(self.any_value(),)]
+        if kind == "string":
+            return [self.string(schema, path)]
+        if kind == "object":
+            return [self.tail("dict", (self.object(schema, path, seen),))]
+        if kind == "array":
+            return [self.tail("list", self.array(schema, path, seen))]
+        if kind not in ("integer", "number", "boolean", "null"):
+            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
+        return [self.tail("json", self.json_value({**schema, "type": kind}, path))]
+
+    def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
+        """Return a string's typed tail: raw text, or a bounded string with whitespace around."""
+        fmt, pattern = schema.get("format"), schema.get("pattern")
+        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        if fmt is None and pattern is None and low == 0 and high is None:
+            return self.tail("raw", (self.text,), spaced=False)
+        regex = format_regex(fmt) if isinstance(fmt, str) else None
+        if regex is None and isinstance(pattern, str):
+            try:
+                regex = parse_regex(pattern, flavor="ecmascript")
+            except RegexError as err:
+                raise GrammarError(f"invalid pattern: {err}", f"{path}/pattern") from err
+        if regex is None:
+            if fmt is not None and pattern is None and low == 0 and high is None:
+                return self.tail("raw", (self.text,), spaced=False)  # an unknown format
+            regex = Repeat(ANY_CHAR, int(low), None if high is None else int(high))
+        return self.tail("raw", (self.term(regex),))
+
+    def object(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> str:
+        """Return the rule of an object's elements (whitespace around and between them)."""
+        properties = schema.get("properties", {})
+        if not isinstance(properties, Mapping):
+            raise GrammarError("'properties' must be an object", f"{path}/properties")
+        required = list(schema.get("required", []))
+        extra = schema.get("additionalProperties", "properties" not in schema)
+        names = list(properties)
+        entries = [
+            (
+                self.term(Literal(f'<cofl:value name="{cohere_name(n)}"')),
+                self.typed(properties[n], f"{path}/properties/{n}", set(seen)),
+            )
+            for n in names
+        ]
+        extra_entry: Fragment | None = None
+        if extra is not False:
+            key: Regex = _cohere_key()
+            if names:
+                key = Intersect(
+                    (key, Complement(Alt(tuple(Literal(cohere_name(n)) for n in names))))
+                )
+            value = self.typed(extra, f"{path}/additionalProperties", set(seen))
+            quote = self.term(Literal('"'))
+            extra_entry = (self.term(Literal('<cofl:value name="')), self.term(key), quote, value)
+        tails: list[Fragment] = [()]
+        if extra_entry is not None:
+            loop = self.fresh()
+            tails = [(self.rule([(), (self.ws, *extra_entry, loop)], loop),)]
+        for i in range(len(names) - 1, -1, -1):
+            present = (self.ws, *entries[i], *tails[0])
+            alts = [present] if names[i] in required else [present, tails[0]]
+            tails.insert(0, (self.rule(alts),))
+        firsts: list[Fragment] = []
+        for i, name in enumerate(names):
+            firsts.append((*entries[i], *tails[i + 1]))
+            if name in required:
+                break
+        else:
+            if extra_entry is not None:
+                firsts.append((*extra_entry, *tails[-1]))
+        top: list[Fragment] = [(self.ws, self.rule(firsts), self.ws)] if firsts else []
+        if not required:
+            top.append((self.ws,))
+        return self.rule(top)
+
+    def array(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an array's items: elements without a name, no whitespace between them."""
+        low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
+        high = None if high is None else int(high)
+        prefix = [
+            (self.opening, self.typed(s, f"{path}/prefixItems/{i}", set(seen)))
+            for i, s in enumerate(schema.get("prefixItems", []))
+        ]
+        if high is not None and high < len(prefix):
+            raise GrammarError(
+                f"maxItems is less than the number of prefixItems ({high} < {len(prefix)})",
+                f"{path}/maxItems",
+            )
+        items = schema.get("items", False)
+        out: Fragment = tuple(part for item in prefix for part in item)
+        if items is False:
+            if low > len(prefix):
+                raise GrammarError(
+                    "minItems is more than the items the array can hold", f"{path}/minItems"
+                )
+            return out
+        element = (self.opening, self.typed(items, f"{path}/items", set(seen)))
+        count = len(prefix)
+        more = None if high is None else high - count
+        return (*out, *self.repeat(element, max(0, low - count), more))
+
+    def repeat(self, item: Fragment, low: int, high: int | None) -> Fragment:
+        """Return ``low`` to ``high`` (None: any number of) copies of ``item``."""
+        if high is None:
+            loop = self.fresh()
+            tail = self.rule([(), (*item, loop)], loop)
+        else:
+            tail = self.rule([()])
+            for _ in range(high - low):
+                tail = self.rule([(), (*item, tail)])
+        return (*(item * low), tail)

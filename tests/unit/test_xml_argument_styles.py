@@ -257,6 +257,128 @@ CASES += [
 ]
 
 
+def _cv(name: str, kind: str, value: str) -> str:
+    return f'<cofl:value name="{name}" type="{kind}">{value}</cofl:value>'
+
+
+def _ci(kind: str, value: str) -> str:
+    return f'<cofl:value type="{kind}">{value}</cofl:value>'
+
+
+C_ARGS = {
+    "type": "object",
+    "properties": {
+        "location": {"type": "string"},
+        "unit": {"enum": ["c", "f"]},
+        "days": {"type": "integer"},
+        "mix": {"enum": ["a", 1, None]},
+        "tl": {"type": ["integer", "string"]},
+    },
+    "required": ["location"],
+}
+C_NESTED = {
+    "type": "object",
+    "properties": {
+        "q": {"type": "string", "maxLength": 3},
+        "f": {
+            "type": "object",
+            "properties": {"lang": {"type": "string"}, "safe": {"type": "boolean"}},
+            "required": ["lang"],
+        },
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "p": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        "any": {},
+        "c": {"const": {"k": [1]}},
+    },
+}
+LOCC = _cv("location", "raw", "x")
+ANY_DICT = (
+    ' <cofl:value name="k&amp;" type="list">'
+    + _ci("json", "1")
+    + _ci("dict", "")
+    + "</cofl:value> "
+)
+CASES += [
+    (
+        "cohere_xml",
+        C_ARGS,
+        {},
+        [
+            _cv("location", "raw", "Paris"),
+            _cv("location", "raw", " Paris\n") + "\n" + _cv("unit", "raw", " c "),
+            LOCC + _cv("days", "json", " 3 "),
+            LOCC + _cv("mix", "raw", "a"),  # each enum member with its own type
+            LOCC + _cv("mix", "json", " null "),
+            LOCC + _cv("tl", "json", "5"),
+            LOCC + _cv("tl", "raw", "five"),
+            _cv("location", "raw", "a</cofl:value") + " ",
+        ],
+        [
+            "",
+            _cv("unit", "raw", "c"),  # location is required
+            LOCC + _cv("days", "raw", "3"),  # an integer is json
+            LOCC + _cv("mix", "raw", "1"),
+            LOCC + _cv("mix", "json", "a"),
+            LOCC + _cv("unit", "raw", '"c"'),
+            LOCC + _cv("zz", "raw", "1"),  # strict: no undeclared property
+            LOCC + LOCC,
+        ],
+    ),
+    (
+        "cohere_xml",
+        C_NESTED,
+        {},
+        [
+            "",
+            "  ",
+            _cv("q", "raw", " ab "),
+            _cv("f", "dict", " " + _cv("lang", "raw", "en") + "\n" + _cv("safe", "json", "false")),
+            _cv("tags", "list", ""),
+            _cv("tags", "list", _ci("raw", "a") + _ci("raw", "b")),
+            _cv("p", "list", _ci("json", "1") + _ci("raw", "x")),  # every prefix item
+            _cv("any", "json", "1.5"),
+            _cv("any", "dict", ANY_DICT),
+            _cv("any", "list", _ci("raw", "x") + _ci("list", "")),
+            _cv("c", "json", '{"k":[1]}'),  # object literals are JSON text
+        ],
+        [
+            _cv("q", "raw", "abcd"),
+            _cv("f", "dict", " "),  # lang is required
+            _cv("tags", "list", " " + _ci("raw", "a") + " " + _ci("raw", "b")),  # no spaces
+            _cv("tags", "list", _ci("raw", "a") * 3),
+            _cv("p", "list", _ci("json", "1")),
+            _cv("any", "dict", '<cofl:value name="a<b" type="raw">x</cofl:value>'),
+            _cv("any", "json", '"s"'),
+            _cv("c", "dict", '{"k":[1]}'),
+        ],
+    ),
+    (
+        "cohere_xml",
+        {
+            "type": "object",
+            "properties": {'a&"<b': {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+        {},
+        [
+            _cv("a&amp;&quot;&lt;b", "json", "1") + _cv("x", "raw", "hi"),
+            _cv("zz y", "raw", "hi") + " " + _cv("a&amp;&quot;&lt;b2", "raw", ""),
+        ],
+        [
+            _cv('a&"<b', "json", "1"),
+            _cv("a&amp;&quot;&lt;b", "raw", "hi"),  # a declared name is not undeclared
+        ],
+    ),
+    (
+        "cohere_xml",
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]},
+        {},
+        [_cv("a", "json", "1")],
+        ["", " "],  # an undeclared required name still makes the object non-empty
+    ),
+]
+
+
 @pytest.mark.parametrize(("style", "schema", "extra", "accepted", "rejected"), CASES)
 def test_language(
     style: str, schema: Any, extra: dict[str, Any], accepted: list[str], rejected: list[str]
@@ -362,3 +484,27 @@ def test_minimax_m3_unknown_format_is_a_plain_string() -> None:
     schema = _object({"a": {"type": "string", "format": "no-such-format", "minLength": 0}})
     grammar = constrain.Grammar.from_structural_tag(_spec(schema, "minimax_m3_xml"))
     assert _accepts(grammar, _m3("a", "anything <at> all"))
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        ({"type": "array"}, "/type"),
+        ({"type": "object", "minProperties": 1}, "/minProperties"),
+        (_object({"a": {"type": "array", "uniqueItems": True}}), "/properties/a/uniqueItems"),
+        (_object({"a": {"allOf": [{"type": "integer"}]}}), "/properties/a/allOf"),
+        (
+            _object({"a": {"type": "object", "patternProperties": {}}}),
+            "/properties/a/patternProperties",
+        ),
+        (
+            _object({"a": {"type": "array", "prefixItems": [{}, {}], "maxItems": 1}}),
+            "/properties/a/maxItems",
+        ),
+        (_object({"a": {"type": "string", "pattern": "("}}), "/properties/a/pattern"),
+    ],
+)
+def test_cohere_errors_name_the_pointer(schema: Any, pointer: str) -> None:
+    with pytest.raises(constrain.GrammarError) as info:
+        constrain.Grammar.from_structural_tag(_spec(schema, "cohere_xml"))
+    assert info.value.location == f"{J}{pointer}"

@@ -196,7 +196,6 @@ def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
 @pytest.mark.parametrize(
     "style",
     [
-        "cohere_xml",
         "gemma",
         "x",
     ],
