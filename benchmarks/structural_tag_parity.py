@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the XML spec module
 from structural_tag_xml_specs import (  # noqa: E402
     QWEN_SAMPLES,
     cohere_specs,
+    gemma_specs,
     m3_specs,
     other_xml_specs,
     qwen_xml_hints,
@@ -233,6 +234,7 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
         *other_xml_specs(),
         *m3_specs(),
         *cohere_specs(),
+        *gemma_specs(),
     ]
     specs = [(name, {"type": "structural_tag", "format": fmt}) for name, fmt in fmts]
     tags = [{"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}]

@@ -199,6 +199,8 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
         return m3_hints(spec)
     if "cohere_xml" in text:
         return cohere_hints(spec)
+    if '"gemma"' in text:
+        return gemma_hints(spec)
     style = next((s for s in ("qwen_xml", *TAGS) if s in text), None)
     if style is None:
         return None
@@ -420,6 +422,87 @@ def cohere_hints(spec: Any) -> list[str]:
             if isinstance(node.get("properties"), dict):
                 out.extend(f'<cofl:value name="{k}"' for k in node["properties"])
             out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
+            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# gemma: JSON with <|"|>-quoted strings and unquoted keys
+# --------------------------------------------------------------------------------------------
+
+GQ = '<|"|>'
+
+
+def gq(text: str) -> str:
+    """Return a ``gemma`` string."""
+    return f"{GQ}{text}{GQ}"
+
+
+def gemma_call(name: str, schema: Any) -> dict[str, Any]:
+    """Return a Gemma-like tool call: ``<start_function_call>call:NAME{ARGS}``."""
+    begin = f"<start_function_call>call:{name}"
+    return tag(begin, json_format(schema, style="gemma"), "<end_function_call>")
+
+
+G_WEATHER = "{location:" + gq("San Francisco, CA") + ",unit:" + gq("celsius") + ",days:3}"
+G_SEARCH = (
+    "{\n  query: " + gq('best <b>"pizza"</b> & pasta') + ",\n  filters: {lang:" + gq("en")
+    + ",safe:true},\n  tags: [" + gq("food") + ", " + gq("it") + "],\n  score: -2.5e3\n}"
+)  # fmt: skip
+
+
+def gemma_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the ``gemma`` specs and record their sample outputs."""
+    calls = [gemma_call("get_weather", ARGS), gemma_call("search", NESTED_ARGS)]
+    call_text = f"<start_function_call>call:get_weather{G_WEATHER}<end_function_call>"
+    search_text = f"<start_function_call>call:search{G_SEARCH}<end_function_call>"
+    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    free_args["additionalProperties"] = True
+    samples = {
+        "args": (G_WEATHER, "{location:" + gq("Paris") + "}"),
+        "nested": (G_SEARCH, "{query:" + gq("") + ",tags:[]}"),
+        "strings": (
+            "{code:"
+            + gq("AB12")
+            + ",note:"
+            + gq("hi\n</p")
+            + ",mode:"
+            + gq("fast")
+            + ",maybe:null}",
+            "{code:" + gq("XY9") + ", maybe: " + gq("not null") + "}",
+        ),  # fmt: skip
+        "additional": ("{a:7, b:" + gq("again") + ", c:[" + gq("x") + ", {d: null}]}",),
+        "any": ("{x:{k:[1, 2]}, y_2:" + gq("text") + "}",),
+        "tag": (call_text,),
+        "triggered": (f"Let me check.\n{call_text}{search_text}",),
+    }
+    specs = {
+        "args": json_format(ARGS, style="gemma"),
+        "nested": json_format(NESTED_ARGS, style="gemma"),
+        "strings": json_format(STRING_ARGS, style="gemma"),
+        "additional": json_format(free_args, style="gemma"),
+        "any": json_format({}, style="gemma"),
+        "tag": calls[0],
+        "triggered": triggered(calls, ["<start_function_call>"]),
+    }
+    for name, texts in samples.items():
+        QWEN_SAMPLES[f"gemma_{name}"] = texts
+    return [(f"gemma_{name}", fmt) for name, fmt in specs.items()]
+
+
+def gemma_hints(spec: Any) -> list[str]:
+    """Return the strings a walk of a ``gemma`` spec favours, all their tokens."""
+    out = [GQ, "{", "}", ":", ",", "[", "]", "1", "true", "null", "-2.5", " "]
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            if isinstance(node.get("properties"), dict):
+                out.extend(f"{k}:" for k in node["properties"])
+            out.extend(node[k] for k in ("begin", "end") if isinstance(node.get(k), str))
             out.extend(v for v in node.get("enum", []) if isinstance(v, str))
         elif isinstance(node, list):
             stack.extend(node)

@@ -26,9 +26,10 @@ excluded ones, the trigger tokens and the enclosing tag's end token
 text may not follow one (refused: a grammar over bytes cannot place that token boundary).
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
 what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
-``any_text.max_tokens``), and the XML argument styles but ``qwen_xml`` (``qwen_xml_parameter``),
-``minimax_xml``, ``glm_xml``, ``deepseek_xml``, ``deepseek_v4_1_xml``, ``kimi_k3_xml``
-(``xml_arguments``), ``minimax_m3_xml`` and ``cohere_xml`` (``xml_elements``).
+``any_text.max_tokens``) and, inside the argument styles, what each cannot enforce. The
+argument styles: ``qwen_xml`` (``qwen_xml_parameter``), ``minimax_xml``, ``glm_xml``,
+``deepseek_xml``, ``deepseek_v4_1_xml``, ``kimi_k3_xml`` (``xml_arguments``),
+``minimax_m3_xml`` and ``cohere_xml`` (``xml_elements``), and ``gemma`` (``gemma_json``).
 """
 
 from __future__ import annotations
@@ -417,12 +418,14 @@ class _Builder:
         return (self.term(regex),)
 
     def json_schema(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        from constrain.frontends.gemma_json import gemma_grammar
         from constrain.frontends.xml_arguments import STYLES, xml_arguments_grammar
         from constrain.frontends.xml_elements import ELEMENT_STYLES, xml_elements_grammar
 
         style = fmt.get("style", "json")
-        if style != "json" and style not in STYLES and style not in ELEMENT_STYLES:
-            only = ", ".join(repr(s) for s in ("json", *STYLES, *ELEMENT_STYLES))
+        known = ("json", *STYLES, *ELEMENT_STYLES, "gemma")
+        if style not in known:
+            only = ", ".join(repr(s) for s in known)
             raise GrammarError(f"style {style!r} is not supported: only {only}", f"{path}/style")
         if fmt.get("excludes"):
             raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
@@ -434,6 +437,9 @@ class _Builder:
             )
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
+        if style == "gemma":
+            where = f"{path}/json_schema"
+            return self.add_embedded(gemma_grammar(schema, max_ws, where, xgrammar_json_schema))
         if style in ELEMENT_STYLES:
             where = f"{path}/json_schema"
             return self.add_embedded(

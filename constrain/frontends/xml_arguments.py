@@ -360,6 +360,17 @@ class XmlRules:
         run = self.term(Repeat(_WS, 1, self.max_whitespace))
         return self.rule([(), (run,)])
 
+    def repeat(self, item: Fragment, low: int, high: int | None) -> Fragment:
+        """Return ``low`` to ``high`` (None: any number of) copies of ``item``."""
+        if high is None:
+            loop = self.fresh()
+            tail = self.rule([(), (*item, loop)], loop)
+        else:
+            tail = self.rule([()])
+            for _ in range(high - low):
+                tail = self.rule([(), (*item, tail)])
+        return (*(item * low), tail)
+
     def grammar(self, start: str) -> Grammar:
         """Return the grammar of the rules collected, from ``start``."""
         terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())

@@ -189,17 +189,6 @@ class _MiniMaxM3(XmlRules):
         opening = self.term(Literal(f"{NAMESPACE}<{name}>"))
         return (opening, *value, self.term(Literal(f"{NAMESPACE}</{name}>")))
 
-    def repeat(self, item: Fragment, low: int, high: int | None) -> Fragment:
-        """Return ``low`` to ``high`` (None: any number of) copies of ``item``."""
-        if high is None:
-            loop = self.fresh()
-            tail = self.rule([(), (*item, loop)], loop)
-        else:
-            tail = self.rule([()])
-            for _ in range(high - low):
-                tail = self.rule([(), (*item, tail)])
-        return (*(item * low), tail)
-
     def literal(self, value: Any, path: str) -> Fragment:
         """Return a ``const``/``enum`` value spelled out."""
         if isinstance(value, str):
@@ -672,14 +661,3 @@ class _Cohere(XmlRules):
         count = len(prefix)
         more = None if high is None else high - count
         return (*out, *self.repeat(element, max(0, low - count), more))
-
-    def repeat(self, item: Fragment, low: int, high: int | None) -> Fragment:
-        """Return ``low`` to ``high`` (None: any number of) copies of ``item``."""
-        if high is None:
-            loop = self.fresh()
-            tail = self.rule([(), (*item, loop)], loop)
-        else:
-            tail = self.rule([()])
-            for _ in range(high - low):
-                tail = self.rule([(), (*item, tail)])
-        return (*(item * low), tail)

@@ -379,6 +379,93 @@ CASES += [
 ]
 
 
+def _q(text: str) -> str:
+    return f'<|"|>{text}<|"|>'
+
+
+G_ARGS = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string"},
+        "p": {"type": "string", "pattern": "[a-z]+"},
+        "m": {"type": "string", "maxLength": 3},
+        "e": {"enum": ["a", 1, None]},
+        "c": {"const": {"k": ["v"]}},
+        "n": {"type": "integer", "minimum": 1},
+    },
+    "required": ["s"],
+}
+G_NESTED = {
+    "type": "object",
+    "properties": {
+        "arr": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+        "o": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]},
+        "u": {},
+        "b": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "boolean"}]},
+    },
+}
+S = "{s:" + _q("x")
+CASES += [
+    (
+        "gemma",
+        G_ARGS,
+        {},
+        [
+            "{s:" + _q("hi") + "}",
+            "{ s : " + _q('a "b"\n{') + " , p:" + _q("abc") + "}",  # strings are raw
+            S + ",m:" + _q("abcdef") + "}",  # maxLength is not enforced
+            S + ",e:" + _q("a") + ",c:{k:[" + _q("v") + "]},n:3}",
+            S + ",e:null}",
+        ],
+        [
+            "{}",
+            '{"s":' + _q("x") + "}",  # keys are not quoted
+            '{s:"x"}',
+            S + ",p:" + _q("ABC") + "}",
+            S + ",n:0}",
+            S + ",e:a}",
+            S + ",c:{k: [" + _q("v") + "]}}",  # const values are compact
+            " " + S + "}",
+            S + ",zz:1}",
+            "{n:1," + S[1:] + "}",
+        ],
+    ),
+    (
+        "gemma",
+        G_NESTED,
+        {},
+        [
+            "{ }",
+            "{arr:[" + _q("a") + "]}",
+            "{o:{k:" + _q("v") + "}}",
+            "{u:{x:[1," + _q("s") + ",{}],y_2:null}}",
+            "{b:[]}",
+            "{b:[1, true]}",
+        ],
+        [
+            "{arr:[]}",
+            "{arr:[" + ",".join(_q(c) for c in "abc") + "]}",
+            "{o:{}}",
+            '{u:{"x":1}}',
+            "{b:[1,true,3]}",
+            "{b:[true]}",
+        ],
+    ),
+    (
+        "gemma",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+        {},
+        ["{a:1,b:" + _q("x") + "}", "{b:" + _q("x") + ",c:" + _q("") + "}"],
+        ["{a:1,a:" + _q("x") + "}", "{b:1}"],
+    ),
+    ("gemma", {}, {}, ["1", _q("x"), "[ ]"], ['"x"', "{1a:1}"]),
+]
+
+
 @pytest.mark.parametrize(("style", "schema", "extra", "accepted", "rejected"), CASES)
 def test_language(
     style: str, schema: Any, extra: dict[str, Any], accepted: list[str], rejected: list[str]
@@ -507,4 +594,20 @@ def test_minimax_m3_unknown_format_is_a_plain_string() -> None:
 def test_cohere_errors_name_the_pointer(schema: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
         constrain.Grammar.from_structural_tag(_spec(schema, "cohere_xml"))
+    assert info.value.location == f"{J}{pointer}"
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        ({"allOf": [{"type": "integer"}]}, "/allOf"),
+        ({"type": "object", "minProperties": 1}, "/minProperties"),
+        (_object({"a": {"type": "array", "uniqueItems": True}}), "/properties/a/uniqueItems"),
+        (_object({"a": {"type": "string", "pattern": "("}}), "/properties/a/pattern"),
+        (_object({"a": False}), "/properties/a"),
+    ],
+)
+def test_gemma_errors_name_the_pointer(schema: Any, pointer: str) -> None:
+    with pytest.raises(constrain.GrammarError) as info:
+        constrain.Grammar.from_structural_tag(_spec(schema, "gemma"))
     assert info.value.location == f"{J}{pointer}"
