@@ -209,7 +209,7 @@ def test_text_before_a_region_is_fine_text_after_it_is_refused() -> None:
             "#/format/tags/0/begin",
         ),
         ({"type": "token_dispatch", "rules": [[CALL]]}, "#/format/rules/0"),
-        ({"type": "json_schema", "json_schema": {}, "style": "cohere_xml"}, "#/format/style"),
+        ({"type": "json_schema", "json_schema": {}, "style": "no_such_style"}, "#/format/style"),
     ],
 )
 def test_errors(fmt: dict[str, Any], pointer: str) -> None:
