@@ -22,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from constrain._types import Int32Array
 from constrain._version import __version__
-from constrain.automata.lexer import LexerDfa, grammar_lexer, lexer_restarts
+from constrain.automata.lazy_lexer import LazyLexer, TokenTries, wants_lazy
+from constrain.automata.lexer import LexerDfa, build_lexer, grammar_lexer, lexer_restarts
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.automata.utf8 import special_bytes
 from constrain.compiled_file import read_compiled_file, write_compiled_file
@@ -43,6 +45,7 @@ from constrain.ir import (
 )
 from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
+from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import Vocabulary
 
 __all__ = [
@@ -83,6 +86,28 @@ class CompileLimits:
     max_hypotheses: int = 1024
     mask_cache_bytes: int = 256 * 2**20
     precompute_ms: float = 5.0
+
+
+_TRIES: dict[str, TokenTries] = {}
+_TRIES_LOCK = threading.Lock()
+
+
+def token_tries(vocab: Vocabulary) -> TokenTries:
+    """Return the tries of ``vocab``'s longer tokens (built once per vocabulary, a few kept)."""
+    with _TRIES_LOCK:
+        found = _TRIES.get(vocab.fingerprint)
+    if found is None:
+        lengths = np.diff(vocab.token_indptr)
+        longer = []
+        for n in (16, 32, 64):
+            trie = subset_trie(vocab.token_indptr, vocab.token_bytes, lengths > n)
+            longer.append((n, (trie.node_byte, trie.node_end, trie.node_depth)))
+        found = TokenTries(int(lengths.max(initial=0)) + 1, tuple(longer))
+        with _TRIES_LOCK:
+            while len(_TRIES) >= 4:
+                _TRIES.pop(next(iter(_TRIES)))
+            _TRIES[vocab.fingerprint] = found
+    return found
 
 
 def continuation_bits(lexer: LexerDfa) -> np.ndarray:
@@ -128,34 +153,129 @@ class CompiledGrammar:
         lexer: LexerDfa,
         parser: ParserTables,
         limits: CompileLimits,
+        *,
+        lazy: LazyLexer | None = None,
     ) -> None:
         self.grammar = grammar
         self.vocab = vocab
-        self.lexer = lexer
         self.parser = parser
         self.limits = limits
+        # a lazy lexer is built around the states the matchers reach, a token's length away
+        self.lazy = lazy
+        self.reach_depth = vocab.max_token_length + 1
+        self._tries: TokenTries | None = None  # built when a lazy lexer first needs them
+        if lazy is not None:  # the boundary's neighbourhood: where lexemes restart
+            lazy.expand(np.zeros(1, dtype=np.int32), self.reach_depth)
+            lexer = lazy.snapshot()
+        self.lexer = lexer
         # what the kernels run: the lexer with a greedy grammar's restart states appended
         ignored = [lexer.names.index(n) for n in grammar.ignore if n in lexer.names]
         self.kernel_lexer, self.restart = lexer_restarts(lexer, grammar.greedy, ignored)
         klex = self.kernel_lexer
         self.tables = MaskTables(
-            vocab, klex, parser, max_bytes=limits.mask_cache_bytes, restart=self.restart
-        )
+            vocab, klex, parser, max_bytes=limits.mask_cache_bytes, restart=self.restart,
+            lazy=lazy is not None,
+        )  # fmt: skip
         self.terminal_names = tuple(lexer.names)
         self.cont_bits = continuation_bits(klex)
-        # the matcher kernels' ``grammar`` structure (constrain.kernels.numba_match): a plain
-        # tuple, since numba types a named tuple argument outside its C fast path (+1 µs a call)
-        self.match_arrays: tuple[Any, ...] = (
+        self._lazy_version = 0 if lazy is None else lazy.version
+        self._lazy_lock = threading.Lock()
+        # rows of cont_bits computed from a built lexer row (a lazy lexer's others are zero)
+        self._cont_rows = np.zeros(0, dtype=np.bool_) if lazy is None else lazy.expanded_rows()
+        self.match_arrays = self._match_arrays()
+        # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
+        # every matcher of this grammar passes arrays of the same types
+        self.kernel_entries: dict[str, Any] = {}
+
+    def _match_arrays(self) -> tuple[Any, ...]:
+        """Return the matcher kernels' ``grammar`` structure (constrain.kernels.numba_match).
+
+        A plain tuple, since numba types a named tuple argument outside its C fast path (+1 µs
+        a call).
+        """
+        klex, parser, vocab = self.kernel_lexer, self.parser, self.vocab
+        return (
             (klex.byte_class, klex.trans, klex.accept_bits, klex.alive_bits,
              parser.ignore_bits, self.cont_bits, self.restart),
             (parser.item_rule, parser.item_next_nt, parser.item_next_t, parser.rule_lhs,
              parser.rule_first_item, parser.nt_rules_indptr, parser.nt_rules, parser.nullable,
-             parser.final_item, parser.num_terminals, limits.max_set_items),
+             parser.final_item, parser.num_terminals, self.limits.max_set_items),
             (vocab.token_indptr, vocab.token_bytes, np.asarray(vocab.eos_ids, dtype=np.int64)),
         )  # fmt: skip
-        # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
-        # every matcher of this grammar passes arrays of the same types
-        self.kernel_entries: dict[str, Any] = {}
+
+    def reach(self, states: Int32Array, path: np.ndarray | None = None) -> tuple[Any, ...]:
+        """Return :attr:`match_arrays` with the lexer rows a step from ``states`` reads built.
+
+        For a lazy lexer: the rows any token read from ``states`` meets, or those of the bytes
+        ``path`` (at most a token's length) when given. Other grammars: the arrays as they
+        are. Thread-safe.
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_lexer_states``, when the lexer would grow past it.
+        """
+        lazy = self.lazy
+        if lazy is not None:
+            if path is None:
+                if self._tries is None:
+                    self._tries = token_tries(self.vocab)
+                lazy.ensure(states, self._tries)
+            else:
+                size = path.shape[0] + 1
+                nodes = np.zeros(size, dtype=np.uint8)
+                nodes[1:] = path
+                ends = np.full(size, size, dtype=np.int32)
+                depths = np.arange(size, dtype=np.int32)
+                for a in (nodes, ends, depths):  # the vocabulary's trie is read-only too
+                    a.flags.writeable = False
+                lazy.walk(states, (nodes, ends, depths))
+            if self._lazy_version != lazy.version:
+                self._refresh()
+        return self.match_arrays
+
+    def _refresh(self) -> None:
+        """Publish what the lazy lexer has built since: lexer, continuation bits, tables."""
+        lazy = self.lazy
+        assert lazy is not None
+        with self._lazy_lock:
+            version = lazy.version
+            if version == self._lazy_version:
+                return
+            lexer, expanded = lazy.snapshot(), lazy.expanded_rows()
+            n = lexer.num_states
+            done = np.zeros(n, dtype=np.bool_)
+            done[: self._cont_rows.shape[0]] = self._cont_rows
+            todo = np.flatnonzero(expanded & ~done)
+            cont = np.zeros_like(lexer.alive_bits)
+            cont[: self.cont_bits.shape[0]] = self.cont_bits
+            if todo.size:
+                rows = lexer.trans[todo]
+                rows.flags.writeable = False
+                out = np.zeros((todo.size, cont.shape[1]), dtype=np.uint64)
+                continuation_bits_kernel(rows, lexer.alive_bits, out)
+                cont[todo] = out
+            cont.flags.writeable = False
+            restart = np.zeros(n, dtype=np.int32)
+            restart.flags.writeable = False
+            self.lexer = self.kernel_lexer = lexer
+            self.cont_bits, self.restart, self._cont_rows = cont, restart, expanded
+            self.tables.set_lexer(lexer, restart)
+            self.match_arrays = self._match_arrays()
+            self._lazy_version = version
+
+    def full_lexer(self) -> LexerDfa:
+        """Return the whole lexer (a lazy one is built to the end first, within the limit).
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_lexer_states``, when a lazy lexer has more states than the limit allows.
+        """
+        if self.lazy is not None:
+            self.lazy.expand_all()
+            self.reach(np.zeros(1, dtype=np.int32))
+        return self.lexer
 
     def precompute(self, budget_s: float) -> int:
         """Build the token tables of the lexer states reachable from the start, breadth first.
@@ -171,16 +291,17 @@ class CompiledGrammar:
         """
         deadline = time.perf_counter() + budget_s
         kernel = self.root_kernel()
-        trans = self.lexer.trans
         seen = {0}
         order = [0]
         built = 0
         for state in order:
             if time.perf_counter() > deadline:
                 break
-            self.tables.lookup(np.array([state], dtype=np.int32), [kernel])
+            at = np.array([state], dtype=np.int32)
+            self.reach(at)  # a lazy lexer: the rows a token from here reads
+            self.tables.lookup(at, [kernel])
             built += 1
-            for nxt in np.unique(trans[state]).tolist():
+            for nxt in np.unique(self.lexer.trans[state]).tolist():
                 if nxt >= 0 and nxt not in seen:
                     seen.add(nxt)
                     order.append(nxt)
@@ -228,8 +349,9 @@ class CompiledGrammar:
         """Save to a versioned, checksummed ``.npz`` file (:mod:`constrain.compiled_file`).
 
         The file holds the grammar IR, the lexer and the limits; the parser tables are rebuilt
-        and the token tables filled lazily after :meth:`load`. Any grammar that compiles can be
-        saved, and loads back with the same masks.
+        and the token tables filled lazily after :meth:`load`. A grammar loads back with the
+        same masks. A lexer built as it is reached (:attr:`lazy`) is built to the end first,
+        which a count of millions cannot be within ``max_lexer_states``.
 
         Parameters
         ----------
@@ -240,11 +362,13 @@ class CompiledGrammar:
         ------
         OSError
             If the file cannot be written.
+        CompileLimitError
+            ``max_lexer_states``, when a lazy lexer has more states than the limit allows.
         """
         write_compiled_file(
             Path(path),
             grammar=self.grammar,
-            lexer=self.lexer,
+            lexer=self.full_lexer(),
             vocab_fingerprint=self.vocab.fingerprint,
             limits=dataclasses.asdict(self.limits),
             constrain_version=__version__,
@@ -385,10 +509,20 @@ class Compiler:
                 with self._lock:
                     found = self._special_vocabs.setdefault(ids, found)
             vocab = found
-        g, lexer = grammar_lexer(grammar, max_states=self.limits.max_lexer_states)
+        max_states = self.limits.max_lexer_states
+        lazy: LazyLexer | None = None
+        if wants_lazy(grammar):  # large counted repetitions: a lexer built as it is reached
+            g, built = grammar_lexer(grammar, max_states=max_states, build=LazyLexer)
+            if built.regions:
+                lazy, lexer = built, built.snapshot()
+            else:  # none could be folded: the eager lexer is smaller
+                terms = [(t.name, t.regex) for t in g.terminals]
+                lexer = build_lexer(terms, max_states=max_states)
+        else:
+            g, lexer = grammar_lexer(grammar, max_states=max_states)
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
-        compiled = CompiledGrammar(g, vocab, lexer, parser, self.limits)
+        compiled = CompiledGrammar(g, vocab, lexer, parser, self.limits, lazy=lazy)
         if g.is_regular_terminal() and self.limits.precompute_ms > 0:
             compiled.precompute(self.limits.precompute_ms / 1e3)
         return compiled

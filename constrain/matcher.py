@@ -12,15 +12,13 @@ truncates the chart, so it costs O(1) per token rolled back.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from constrain._types import Int32Array
+from constrain.batch import fill_next_token_bitmasks
 from constrain.canonical_track import CanonicalTrack
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
@@ -57,8 +55,7 @@ _MEMO_SIZE = 1 << 12
 _SHARED_HYPS = 32
 _ROW_MEMO = 4
 _MAX_FORCED = 4096
-# the byte data of jump-forward probes, read-only like the data of accept_bytes (a frombuffer of
-# bytes): simulate_kernel is compiled for read-only data only
+# jump-forward probes' bytes, read-only as accept_bytes' (simulate_kernel takes read-only data)
 _EVERY_BYTE = np.arange(256, dtype=np.uint8)
 _EVERY_BYTE.flags.writeable = False
 
@@ -137,12 +134,12 @@ class Matcher:
         self._vocab_size = compiled.vocab.size
         self._entries_by_kernel = compiled.kernel_entries
         self._grammar = compiled.match_arrays
+        self._lazy = compiled.lazy is not None
         parser = compiled.parser
         cap = compiled.limits.max_hypotheses
         self._hyp = np.zeros((2, cap), dtype=np.int32)
         self._cur = np.zeros((2, cap), dtype=np.int32)
-        # ping-pong buffers for accepting; a per-byte-depth stack for checking candidates
-        self._stack = np.zeros((2, 2, cap), dtype=np.int32)
+        self._stack = np.zeros((2, 2, cap), dtype=np.int32)  # ping-pong buffers for accepting
         self._stack_n = np.zeros(2, dtype=np.int32)
         max_len = self.vocab.max_token_length
         self._fstack = np.zeros((max_len + 2, 2, _SHARED_HYPS), dtype=np.int32)
@@ -166,8 +163,7 @@ class Matcher:
         self._rm_next = np.zeros(1, dtype=np.int64)
         self._ids4 = np.zeros(4, dtype=np.int32)
         self._kbuf = np.empty(256, dtype=np.int32)
-        # the fill kernel's entry ids on its first try: all unknown (it only reads them)
-        self._eids_unset = np.full(cap, -1, dtype=np.int32)
+        self._eids_unset = np.full(cap, -1, dtype=np.int32)  # the fill's first try: all unknown
         self._tables = compiled.tables
         # the two hot kernels' compiled entries, once resolved (constrain.kernels.entry)
         self._fill_kernel: Any = None
@@ -179,8 +175,7 @@ class Matcher:
         self._last_index = -1
         empty = np.zeros(0, dtype=np.uint32)
         self._last_row: tuple[np.ndarray, np.ndarray] = (empty, empty)
-        # rows: hypothesis start, hypothesis end, byte start, byte end of a single job
-        self._job = np.zeros((4, 1), dtype=np.int64)
+        self._job = np.zeros((4, 1), dtype=np.int64)  # hyp start, hyp end, byte start, byte end
         self._result = np.zeros(1, dtype=np.int32)
         # history, one row per step (numba_match.H_*), and the hypotheses of each step
         self._hist = np.zeros((64, 5), dtype=np.int64)
@@ -311,8 +306,8 @@ class Matcher:
                      "_result", "_ids4", "_kbuf", "_hist", "_hist_hyp",
                      "_hist_len", "_rm_n", "_rm_key", "_rm_rows", "_rm_next"):  # fmt: skip
             setattr(other, name, getattr(self, name).copy())
-        # Earley set uids are per matcher: after the fork both sides number new sets from the
-        # same counter, so memos keyed by uid must not be shared.
+        # Earley set uids are per matcher, numbered from one counter by both sides of a fork:
+        # memos keyed by uid must not be shared
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
         other._track = None if self._track is None else self._track.copy()
@@ -340,8 +335,14 @@ class Matcher:
 
     # -- accepting ----------------------------------------------------------------------------
 
+    def _sync(self, path: np.ndarray | None = None) -> None:
+        """Build the lazy lexer's rows a token (or the bytes ``path``) from here reads."""
+        if self._lazy:
+            self._grammar = self.compiled.reach(self._hyp[1, : self._n], path)
+
     def _run(self, data: np.ndarray, lo: np.ndarray, hi: np.ndarray, result: np.ndarray) -> None:
         """Run simulation jobs over ``data[lo[j]:hi[j]]``, all from the current hypotheses."""
+        self._sync()  # single bytes: the hypotheses' own rows
         zeros = np.zeros(lo.shape[0], dtype=np.int64)
         ends = np.full(lo.shape[0], self._n, dtype=np.int64)
         jobs = (zeros, ends, lo, hi, zeros)
@@ -355,6 +356,7 @@ class Matcher:
 
     def _advance(self, data: np.ndarray, start: int, end: int) -> int:
         """Advance over ``data[start:end]``; normalised survivors are left in ``self._cur``."""
+        self._sync(data[start:end])
         job = self._job
         job[1, 0] = self._n
         job[2, 0] = start
@@ -441,10 +443,10 @@ class Matcher:
         canon = None if track is None else track.admit(self, tok)
         if track is not None and canon is None:
             return False
+        self._sync()
         while True:
             args = (tok, self._hyp, self._n, self._grammar, self._chart, self._step_work)
-            # every matcher of a grammar passes arrays of the same types: one compiled entry
-            # (constrain.kernels.entry) serves them all
+            # one compiled entry serves every matcher of the grammar (constrain.kernels.entry)
             kernel = self._accept_kernel or self._entry("accept", accept_token_kernel, args)
             res = kernel(*args)
             if res >= 0:
@@ -490,12 +492,36 @@ class Matcher:
             if self._track is not None:  # nothing read: the text goes on as it was
                 self._track.push(self._track.states[-1])
             return True
-        n = self._advance(np.frombuffer(raw, dtype=np.uint8), 0, len(raw))
-        if n <= 0:
-            return False
-        self._commit(n)
+        text = np.frombuffer(raw, dtype=np.uint8)
+        if self._lazy and len(raw) > self.compiled.reach_depth:
+            if not self._accept_chunks(text):
+                return False
+        else:
+            n = self._advance(text, 0, len(raw))
+            if n <= 0:
+                return False
+            self._commit(n)
         if self._track is not None:
             self._track.push(START)
+        return True
+
+    def _accept_chunks(self, data: np.ndarray) -> bool:
+        """Accept long text a token's length at a time (a lazy lexer builds rows on the way)."""
+        self._push_history()  # the state before, as one step
+        step = self.compiled.reach_depth
+        accepted = False
+        try:
+            for lo in range(0, data.shape[0], step):
+                n = self._advance(data, lo, min(lo + step, data.shape[0]))
+                if n <= 0:
+                    return False
+                self._hyp[:, :n] = self._cur[:, :n]
+                self._n = n
+                self._grow_ahead()
+            accepted = True
+        finally:
+            if not accepted:  # refused, or a limit raised on the way: as before the call
+                self._undo_step()
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -516,6 +542,13 @@ class Matcher:
             )
         if num_tokens == 0:
             return
+        self._undo_step(num_tokens)
+        if self._track is not None:
+            self._track.pop(num_tokens)
+
+    def _undo_step(self, num_tokens: int = 1) -> None:
+        """Restore the hypotheses and chart of ``num_tokens`` steps ago (history rows)."""
+        rows = int(self._hist_len[0])
         row = self._hist[rows - num_tokens]
         off, n = int(row[H_OFF]), int(row[H_NUM])
         self._n = n
@@ -524,8 +557,6 @@ class Matcher:
         self._terminated = bool(row[H_TERM])
         self._hist_len[0] = rows - num_tokens
         self._hist_len[1] = off
-        if self._track is not None:
-            self._track.pop(num_tokens)
 
     # -- masks ------------------------------------------------------------------------------
 
@@ -598,8 +629,8 @@ class Matcher:
             self._set_eos(row)
             return
         n = self._n
-        # First try with the entries looked up inside the kernel (the tables' index); on a
-        # miss, find or build them here and pass them explicitly.
+        self._sync()
+        # entries looked up inside the kernel first; on a miss, found or built here and passed
         entry_ids = self._eids_unset
         snap = self._tables.snapshot()
         while True:
@@ -735,62 +766,3 @@ class Matcher:
         finally:
             self._restore(saved)
         return bytes(out)
-
-
-_CPUS = os.cpu_count() or 1
-_MIN_PARALLEL_ROWS = 4
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _fill_pool(workers: int) -> ThreadPoolExecutor:
-    """Return the process-wide pool of ``workers`` threads (created once, daemon threads)."""
-    with _POOLS_LOCK:
-        pool = _POOLS.get(workers)
-        if pool is None:
-            pool = _POOLS[workers] = ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="constrain-fill"
-            )
-        return pool
-
-
-def fill_next_token_bitmasks(
-    matchers: Sequence[Matcher],
-    bitmask: Any,
-    *,
-    indices: Sequence[int] | None = None,
-    num_threads: int | None = None,
-) -> None:
-    """Fill one bitmask row per matcher, in parallel threads (the kernels release the GIL).
-
-    Parameters
-    ----------
-    matchers : sequence of Matcher
-        One matcher per batch row.
-    bitmask : (batch, ceil(V/32)) int32
-        CPU bitmask, e.g. from :func:`constrain.allocate_token_bitmask`.
-    indices : sequence of int, optional
-        Row of ``bitmask`` for each matcher (default: ``range(len(matchers))``).
-    num_threads : int, optional
-        Worker threads (default: the number of CPUs, at most ``len(matchers)``). Fewer than 4
-        matchers are filled in the calling thread; more use a process-wide pool kept alive
-        between calls.
-    """
-    rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
-    if len(rows) != len(matchers):
-        raise ValueError(f"got {len(matchers)} matchers but {len(rows)} indices")
-    workers = min(num_threads or _CPUS, len(matchers))
-    # A fill from warm tables takes ~40 µs: threads only pay off for several rows, and then
-    # only with a pool that outlives the call (creating one costs more than 4 fills).
-    if workers <= 1 or len(matchers) < _MIN_PARALLEL_ROWS:
-        for m, i in zip(matchers, rows, strict=True):
-            m.fill_next_token_bitmask(bitmask, i)
-        return
-    pairs = list(zip(matchers, rows, strict=True))
-
-    def fill(lo: int) -> None:  # one contiguous slice per worker: few tasks for many matchers
-        for m, i in pairs[lo : lo + chunk]:
-            m.fill_next_token_bitmask(bitmask, i)
-
-    chunk = -(-len(pairs) // workers)
-    list(_fill_pool(workers).map(fill, range(0, len(pairs), chunk)))

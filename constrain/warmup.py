@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from constrain.automata.lazy_lexer import LazyLexer
 from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.diffusion.dingo_lave import dingo
@@ -72,6 +71,8 @@ def _grammars() -> list[Grammar]:
         # long counted string bodies: bounded state classes, token classes, single walks
         Grammar.from_json_schema({"type": "string", "maxLength": 3000}),
         Grammar.from_regex("[a-z]{1,3000}"),
+        # a count the lexer folds and builds as it is reached (constrain.automata.lazy_lexer)
+        Grammar.from_regex("[a-z0-9]{1,100000}!"),
     ]
 
 
@@ -118,14 +119,6 @@ def _other_kernels(compiler: Compiler) -> None:
         torch.set_num_threads(threads)
 
 
-def _lazy_lexer() -> None:
-    """Build a lexer state by state, with and without a folded counted repetition."""
-    for regex in ("[a-z]{1,3000}", "(yes|no)"):
-        terminals = [(t.name, t.regex) for t in Grammar.from_regex(regex).normalise().terminals]
-        lazy = LazyLexer(terminals)
-        lazy.expand([0], 4)
-
-
 def _canonical(compiler: Compiler) -> None:
     """Run canonical tokenization's kernels: merges of the vocabulary's two-byte tokens."""
     vocab = compiler.vocab
@@ -170,7 +163,6 @@ def warm_up(vocab: Vocabulary) -> None:
         _drive(CompiledGrammar.load(path, vocab), 4)
     _other_kernels(compiler)
     _canonical(compiler)
-    _lazy_lexer()
     width = (vocab.size + 31) // 32
     bitmask = allocate_token_bitmask(2, vocab.size)
     bitmask[:, ::2] = 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,17 +31,34 @@ from constrain.automata.lexer import LexerDfa
 from constrain.automata.nfa import CountedRegion, NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
 from constrain.errors import CompileLimitError, EmptyTerminalError, GrammarError
-from constrain.ir import Regex
-from constrain.kernels.numba_lazy import lazy_bits_kernel, lazy_expand_kernel, lazy_start_kernel
+from constrain.ir import Grammar, Regex, Repeat
+from constrain.kernels.numba_lazy import (
+    lazy_bits_kernel,
+    lazy_expand_kernel,
+    lazy_start_kernel,
+    lazy_walk_kernel,
+)
 from constrain.kernels.numba_subsets import nfa_csr_kernel, nfa_live_kernel
 
-__all__ = ["REGION_MIN", "LazyLexer"]
+__all__ = ["REGION_MIN", "LazyLexer", "TokenTries", "wants_lazy"]
 
-REGION_MIN = 256
+REGION_MIN = 4096
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
 
 _NFA_STATES_PER_DFA_STATE = 4
 _NFA_SLACK = 4096
+
+
+class TokenTries(NamedTuple):
+    """A vocabulary's tokens as tries for :meth:`LazyLexer.ensure`.
+
+    ``depth`` is the longest token's length (the radius that covers every token);
+    ``longer[i] = (n, trie)``: the trie ``(node_byte, node_end, node_depth)`` of the tokens
+    longer than ``n`` bytes, ``n`` ascending.
+    """
+
+    depth: int
+    longer: tuple[tuple[int, tuple[np.ndarray, ...]], ...]
 
 
 class LazyLexer:
@@ -55,7 +72,7 @@ class LazyLexer:
         The DFA may grow to this many states; :meth:`expand` raises
         :class:`~constrain.errors.CompileLimitError` (``max_lexer_states``) past it.
     region_min : int, optional
-        Fold counted repetitions of at least this many copies.
+        Fold counted repetitions of at least this many copies (default :data:`REGION_MIN`).
 
     Attributes
     ----------
@@ -68,8 +85,10 @@ class LazyLexer:
         terminals: Sequence[tuple[str, Regex]],
         *,
         max_states: int = 200_000,
-        region_min: int = REGION_MIN,
+        region_min: int | None = None,
     ) -> None:
+        if region_min is None:
+            region_min = REGION_MIN
         self.names = tuple(name for name, _ in terminals)
         self.max_states = max_states
         for name, regex in terminals:
@@ -168,17 +187,32 @@ class LazyLexer:
             self._nfa, self._reg, num_real, start, num_classes, max_states
         )
         self._stamp = np.zeros(64, dtype=np.int64)
+        self._radius = np.full(64, -1, dtype=np.int64)
         self._call = 0
         self._accept = np.zeros((0, self.num_words), dtype=np.uint64)
         self._alive = np.zeros((0, self.num_words), dtype=np.uint64)
         self._lock = threading.Lock()
         self._bits(self.num_states)
         self.version = 0
+        # states whose token walks' rows are built (ensure)
+        self._done = np.zeros(64, dtype=np.bool_)
+        self._byte_class64 = self.byte_class.astype(np.int64)
 
     @property
     def num_states(self) -> int:
         """DFA states created so far (expanded or not)."""
         return int(self._store[6][0])
+
+    @property
+    def rows_built(self) -> int:
+        """Transition rows built so far (each once)."""
+        return int(self._store[6][1])
+
+    def expanded_rows(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Return whether each state's row is built (a copy)."""
+        with self._lock:
+            rows: np.ndarray[Any, np.dtype[np.bool_]] = self._store[1][: self.num_states].copy()
+            return rows
 
     def expanded(self, state: int) -> bool:
         """Whether the transition row of ``state`` is built."""
@@ -210,39 +244,120 @@ class LazyLexer:
             ``max_lexer_states``, when the lexer would outgrow ``max_states``.
         """
         with self._lock:
-            before = self.num_states
+            before = self.rows_built
             self._call += 1
-            status, store, stamp = lazy_expand_kernel(
+            status, store, stamp, radius = lazy_expand_kernel(
                 self._nfa, self._reg, self.num_real, self._store,
                 np.asarray(seeds, dtype=np.int64), depth, self.max_states, self._stamp,
-                self._call,
+                self._call, self._radius,
             )  # fmt: skip
-            self._store, self._stamp = store, stamp
-            grew = self.num_states != before or status != 0
-            if grew:
-                self._bits(self.num_states)
-                self.version += 1
-            if status != 0:
-                raise CompileLimitError(
-                    "max_lexer_states",
-                    self.max_states,
-                    self.max_states + 1,
-                    hint="the lexer needs more states for this input than the limit allows",
-                )
-            return grew
+            self._stamp, self._radius = stamp, radius
+            return self._grown(store, before, status)
+
+    def _grown(self, store: tuple[np.ndarray, ...], before: int, status: int) -> bool:
+        """Keep a kernel's grown store (under the lock); publish new states' bits."""
+        self._store = store
+        self._bits(self.num_states)
+        grew = self.rows_built != before
+        if grew:
+            self.version += 1
+        if status != 0:
+            raise CompileLimitError(
+                "max_lexer_states",
+                self.max_states,
+                self.max_states + 1,
+                hint="the lexer needs more states for this input than the limit allows",
+            )
+        return grew
+
+    def walk(self, states: Int32Array, trie: tuple[np.ndarray, ...]) -> bool:
+        """Build the rows a walk of ``trie`` from each of ``states`` reads.
+
+        ``trie`` is ``(node_byte, node_end, node_depth)``; with the boundary state's
+        neighbourhood of radius "longest token" built, that is every row a token (or a text of
+        at most that length, as a one-path trie) read from ``states`` meets, lexemes ending
+        inside it included. Returns whether the lexer grew. Thread-safe.
+
+        Raises
+        ------
+        CompileLimitError
+            ``max_lexer_states``, when the lexer would outgrow ``max_states``.
+        """
+        with self._lock:
+            before = self.rows_built
+            status, store = lazy_walk_kernel(
+                self._nfa, self._reg, self.num_real, self._store,
+                np.asarray(states, dtype=np.int64), trie, self._byte_class64, self.max_states,
+            )  # fmt: skip
+            return self._grown(store, before, status)
+
+    def ensure(self, states: Int32Array, tries: TokenTries) -> bool:
+        """Build every row a token read from ``states`` meets; memoised per state.
+
+        Around a state whose rows are built within radius ``r`` (:meth:`expand` leaves that
+        behind) only tokens longer than ``r`` can read farther: those are walked
+        (``tries.longer``); a state with a small radius gets a new neighbourhood of radius
+        ``tries.depth`` instead. The matcher calls it before every step with its current
+        states. Returns whether the lexer grew.
+        """
+        done = self._done
+        if states.shape[0] and int(states.max()) < done.shape[0] and done[states].all():
+            return False
+        grew = False
+        for state in np.unique(states).tolist():
+            r = int(self._radius[state]) if state < self._radius.shape[0] else -1
+            longer = [(n, trie) for n, trie in tries.longer if n <= r]
+            if r >= tries.depth:
+                continue
+            if longer:
+                grew |= self.walk(np.array([state], dtype=np.int32), longer[-1][1])
+            else:
+                grew |= self.expand([state], tries.depth)
+        with self._lock:
+            if self._done.shape[0] < self.num_states:
+                grown = np.zeros(2 * self.num_states, dtype=np.bool_)
+                grown[: self._done.shape[0]] = self._done
+                self._done = grown
+            self._done[states] = True
+        return grew
+
+    def expand_all(self) -> None:
+        """Build every state (up to ``max_states``: else :class:`CompileLimitError`)."""
+        while self.expand(np.arange(self.num_states, dtype=np.int32), 1 << 30):
+            pass
 
     def snapshot(self) -> LexerDfa:
         """Return the lexer built so far as a :class:`LexerDfa` (rows not built read -1)."""
-        n = self.num_states
-        return LexerDfa(
-            self.byte_class,
-            self._store[0][:n],
-            self._accept[:n],
-            self._alive[:n],
-            self.names,
-        )
+        with self._lock:
+            n = self.num_states
+            return LexerDfa(
+                self.byte_class, self._store[0][:n], self._accept[:n], self._alive[:n], self.names
+            )
 
     def accept_alive(self) -> tuple[UInt64Array, UInt64Array]:
         """Return the terminal bitsets of the states built so far."""
         n = self.num_states
         return self._accept[:n], self._alive[:n]
+
+
+def wants_lazy(grammar: Grammar) -> bool:
+    """Whether ``grammar``'s lexer is better built lazily: it counts to :data:`REGION_MIN`.
+
+    Greedy grammars (longest-match lexing) are built eagerly: their restart states are appended
+    after the lexer's, which a growing lexer cannot do yet.
+    """
+    if grammar.greedy:
+        return False
+    stack: list[Regex] = [t.regex for t in grammar.terminals]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Repeat) and node.min + (node.max or 0) >= REGION_MIN:
+            return True
+        items = getattr(node, "items", None)
+        item = getattr(node, "item", None)
+        stack.extend(items if items is not None else [item] if item is not None else [])
+    return False

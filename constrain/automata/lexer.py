@@ -11,9 +11,9 @@ consumed) and no transition ever leads back to it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -278,7 +278,26 @@ def lexer_restarts(
     return extended, out
 
 
-def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Grammar, LexerDfa]:
+_Built = TypeVar("_Built")
+
+
+def _eager(terminals: Sequence[tuple[str, Regex]], *, max_states: int) -> LexerDfa:
+    return build_lexer(terminals, max_states=max_states)
+
+
+@overload
+def grammar_lexer(grammar: Grammar, *, max_states: int = ...) -> tuple[Grammar, LexerDfa]: ...
+
+
+@overload
+def grammar_lexer(
+    grammar: Grammar, *, max_states: int = ..., build: Callable[..., _Built]
+) -> tuple[Grammar, _Built]: ...
+
+
+def grammar_lexer(
+    grammar: Grammar, *, max_states: int = 200_000, build: Callable[..., Any] = _eager
+) -> tuple[Grammar, Any]:
     """Normalise a grammar and build its lexer, dropping terminals that match no string.
 
     A terminal with an empty language (an intersection nothing satisfies, ``minLength`` above
@@ -291,12 +310,15 @@ def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Gramm
         Any grammar.
     max_states : int, optional
         As for :func:`build_lexer`.
+    build : callable, optional
+        What builds the lexer from ``(name, regex)`` pairs and ``max_states=``:
+        :func:`build_lexer` by default, or the lazy lexer's constructor.
 
     Returns
     -------
     tuple of (Grammar, LexerDfa)
         The normalised grammar without empty terminals, and its lexer (bit ``t`` is terminal
-        ``t`` of the returned grammar).
+        ``t`` of the returned grammar), as ``build`` returns it.
 
     Raises
     ------
@@ -313,7 +335,7 @@ def grammar_lexer(grammar: Grammar, *, max_states: int = 200_000) -> tuple[Gramm
                 lexed = g
                 if not g.ignore_at_end and g.ignore:
                     lexed = ignored_as_prefixes(g, max_states=max_states)
-                return lexed, build_lexer(
+                return lexed, build(
                     [(t.name, t.regex) for t in lexed.terminals], max_states=max_states
                 )
             except EmptyTerminalError as err:

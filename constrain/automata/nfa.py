@@ -54,6 +54,7 @@ from constrain.kernels.numba_subsets import state_bits_kernel
 
 __all__ = [
     "BooleanFragments",
+    "REGION_MAX_WIDTH",
     "CountedRegion",
     "Nfa",
     "NfaBuilder",
@@ -272,6 +273,11 @@ class CountedRegion:
     dfa: Dfa
 
 
+REGION_MAX_WIDTH = 32
+r"""Widest item (states of its DFA) a counted region folds: the lazy lexer builds the rows of
+every item state within a token's length, so a wide one (Unicode ``\w``: 309) stays unrolled."""
+
+
 def _prefix_free_dfa(item: Regex, builder: NfaBuilder) -> Dfa | None:
     """Return ``item``'s minimal DFA if its language is prefix-free and without ``""``."""
     if nullable(item) or builder.boolean is None:
@@ -285,7 +291,7 @@ def _prefix_free_dfa(item: Regex, builder: NfaBuilder) -> Dfa | None:
     finals = np.flatnonzero(dfa.accept)
     if finals.size != 1 or dfa.accept[0] or (dfa.trans[finals[0]] >= 0).any():
         return None
-    return dfa
+    return dfa if dfa.num_states - 1 <= REGION_MAX_WIDTH else None
 
 
 class BooleanFragments(Protocol):
@@ -344,10 +350,11 @@ class NfaBuilder:
         self.region_min = 0
 
     def enable_regions(self, region_min: int) -> None:
-        """Fold counted repetitions of at least ``region_min`` copies into :attr:`regions`.
+        """Fold counted repetitions of ``region_min`` copies or more into :attr:`regions`.
 
         Only repetitions of a prefix-free, non-nullable item (a character, a JSON string
-        character with its escapes) are folded; the lazy lexer runs them with a counter.
+        character with its escapes) whose DFA has at most ``REGION_MAX_WIDTH`` states are
+        folded; the lazy lexer runs them with a counter.
         """
         self.regions = []
         self.region_min = region_min

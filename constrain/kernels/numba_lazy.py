@@ -28,7 +28,7 @@ from numba import njit
 
 from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL
 
-__all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel"]
+__all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel", "lazy_walk_kernel"]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -118,7 +118,16 @@ def _close(  # type: ignore[no-untyped-def]
                         stack = grown
                     stack[top] = t
                     top += 1
-    members[:k] = np.sort(members[:k])
+    if k < 24:  # insertion sort: np.sort allocates, and subsets are mostly small
+        for i in range(1, k):
+            x = members[i]
+            j = i - 1
+            while j >= 0 and members[j] > x:
+                members[j + 1] = members[j]
+                j -= 1
+            members[j + 1] = x
+    else:
+        members[:k] = np.sort(members[:k])
     j = 0
     for i in range(k):
         if i == 0 or members[i] != members[j - 1]:
@@ -133,6 +142,27 @@ def _hash(members, k):  # type: ignore[no-untyped-def]
     for i in range(k):
         h = (h * HASH_MUL + members[i] % HASH_MOD + 1) % HASH_MOD
     return h
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find(members, k, hashes, htab, set_ptr, pool):  # type: ignore[no-untyped-def]
+    """Return the DFA state of subset ``members[:k]``, -1 if there is none yet."""
+    h = _hash(members, k)
+    mask = htab.shape[0] - 1
+    slot = h & mask
+    while htab[slot] >= 0:
+        q = htab[slot]
+        if hashes[q] == h and set_ptr[q + 1] - set_ptr[q] == k:
+            base = set_ptr[q]
+            same = True
+            for j in range(k):
+                if pool[base + j] != members[j]:
+                    same = False
+                    break
+            if same:
+                return q
+        slot = (slot + 1) & mask
+    return -1
 
 
 @njit(cache=True, nogil=True)
@@ -311,6 +341,18 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
                     prev = c
                     continue
             prev = c
+            v = bucket[count[c]]
+            if count[c + 1] - count[c] == 1 and v >= num_real:
+                r = _region_of(v, num_real, r_base)
+                if (v - num_real - r_base[r]) % r_width[r] != 0:  # inside an item: no epsilon
+                    members[0] = v
+                    d = _find(members, 1, store[4], store[5], store[2], store[3])
+                    if d < 0:
+                        d, store = _find_or_add(members, 1, store, max_states)
+                    if d == -2:
+                        return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
+                    row_out[c] = d
+                    continue
             gen_box[0] += 1
             k, stack, members = _close(
                 bucket[count[c] : count[c + 1]], count[c + 1] - count[c], num_real, eptr, edst,
@@ -318,18 +360,21 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
             )  # fmt: skip
             if k == 0:
                 continue
-            d, store = _find_or_add(members, k, store, max_states)
+            d = _find(members, k, store[4], store[5], store[2], store[3])
+            if d < 0:
+                d, store = _find_or_add(members, k, store, max_states)
             if d == -2:
                 return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
             row_out[c] = d
     trans = store[0]
     trans[s, :] = row_out
     store[1][s] = True
+    store[6][1] += 1  # rows built so far
     return 0, store, (mark, count, fill, bucket, stack, members, gen_box)
 
 
 @njit(cache=True, nogil=True)
-def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stamp, call):  # type: ignore[no-untyped-def]
+def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stamp, call, radius):  # type: ignore[no-untyped-def]
     """Expand every DFA state within ``depth`` bytes of ``seeds`` (breadth first).
 
     Parameters
@@ -348,12 +393,15 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
         Stop with status 1 as soon as more DFA states would be needed.
     stamp : (S',) int64
         Visit stamps (grown and returned); ``call`` is this call's stamp (> every earlier one).
+    radius : (S',) int64
+        Per state, a radius within which every row is built (grown and returned): a state at
+        distance ``d`` from a seed gets at least ``depth - d``.
 
     Returns
     -------
     status : int
         0 on success, 1 when ``max_states`` was reached.
-    store, stamp : the grown arrays.
+    store, stamp, radius : the grown arrays.
     """
     C = store[0].shape[1]
     work = (
@@ -375,6 +423,9 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
             grown = np.zeros(2 * (s + 1), np.int64)
             grown[: stamp.shape[0]] = stamp
             stamp = grown
+            grown_r = np.full(2 * (s + 1), -1, np.int64)
+            grown_r[: radius.shape[0]] = radius
+            radius = grown_r
         if stamp[s] == call:
             continue
         stamp[s] = call
@@ -391,7 +442,9 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
         if not store[1][s]:
             status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
             if status != 0:
-                return 1, store, stamp
+                return 1, store, stamp, radius
+        if depth - d > radius[s]:
+            radius[s] = depth - d
         if d >= depth:
             continue
         trans = store[0]
@@ -403,6 +456,9 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
                 grown = np.zeros(2 * (t + 1), np.int64)
                 grown[: stamp.shape[0]] = stamp
                 stamp = grown
+                grown_r = np.full(2 * (t + 1), -1, np.int64)
+                grown_r[: radius.shape[0]] = radius
+                radius = grown_r
             if stamp[t] == call:
                 continue
             stamp[t] = call
@@ -412,7 +468,62 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
             queue[tail] = t
             dist[tail] = d + 1
             tail += 1
-    return 0, store, stamp
+    return 0, store, stamp, radius
+
+
+@njit(cache=True, nogil=True)
+def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_states):  # type: ignore[no-untyped-def]
+    """Expand the rows a walk of the token trie from each of ``seeds`` reads.
+
+    ``trie`` is ``(node_byte, node_end, node_depth)`` (the flat DFS trie of
+    :mod:`constrain.vocab.trie`, or a single path); a subtree is skipped where the lexer dies.
+    Where a lexeme ends inside a token the walk goes on from the boundary state 0, whose
+    neighbourhood the caller has built once (radius: the longest token).
+
+    Returns
+    -------
+    status : int
+        0 on success, 1 when ``max_states`` was reached.
+    store : the grown arrays.
+    """
+    node_byte, node_end, node_depth = trie
+    C = store[0].shape[1]
+    work = (
+        np.zeros(num_real, np.int64),
+        np.zeros(C + 1, np.int64),
+        np.zeros(C, np.int64),
+        np.empty(64, np.int64),
+        np.empty(64, np.int64),
+        np.empty(64, np.int64),
+        np.zeros(1, np.int64),
+    )
+    depth_max = 1
+    for i in range(node_depth.shape[0]):
+        if node_depth[i] + 1 > depth_max:
+            depth_max = node_depth[i] + 1
+    at = np.empty(depth_max + 1, np.int64)
+    n_nodes = node_byte.shape[0]
+    for j in range(seeds.shape[0]):
+        at[0] = seeds[j]
+        i = 1
+        while i < n_nodes:
+            d = node_depth[i]
+            s = at[d - 1]
+            if not store[1][s]:
+                status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
+                if status != 0:
+                    return 1, store
+            t = store[0][s, byte_class[node_byte[i]]]
+            if t < 0:
+                i = node_end[i]
+                continue
+            if not store[1][t]:  # where a token ends, its row says whether the lexeme goes on
+                status, store, work = _expand_row(t, nfa, reg, num_real, store, max_states, work)
+                if status != 0:
+                    return 1, store
+            at[d] = t
+            i += 1
+    return 0, store
 
 
 @njit(cache=True, nogil=True)

@@ -129,6 +129,14 @@ class _Scratch:
         self.extra = np.empty(_list_limit(tables.num_words), dtype=np.int32)
         self.sets = SetStore(tables.lexer.num_classes, words)
 
+    def grow_states(self, size: int) -> None:
+        """Make room for ``size`` lexer states in the per-state buffers."""
+        self.visited = np.zeros(size, dtype=np.int64)
+        self.mark = np.zeros(size, dtype=np.int64)
+        self.cur = np.empty(size, dtype=np.int64)
+        self.nxt = np.empty(size, dtype=np.int64)
+        self.stamp[0] = 0
+
 
 class TableSnapshot(NamedTuple):
     """An immutable view of the pools: entries ``0 .. num_entries - 1`` are valid in it.
@@ -210,6 +218,11 @@ class MaskTables:
     restart : (S,) int32, optional
         Where a lexeme ended at each state restarts (:func:`~constrain.automata.lexer.
         lexer_restarts`); all zeros (state 0) when omitted.
+    lazy : bool, optional
+        The lexer is built as it is reached (:class:`~constrain.automata.lazy_lexer.
+        LazyLexer`): only rows within a token's length of the states asked about are built,
+        so the classes computed over the whole lexer are not used; :meth:`set_lexer` gives
+        the grown lexer.
     """
 
     def __init__(
@@ -220,9 +233,12 @@ class MaskTables:
         *,
         max_bytes: int,
         restart: Int32Array | None = None,
+        lazy: bool = False,
     ) -> None:
         self.vocab = vocab
         self.lexer = lexer
+        # a lazy lexer grows (set_lexer): what reads the whole lexer at once is not used
+        self.lazy = lazy
         if restart is None:
             restart = np.zeros(lexer.num_states, dtype=np.int32)
             restart.flags.writeable = False
@@ -251,7 +267,9 @@ class MaskTables:
         self._max_depth = vocab.max_token_length + 1
         # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
         # full-trie tables as (state, within bits)), for the short-token reuse above
-        self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
+        # (and the terminals allowed, to extend the alive states when a lazy lexer grows)
+        self._single: dict[bytes, tuple[np.ndarray, list[tuple[int, np.ndarray]], np.ndarray]]
+        self._single = {}
         # failed pair searches, then the classes of states alike within _SHORT bytes
         self._pair_misses = 0
         self._short_classes: np.ndarray | None = None
@@ -276,6 +294,23 @@ class MaskTables:
             exact_scans=self.exact_scans, restart=self.restart,
         )  # fmt: skip
         self._reset()
+
+    def set_lexer(self, lexer: LexerDfa, restart: Int32Array) -> None:
+        """Replace the lexer by a grown copy of it (a lazy lexer's new states appended).
+
+        Entries stay valid: rows of the states they were built from do not change.
+        """
+        with self._lock:
+            self.lexer, self.restart = lexer, restart
+            self._accept_csr = None
+            self._walk_tables = None
+            self.classifier.set_lexer(lexer, restart)
+            grown = np.full(lexer.num_states, -1, dtype=np.int64)
+            grown[: self._class_of.shape[0]] = self._class_of
+            self._class_of = grown
+            for key, (_, recent, bits) in list(self._single.items()):
+                alive = np.any(lexer.alive_bits & bits, axis=1)
+                self._single[key] = (alive, recent, bits)
 
     def _reset(self) -> None:
         # Room for _FIRST_ROWS entries up front: the allocator maps pages only as rows are
@@ -329,6 +364,8 @@ class MaskTables:
         sc: _Scratch | None = getattr(self._scratch, "buffers", None)
         if sc is None:
             sc = self._scratch.buffers = _Scratch(self)
+        elif sc.visited.shape[0] < self.lexer.num_states:  # a lazy lexer grew
+            sc.grow_states(2 * self.lexer.num_states)
         return sc
 
     def build(
@@ -370,7 +407,7 @@ class MaskTables:
         key = kernel.tobytes()
         single = self._single.get(key)
         if single is not None and self.string_body_reach(state, SLICE_CHARS) is None:
-            alive, recent = single
+            alive, recent, _ = single
             short = self._short_classes_of() if self._pair_misses >= _PAIR_MISSES else None
             for r, bits in list(recent):
                 if short is not None:
@@ -436,7 +473,7 @@ class MaskTables:
         if info[0] == 1 and trie is vocab:
             if single is None:
                 alive = np.any(lexer.alive_bits & allowed, axis=1)
-                single = self._single[key] = (alive, [])
+                single = self._single[key] = (alive, [], allowed.copy())
             recent = single[1]
             recent.append((state, out_w.copy()))
             if len(recent) > _RECENT:
@@ -451,6 +488,8 @@ class MaskTables:
         compares the walk's aliveness only), so the reuse it allows is sound. None for a lexer
         too large to classify at once.
         """
+        if self.lazy:  # the classes need the whole lexer
+            return None
         if self._short_classes is None:
             lexer = self.lexer
             if lexer.num_states * lexer.num_classes > _SHORT_CLASSES_MAX_CELLS:
@@ -483,7 +522,7 @@ class MaskTables:
         twice as much: a ski rental, within a small factor of the better of the two choices.
         Returns whether they were computed.
         """
-        if self.counted_ns < self._classify_after_ns:
+        if self.counted_ns < self._classify_after_ns or self.lazy:
             return False
         limit = self.counted_ns // (_CLASS_RENT * _CLASS_NS_PER_STATE)
         found = self.lexer.bounded_classes(self._max_depth, [state], max_states=limit)

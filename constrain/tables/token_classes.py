@@ -116,6 +116,12 @@ class TokenClassifier:
         self.num_states_classified = 0
         self.num_class_builds = 0
 
+    def set_lexer(self, lexer: LexerDfa, restart: Int32Array) -> None:
+        """Replace the lexer by a grown copy of it (classes of existing states stay valid)."""
+        with self._lock:
+            self.lexer, self.restart = lexer, restart
+            self._walk_tables = None
+
     def _call(self, dispatcher: Any, *args: Any) -> Any:
         """Call a numba kernel; through its compiled entry once called often (types fixed)."""
         return cached_entry(self._entries, dispatcher, dispatcher, args)(*args)

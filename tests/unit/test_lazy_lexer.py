@@ -16,10 +16,11 @@ from constrain.automata.lazy_lexer import LazyLexer
 from constrain.automata.lexer import build_lexer
 from constrain.errors import CompileLimitError
 from constrain.ir import Regex
+from constrain.vocab.vocabulary import Vocabulary
 
 CASES = {
     "class": Grammar.from_regex("[a-z0-9]{1,40}"),
-    "exact": Grammar.from_regex(r"\w{30}"),
+    "exact": Grammar.from_regex("[a-zé€😀]{30}"),
     "at_least": Grammar.from_regex("x[ab]{25,}y"),
     "nested_alternatives": Grammar.from_regex("(ab|[a-c]{0,200}x|é{100,130})"),
     "json_strings": Grammar.from_json_schema(
@@ -71,7 +72,7 @@ def test_lazy_lexer_language_equals_eager(name: str) -> None:
 def test_lazy_lexer_builds_only_what_is_asked() -> None:
     """A million counts cost no more states than the neighbourhood asked for."""
     for n in (1_000, 1_000_000):
-        lazy = LazyLexer(_terminals(Grammar.from_regex(f"[a-z]{{1,{n}}}")))
+        lazy = LazyLexer(_terminals(Grammar.from_regex(f"[a-z]{{1,{n}}}")), region_min=256)
         assert lazy.num_real < 64  # the NFA does not unroll the count
         lazy.expand([0], 8)
         assert lazy.num_states <= 10
@@ -95,3 +96,20 @@ def test_lazy_lexer_limit() -> None:
     lazy = LazyLexer(_terminals(Grammar.from_regex("[ab]{1,5000}")), max_states=100)
     with pytest.raises(CompileLimitError, match="max_lexer_states"):
         lazy.expand([0], 500)
+
+
+def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None:
+    from constrain import CompileLimitError as Refused
+    from constrain import Compiler, Matcher
+
+    compiled = Compiler(tiny_vocab).compile(Grammar.from_regex("[a-z0-9]{1,1000000}!"))
+    assert compiled.lazy is not None and compiled.lexer.num_states < 300
+    matcher = Matcher(compiled)
+    assert matcher.accept_bytes("abc" * 400)  # long text: walked a token's length at a time
+    assert not matcher.accept_bytes("ABC")
+    assert matcher.accept_bytes("9!") and matcher.is_accepting()
+    with pytest.raises(Refused, match="max_lexer_states"):
+        compiled.save("/nonexistent/never-written.npz")  # a million counts cannot be saved
+    # a wide item (Unicode \w: 309 DFA states a character) is not folded
+    wide = LazyLexer(_terminals(Grammar.from_regex(r"\w{300}")), region_min=256)
+    assert not wide.regions

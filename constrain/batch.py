@@ -1,0 +1,76 @@
+"""Stage 5: masks of many matchers at once, one bitmask row each, in threads.
+
+:func:`fill_next_token_bitmasks` fills a batch's rows in a process-wide thread pool (the mask
+kernels release the GIL); :mod:`constrain.matcher` re-exports it next to the Matcher.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from constrain.matcher import Matcher
+
+__all__ = ["fill_next_token_bitmasks"]
+
+_CPUS = os.cpu_count() or 1
+_MIN_PARALLEL_ROWS = 4
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _fill_pool(workers: int) -> ThreadPoolExecutor:
+    """Return the process-wide pool of ``workers`` threads (created once, daemon threads)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="constrain-fill"
+            )
+        return pool
+
+
+def fill_next_token_bitmasks(
+    matchers: Sequence[Matcher],
+    bitmask: Any,
+    *,
+    indices: Sequence[int] | None = None,
+    num_threads: int | None = None,
+) -> None:
+    """Fill one bitmask row per matcher, in parallel threads (the kernels release the GIL).
+
+    Parameters
+    ----------
+    matchers : sequence of Matcher
+        One matcher per batch row.
+    bitmask : (batch, ceil(V/32)) int32
+        CPU bitmask, e.g. from :func:`constrain.allocate_token_bitmask`.
+    indices : sequence of int, optional
+        Row of ``bitmask`` for each matcher (default: ``range(len(matchers))``).
+    num_threads : int, optional
+        Worker threads (default: the number of CPUs, at most ``len(matchers)``). Fewer than 4
+        matchers are filled in the calling thread; more use a process-wide pool kept alive
+        between calls.
+    """
+    rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
+    if len(rows) != len(matchers):
+        raise ValueError(f"got {len(matchers)} matchers but {len(rows)} indices")
+    workers = min(num_threads or _CPUS, len(matchers))
+    # A fill from warm tables takes ~40 µs: threads pay off for several rows, with a pool that
+    # outlives the call (creating one costs more than 4 fills)
+    if workers <= 1 or len(matchers) < _MIN_PARALLEL_ROWS:
+        for m, i in zip(matchers, rows, strict=True):
+            m.fill_next_token_bitmask(bitmask, i)
+        return
+    pairs = list(zip(matchers, rows, strict=True))
+
+    def fill(lo: int) -> None:  # one contiguous slice per worker: few tasks for many matchers
+        for m, i in pairs[lo : lo + chunk]:
+            m.fill_next_token_bitmask(bitmask, i)
+
+    chunk = -(-len(pairs) // workers)
+    list(_fill_pool(workers).map(fill, range(0, len(pairs), chunk)))

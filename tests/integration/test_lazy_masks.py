@@ -1,0 +1,140 @@
+"""Masks over a lazy lexer equal the masks over the eager one, token by token.
+
+Every grammar is compiled twice: eagerly (no counted repetition folded) and lazily (every
+foldable repetition of 8 or more copies folded, :mod:`constrain.automata.lazy_lexer`). Random
+walks through the allowed tokens compare the masks, acceptance, jump-forward bytes and byte
+input at every step; a saved lazy grammar loads back with the same masks.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from constrain import CompiledGrammar, Compiler, Grammar, Matcher
+from constrain.automata import lazy_lexer, nfa
+from constrain.errors import CompileLimitError, GrammarError
+from constrain.vocab.vocabulary import Vocabulary
+
+GRAMMARS = {
+    "class": lambda: Grammar.from_regex("[a-z0-9]{3,12}"),
+    "word": lambda: Grammar.from_regex("[a-zé€😀]{10}!"),
+    "at_least": lambda: Grammar.from_regex("(ab|c{9,})d"),
+    "two_counts": lambda: Grammar.from_regex("x{0,9}y{9,11}"),
+    "strings": lambda: Grammar.from_json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "maxLength": 12},
+                "b": {"type": "string", "minLength": 9},
+                "c": {"type": "string", "pattern": "^[A-Z]{2,10}$"},
+                "d": {"anyOf": [{"type": "string", "maxLength": 9}, {"type": "null"}]},
+                "e": {"type": "array", "items": {"type": "string", "minLength": 8}},
+            },
+            "required": ["a", "b"],
+        }
+    ),
+    "flexible": lambda: Grammar.from_json_schema(
+        {"type": "array", "items": {"type": "string", "maxLength": 10}}, whitespace="flexible"
+    ),
+}
+
+
+def _both(vocab: Vocabulary, grammar: Grammar, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    monkeypatch.setattr(lazy_lexer, "REGION_MIN", 1 << 40)
+    eager = Compiler(vocab, cache_bytes=0).compile(grammar)
+    monkeypatch.setattr(lazy_lexer, "REGION_MIN", 8)
+    monkeypatch.setattr(nfa, "_SHARED_MAX_STATES", 0)  # small pieces are folded too
+    monkeypatch.setattr(nfa, "_SHARED_TEMPLATES", {})
+    lazy = Compiler(vocab, cache_bytes=0).compile(grammar)
+    monkeypatch.undo()
+    assert eager.lazy is None
+    return eager, lazy
+
+
+def _walk(eager: CompiledGrammar, lazy: CompiledGrammar, rng: random.Random, steps: int) -> None:
+    me, ml = Matcher(eager), Matcher(lazy)
+    for _ in range(steps):
+        allowed = me.allowed_token_ids()
+        np.testing.assert_array_equal(allowed, ml.allowed_token_ids())
+        assert me.is_accepting() == ml.is_accepting()
+        assert me.forced_bytes() == ml.forced_bytes()
+        np.testing.assert_array_equal(me.next_bytes(), ml.next_bytes())
+        choices = [t for t in allowed.tolist() if t not in eager.vocab.eos_ids]
+        if not choices:
+            break
+        rejected = rng.randrange(eager.vocab.size)
+        assert me.accept_token(rejected) == ml.accept_token(rejected)
+        token = rng.choice(choices)
+        if rejected in allowed:
+            me.rollback(1)
+            ml.rollback(1)
+        assert me.accept_token(token) and ml.accept_token(token)
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_lazy_masks_equal_eager(
+    name: str, tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eager, lazy = _both(tiny_vocab, GRAMMARS[name](), monkeypatch)
+    assert lazy.lazy is not None and lazy.lazy.regions
+    rng = random.Random(name)
+    for _ in range(6):
+        _walk(eager, lazy, rng, 40)
+
+
+@pytest.mark.parametrize("name", ["strings", "class"])
+def test_lazy_bytes_and_saved_file(
+    name: str, tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    eager, lazy = _both(tiny_vocab, GRAMMARS[name](), monkeypatch)
+    text = '{"a":"abcdefghijkl","b":"123456789"}' if name == "strings" else "abc123xyz"
+    for cut in range(len(text) + 1):
+        me, ml = Matcher(eager), Matcher(lazy)
+        assert me.accept_bytes(text[:cut]) == ml.accept_bytes(text[:cut])
+        np.testing.assert_array_equal(me.allowed_token_ids(), ml.allowed_token_ids())
+    lazy.save(tmp_path / "g.npz")
+    loaded = CompiledGrammar.load(tmp_path / "g.npz", tiny_vocab)
+    _walk(eager, loaded, random.Random(1), 30)
+
+
+def _counted_schemas(data_dir: Path, limit: int) -> list[Any]:
+    out = []
+    with gzip.open(data_dir / "maskbench-dev.jsonl.gz", "rt") as fh:
+        for line in fh:
+            if "Length" in line or "{1," in line:
+                row = json.loads(line)
+                out.append(
+                    ast.literal_eval(row["schema"])
+                    if isinstance(row["schema"], str)
+                    else row["schema"]
+                )
+                if len(out) >= limit:
+                    break
+    return out
+
+
+def test_lazy_masks_equal_eager_on_maskbench(
+    data_dir: Path, llama_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real schemas with string lengths or counted patterns, on the Llama 3 vocabulary."""
+    compared = 0
+    for k, schema in enumerate(_counted_schemas(data_dir, 45)):
+        try:
+            grammar = Grammar.from_json_schema(schema)
+            Compiler(llama_vocab, cache_bytes=0).compile(grammar)
+        except (GrammarError, CompileLimitError):  # unsupported or too large either way
+            continue
+        eager, lazy = _both(llama_vocab, grammar, monkeypatch)
+        if lazy.lazy is None:
+            continue
+        _walk(eager, lazy, random.Random(k), 12)
+        compared += 1
+    assert compared >= 20
