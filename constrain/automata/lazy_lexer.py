@@ -27,10 +27,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from constrain._types import Int32Array, UInt64Array
-from constrain.automata.lexer import LexerDfa
-from constrain.automata.nfa import CountedRegion, NfaBuilder, nullable
-from constrain.automata.product import boolean_fragment
-from constrain.errors import CompileLimitError, EmptyTerminalError, GrammarError
+from constrain.automata.lexer import LexerDfa, lexer_nfa
+from constrain.automata.nfa import CountedRegion
+from constrain.errors import CompileLimitError, EmptyTerminalError
 from constrain.ir import Grammar, Regex, Repeat
 from constrain.kernels.numba_lazy import (
     lazy_bits_kernel,
@@ -44,9 +43,6 @@ __all__ = ["REGION_MIN", "LazyLexer", "TokenTries", "wants_lazy"]
 
 REGION_MIN = 4096
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
-
-_NFA_STATES_PER_DFA_STATE = 4
-_NFA_SLACK = 4096
 
 
 class TokenTries(NamedTuple):
@@ -91,31 +87,9 @@ class LazyLexer:
             region_min = REGION_MIN
         self.names = tuple(name for name, _ in terminals)
         self.max_states = max_states
-        for name, regex in terminals:
-            if nullable(regex):
-                raise GrammarError(
-                    f"terminal {name!r} matches the empty string; every lexeme must consume at "
-                    "least one byte (make it non-optional, e.g. X+ instead of X*, and move the "
-                    "optionality into a rule)"
-                )
-        builder = NfaBuilder(
-            _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK,
-            "max_lexer_states",
-            max_states,
-            boolean_fragment,
-        )
-        builder.enable_regions(region_min)
-        start = builder.new_state()
-        bounds: list[int] = []
-        finals: list[int] = []
-        for _, regex in terminals:
-            entry = builder.new_state()
-            bounds.append(entry)
-            builder.add_eps(start, entry)
-            finals.append(builder.build(regex, entry))
-        bounds.append(builder.num_states)
-        nfa = builder.finish(start, finals, bounds if terminals else ())
-        self.regions: tuple[CountedRegion, ...] = tuple(builder.regions or ())
+        nfa, bounds, regions = lexer_nfa(terminals, max_states=max_states, region_min=region_min)
+        start = 0
+        self.regions: tuple[CountedRegion, ...] = tuple(regions)
         num_real = nfa.num_states
         # liveness: a region is passable (its item is not empty), so its entry reaches its exit
         live = np.zeros(num_real, dtype=np.bool_)

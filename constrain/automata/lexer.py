@@ -19,7 +19,7 @@ import numpy as np
 
 from constrain._types import ByteArray, Int32Array, UInt64Array
 from constrain.automata.byte_dfa import walk_bytes
-from constrain.automata.nfa import NfaBuilder, nullable
+from constrain.automata.nfa import CountedRegion, Nfa, NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
@@ -33,6 +33,7 @@ __all__ = [
     "build_lexer",
     "grammar_lexer",
     "ignored_as_prefixes",
+    "lexer_nfa",
     "lexer_restarts",
 ]
 
@@ -440,6 +441,50 @@ def _check_greedy_prefix(
         )
 
 
+def lexer_nfa(
+    terminals: Sequence[tuple[str, Regex]], *, max_states: int, region_min: int | None = None
+) -> tuple[Nfa, list[int], list[CountedRegion]]:
+    """Return the union NFA of the terminals, each terminal's first state, and its regions.
+
+    State 0 starts every terminal (an epsilon edge to each one's first state); ``bounds[t] ..
+    bounds[t + 1] - 1`` are terminal ``t``'s states. With ``region_min``, counted repetitions of
+    that many copies or more are left folded (:meth:`NfaBuilder.enable_regions`).
+
+    Raises
+    ------
+    GrammarError
+        If a terminal matches the empty string.
+    CompileLimitError
+        If the NFA outgrows ``4 * max_states + 4096`` states.
+    """
+    for name, regex in terminals:
+        if nullable(regex):
+            raise GrammarError(
+                f"terminal {name!r} matches the empty string; every lexeme must consume at least "
+                "one byte (make it non-optional, e.g. X+ instead of X*, and move the optionality "
+                "into a rule)"
+            )
+    builder = NfaBuilder(
+        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK,
+        "max_lexer_states",
+        max_states,
+        boolean_fragment,
+    )
+    if region_min is not None:
+        builder.enable_regions(region_min)
+    start = builder.new_state()
+    bounds: list[int] = []
+    finals: list[int] = []
+    for _, regex in terminals:
+        entry = builder.new_state()
+        bounds.append(entry)
+        builder.add_eps(start, entry)
+        finals.append(builder.build(regex, entry))
+    bounds.append(builder.num_states)
+    nfa = builder.finish(start, finals, bounds if terminals else ())
+    return nfa, bounds, list(builder.regions or ())
+
+
 def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:
     """Build the combined minimal lexer DFA of several terminals.
 
@@ -469,29 +514,7 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     if max_states < 1:
         raise ValueError(f"max_states must be positive, got {max_states}")
     names = tuple(name for name, _ in terminals)
-    for name, regex in terminals:
-        if nullable(regex):
-            raise GrammarError(
-                f"terminal {name!r} matches the empty string; every lexeme must consume at least "
-                "one byte (make it non-optional, e.g. X+ instead of X*, and move the optionality "
-                "into a rule)"
-            )
-    builder = NfaBuilder(
-        _NFA_STATES_PER_DFA_STATE * max_states + _NFA_SLACK,
-        "max_lexer_states",
-        max_states,
-        boolean_fragment,
-    )
-    start = builder.new_state()
-    bounds: list[int] = []
-    finals: list[int] = []
-    for _, regex in terminals:
-        entry = builder.new_state()
-        bounds.append(entry)
-        builder.add_eps(start, entry)
-        finals.append(builder.build(regex, entry))
-    bounds.append(builder.num_states)
-    nfa = builder.finish(start, finals, bounds if terminals else ())
+    nfa, bounds, _ = lexer_nfa(terminals, max_states=max_states)
     live = nfa_live(nfa)
     empty = [name for name, entry in zip(names, bounds[:-1], strict=True) if not live[entry]]
     if empty:

@@ -146,7 +146,10 @@ def _hash(members, k):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, inline="always")
 def _find(members, k, hashes, htab, set_ptr, pool):  # type: ignore[no-untyped-def]
-    """Return the DFA state of subset ``members[:k]``, -1 if there is none yet."""
+    """Return the DFA state of subset ``members[:k]`` (-1 if none yet) and the probe's last slot.
+
+    The slot is where a new state for the subset goes.
+    """
     h = _hash(members, k)
     mask = htab.shape[0] - 1
     slot = h & mask
@@ -160,9 +163,9 @@ def _find(members, k, hashes, htab, set_ptr, pool):  # type: ignore[no-untyped-d
                     same = False
                     break
             if same:
-                return q
+                return q, slot
         slot = (slot + 1) & mask
-    return -1
+    return -1, slot
 
 
 @njit(cache=True, nogil=True)
@@ -170,21 +173,10 @@ def _find_or_add(members, k, store, max_states):  # type: ignore[no-untyped-def]
     """Return the DFA state of subset ``members[:k]`` (added if new; -2 past ``max_states``)."""
     trans, expanded, set_ptr, pool, hashes, htab, meta = store
     n = meta[0]
+    q, slot = _find(members, k, hashes, htab, set_ptr, pool)
+    if q >= 0:
+        return q, store
     h = _hash(members, k)
-    mask = htab.shape[0] - 1
-    slot = h & mask
-    while htab[slot] >= 0:
-        q = htab[slot]
-        if hashes[q] == h and set_ptr[q + 1] - set_ptr[q] == k:
-            base = set_ptr[q]
-            same = True
-            for j in range(k):
-                if pool[base + j] != members[j]:
-                    same = False
-                    break
-            if same:
-                return q, store
-        slot = (slot + 1) & mask
     if n >= max_states:
         return -2, store
     if n == trans.shape[0]:
@@ -346,7 +338,7 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
                 r = _region_of(v, num_real, r_base)
                 if (v - num_real - r_base[r]) % r_width[r] != 0:  # inside an item: no epsilon
                     members[0] = v
-                    d = _find(members, 1, store[4], store[5], store[2], store[3])
+                    d = _find(members, 1, store[4], store[5], store[2], store[3])[0]
                     if d < 0:
                         d, store = _find_or_add(members, 1, store, max_states)
                     if d == -2:
@@ -360,7 +352,7 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
             )  # fmt: skip
             if k == 0:
                 continue
-            d = _find(members, k, store[4], store[5], store[2], store[3])
+            d = _find(members, k, store[4], store[5], store[2], store[3])[0]
             if d < 0:
                 d, store = _find_or_add(members, k, store, max_states)
             if d == -2:
@@ -371,6 +363,41 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
     store[1][s] = True
     store[6][1] += 1  # rows built so far
     return 0, store, (mark, count, fill, bucket, stack, members, gen_box)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _new_work(num_real, num_classes):  # type: ignore[no-untyped-def]
+    """Return the scratch of :func:`_expand_row`: marks, counts, fills, buckets, a stamp."""
+    return (
+        np.zeros(num_real, np.int64),
+        np.zeros(num_classes + 1, np.int64),
+        np.zeros(num_classes, np.int64),
+        np.empty(64, np.int64),
+        np.empty(64, np.int64),
+        np.empty(64, np.int64),
+        np.zeros(1, np.int64),
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _enqueue(s, d, call, stamp, radius, queue, dist, tail):  # type: ignore[no-untyped-def]
+    """Queue state ``s`` at distance ``d`` unless this call saw it; grow the arrays as needed."""
+    if stamp.shape[0] <= s:
+        grown = np.zeros(2 * (s + 1), np.int64)
+        grown[: stamp.shape[0]] = stamp
+        stamp = grown
+        grown_r = np.full(2 * (s + 1), -1, np.int64)
+        grown_r[: radius.shape[0]] = radius
+        radius = grown_r
+    if stamp[s] == call:
+        return stamp, radius, queue, dist, tail
+    stamp[s] = call
+    if tail == queue.shape[0]:
+        queue = np.concatenate((queue, np.empty(tail, np.int64)))
+        dist = np.concatenate((dist, np.empty(tail, np.int64)))
+    queue[tail] = s
+    dist[tail] = d
+    return stamp, radius, queue, dist, tail + 1
 
 
 @njit(cache=True, nogil=True)
@@ -404,37 +431,15 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
     store, stamp, radius : the grown arrays.
     """
     C = store[0].shape[1]
-    work = (
-        np.zeros(num_real, np.int64),
-        np.zeros(C + 1, np.int64),
-        np.zeros(C, np.int64),
-        np.empty(64, np.int64),
-        np.empty(64, np.int64),
-        np.empty(64, np.int64),
-        np.zeros(1, np.int64),
-    )
+    work = _new_work(num_real, C)
     queue = np.empty(64, np.int64)
     dist = np.empty(64, np.int64)
     head = 0
     tail = 0
     for i in range(seeds.shape[0]):
-        s = seeds[i]
-        if stamp.shape[0] <= s:
-            grown = np.zeros(2 * (s + 1), np.int64)
-            grown[: stamp.shape[0]] = stamp
-            stamp = grown
-            grown_r = np.full(2 * (s + 1), -1, np.int64)
-            grown_r[: radius.shape[0]] = radius
-            radius = grown_r
-        if stamp[s] == call:
-            continue
-        stamp[s] = call
-        if tail == queue.shape[0]:
-            queue = np.concatenate((queue, np.empty(tail, np.int64)))
-            dist = np.concatenate((dist, np.empty(tail, np.int64)))
-        queue[tail] = s
-        dist[tail] = 0
-        tail += 1
+        stamp, radius, queue, dist, tail = _enqueue(
+            seeds[i], 0, call, stamp, radius, queue, dist, tail
+        )
     while head < tail:
         s = queue[head]
         d = dist[head]
@@ -450,24 +455,10 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
         trans = store[0]
         for c in range(C):
             t = trans[s, c]
-            if t < 0:
-                continue
-            if stamp.shape[0] <= t:
-                grown = np.zeros(2 * (t + 1), np.int64)
-                grown[: stamp.shape[0]] = stamp
-                stamp = grown
-                grown_r = np.full(2 * (t + 1), -1, np.int64)
-                grown_r[: radius.shape[0]] = radius
-                radius = grown_r
-            if stamp[t] == call:
-                continue
-            stamp[t] = call
-            if tail == queue.shape[0]:
-                queue = np.concatenate((queue, np.empty(tail, np.int64)))
-                dist = np.concatenate((dist, np.empty(tail, np.int64)))
-            queue[tail] = t
-            dist[tail] = d + 1
-            tail += 1
+            if t >= 0:
+                stamp, radius, queue, dist, tail = _enqueue(
+                    t, d + 1, call, stamp, radius, queue, dist, tail
+                )
     return 0, store, stamp, radius
 
 
@@ -488,15 +479,7 @@ def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_sta
     """
     node_byte, node_end, node_depth = trie
     C = store[0].shape[1]
-    work = (
-        np.zeros(num_real, np.int64),
-        np.zeros(C + 1, np.int64),
-        np.zeros(C, np.int64),
-        np.empty(64, np.int64),
-        np.empty(64, np.int64),
-        np.empty(64, np.int64),
-        np.zeros(1, np.int64),
-    )
+    work = _new_work(num_real, C)
     depth_max = 1
     for i in range(node_depth.shape[0]):
         if node_depth[i] + 1 > depth_max:
