@@ -190,7 +190,11 @@ class MaskedSampler:
         else:
             lw = self._exact_log_weights(logits, live, peak, sums)
         token_ids = self._choose(logits, generator)
-        token_ids = self._past_dead_ends(logits, matchers, live, token_ids, generator)
+        redrawn = self._past_dead_ends(logits, matchers, live, token_ids, generator)
+        for k, i in enumerate(live):
+            if i in redrawn:  # the weight of the mask without the dead ends
+                lse_all = float(peak[k, 0]) + math.log(float(sums[0, k]))
+                lw[k] = float(torch.logsumexp(logits[i].float(), dim=-1)) - lse_all
         if index is None:
             log_weights = torch.from_numpy(lw)
         else:
@@ -233,16 +237,23 @@ class MaskedSampler:
         live: Sequence[int],
         token_ids: torch.Tensor,
         generator: Randomness,
-    ) -> torch.Tensor:
+    ) -> set[int]:
         """Choose again, in rows with a canonical matcher, where nothing could follow the token.
 
         A canonical mask is pairwise: it may allow a token that the grammar then forces to be
         followed by bytes the tokenizer would merge into it, so that no canonical token can
         come next (a dead end). Such a token is masked out (``-inf``) and the row chooses
         again, which is the draw the mask without it would have made: sampling stays exact
-        for dead ends one token deep.
+        for dead ends one token deep. ``token_ids`` is updated in place; returns the rows that
+        chose again (their log-weight is the mass left after the dead ends).
+
+        Raises
+        ------
+        InternalError
+            If a row still draws a dead end after ``_MAX_DEAD_ENDS`` draws.
         """
-        for _ in range(_MAX_DEAD_ENDS):
+        redrawn: set[int] = set()
+        for draw in range(_MAX_DEAD_ENDS + 1):
             dead = [
                 i
                 for i in live
@@ -251,16 +262,25 @@ class MaskedSampler:
                 and m.is_dead_end(int(token_ids[i]))
             ]
             if not dead:
-                break
+                return redrawn
+            redrawn.update(dead)
             index = torch.tensor(dead, dtype=torch.long, device=logits.device)
             with torch.inference_mode():  # the model's logits are inference tensors
                 logits[index, token_ids[index].to(logits.device)] = float("-inf")
+            if draw == _MAX_DEAD_ENDS or bool(
+                (logits.index_select(0, index).amax(dim=-1) == float("-inf")).any()
+            ):
+                break
             if isinstance(generator, RandomStreams):
                 again = self._choose(logits.index_select(0, index), generator.rows(dead))
             else:
                 again = self._choose(logits.index_select(0, index), generator)
             token_ids[index.to(token_ids.device)] = again.to(token_ids.device)
-        return token_ids
+        raise InternalError(
+            f"rows {dead}: every allowed token, or {_MAX_DEAD_ENDS} draws in a row, were "
+            "canonical dead ends (tokens the grammar must follow with bytes the tokenizer merges "
+            "into them); please report it with the grammar, or sample without canonical=True"
+        )
 
     def _choose(self, logits: torch.Tensor, generator: Randomness) -> torch.Tensor:
         if self.temperature == 0.0:

@@ -213,6 +213,24 @@ def test_log_weights_are_the_log_allowed_mass() -> None:
                 assert float(weights[i]) <= 0.0
 
 
+def test_dead_ends_are_drawn_again_and_leave_the_weight() -> None:
+    """A canonical dead end is masked out and redrawn; the weight is the mass left without it."""
+    dead = {ord("a")}
+    m = _matcher("[abc]x")
+    m.canonical = object()  # type: ignore[assignment]  # only "is canonical" is read
+    m.is_dead_end = lambda token: token in dead  # type: ignore[method-assign]
+    logits = torch.full((1, VOCAB.size), -5.0)
+    logits[0, [ord("a"), ord("b"), ord("c")]] = torch.tensor([3.0, 2.0, 1.0])
+    raw = logits.numpy().astype(np.float64).copy()
+    sample = MaskedSampler(0.0).sample(logits, [m])
+    assert int(sample.token_ids[0]) == ord("b")
+    ref = _logsumexp(raw[0, [ord("b"), ord("c")]]) - _logsumexp(raw[0])
+    assert float(sample.log_weights[0]) == pytest.approx(ref, abs=1e-5)
+    dead.update((ord("b"), ord("c")))  # nothing left: a bug, said at once
+    with pytest.raises(InternalError, match="dead ends"):
+        MaskedSampler(0.0).sample(logits.clone(), [m])
+
+
 def test_unconstrained_rows_are_left_alone() -> None:
     logits = _random_logits(np.random.default_rng(2), 2)
     raw = logits.clone()
