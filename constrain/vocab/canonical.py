@@ -45,7 +45,12 @@ from constrain.kernels.numba_canonical import (
     derive_kernel,
     spines_kernel,
 )
-from constrain.vocab.bpe_source import huggingface_source, sentencepiece_source, tiktoken_source
+from constrain.vocab.bpe_source import (
+    BpeSource,
+    huggingface_source,
+    sentencepiece_source,
+    tiktoken_source,
+)
 from constrain.vocab.huggingface import tokenizer_of
 from constrain.vocab.vocabulary import Vocabulary
 
@@ -587,15 +592,7 @@ class CanonicalBpe:
             byte-level, with a normaliser, BPE dropout, ``ignore_merges`` or a pre-tokenizer
             other than one regex split and the byte-level mapping.
         """
-        source = huggingface_source(tokenizer)
-        return cls(
-            vocab,
-            source.merges,
-            source.pattern,
-            boundary_ids=source.boundary_ids,
-            byte_fallback_ids=source.byte_fallback_ids,
-            max_bytes=max_bytes,
-        )
+        return cls.from_source(huggingface_source(tokenizer), vocab, max_bytes=max_bytes)
 
     @classmethod
     def from_tiktoken(
@@ -622,8 +619,7 @@ class CanonicalBpe:
         max_bytes : int, optional
             Budget of the cached rows.
         """
-        source = tiktoken_source(path, pattern)
-        return cls(vocab, source.merges, source.pattern, max_bytes=max_bytes)
+        return cls.from_source(tiktoken_source(path, pattern), vocab, max_bytes=max_bytes)
 
     @classmethod
     def from_sentencepiece(
@@ -648,7 +644,23 @@ class CanonicalBpe:
             If the model is not BPE, normalises text (its rule is not ``identity``, or it
             removes extra whitespace) or has user-defined pieces.
         """
-        source = sentencepiece_source(path)
+        return cls.from_source(sentencepiece_source(path), vocab, max_bytes=max_bytes)
+
+    @classmethod
+    def from_source(
+        cls, source: BpeSource, vocab: Vocabulary, *, max_bytes: int = _DEFAULT_BUDGET
+    ) -> CanonicalBpe:
+        """Build the relation of a tokenizer read by :mod:`constrain.vocab.bpe_source`.
+
+        Parameters
+        ----------
+        source : BpeSource
+            Its merges, pre-tokenizer regex, boundary and byte-fallback tokens.
+        vocab : Vocabulary
+            Its vocabulary.
+        max_bytes : int, optional
+            Budget of the cached rows.
+        """
         return cls(
             vocab,
             source.merges,
