@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 
@@ -26,6 +27,26 @@ def tag(begin: str, content: dict[str, Any], end: str | list[str]) -> dict[str, 
 def triggered(tags: list[dict[str, Any]], triggers: list[str], **flags: Any) -> dict[str, Any]:
     """Return a ``triggered_tags`` format."""
     return {"type": "triggered_tags", "triggers": triggers, "tags": tags, **flags}
+
+
+def spec_strings(
+    spec: Any, keys: Callable[[str], list[str]], fields: tuple[str, ...] = ("begin", "end", "const")
+) -> list[str]:
+    """Return a spec's strings a walk favours: ``keys(name)`` of every declared property, the
+    string ``fields`` (tags, ``const``) and the string ``enum`` members, depth first."""
+    out: list[str] = []
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            if isinstance(node.get("properties"), dict):
+                out.extend(text for k in node["properties"] for text in keys(k))
+            out.extend(node[k] for k in fields if isinstance(node.get(k), str))
+            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
 
 
 THINK = tag("<think>", {"type": "any_text"}, "</think>")
@@ -64,6 +85,46 @@ STRING_ARGS = {
     },
     "required": ["code"],
 }
+
+
+FREE_ARGS = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}},
+    "additionalProperties": True,
+}
+
+
+def style_specs(
+    style: str,
+    calls: list[dict[str, Any]],
+    trigger: str,
+    samples: dict[str, tuple[str, ...]],
+    more: dict[str, dict[str, Any]],
+) -> list[tuple[str, dict[str, Any]]]:
+    """Return a style's specs named ``STYLE_NAME`` and record their ``samples``.
+
+    The specs: the weather and search arguments, ``more``, the first call as a tag and the
+    calls behind ``trigger``.
+    """
+    specs = {
+        "args": json_format(ARGS, style=style),
+        "nested": json_format(NESTED_ARGS, style=style),
+        **more,
+        "tag": calls[0],
+        "triggered": triggered(calls, [trigger]),
+    }
+    for name, texts in samples.items():
+        QWEN_SAMPLES[f"{style}_{name}"] = texts
+    return [(f"{style}_{name}", fmt) for name, fmt in specs.items()]
+
+
+def value_specs(style: str) -> dict[str, dict[str, Any]]:
+    """Return the string, additional-property and unconstrained specs of a style."""
+    return {
+        "strings": json_format(STRING_ARGS, style=style),
+        "additional": json_format(FREE_ARGS, style=style),
+        "any": json_format({}, style=style),
+    }
 
 
 def qwen_call(name: str, schema: Any, **extra: Any) -> dict[str, Any]:
@@ -121,14 +182,12 @@ QWEN_SAMPLES: dict[str, tuple[str, ...]] = {
 def qwen_xml_specs() -> list[tuple[str, dict[str, Any]]]:
     """Return the specs of the ``qwen_xml`` argument style (Qwen3-Coder's tool calls)."""
     calls = [qwen_call("get_weather", ARGS), qwen_call("search", NESTED_ARGS)]
-    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    free_args["additionalProperties"] = True
     return [
         ("qwen_xml_args", json_format(ARGS, style="qwen_xml")),
         ("qwen_xml_nested", json_format(NESTED_ARGS, style="qwen_xml")),
         ("qwen_xml_strings", json_format(STRING_ARGS, style="qwen_xml")),
         ("qwen_xml_any", json_format({}, style="qwen_xml")),
-        ("qwen_xml_additional", json_format(free_args, style="qwen_xml")),
+        ("qwen_xml_additional", json_format(FREE_ARGS, style="qwen_xml")),
         ("qwen_xml_ws_cnt", json_format(ARGS, style="qwen_xml", max_whitespace_cnt=2)),
         ("qwen_xml_parameter", {"type": "qwen_xml_parameter", "json_schema": ARGS}),
         ("qwen_xml_tag", calls[0]),
@@ -208,18 +267,7 @@ def qwen_xml_hints(spec: Any) -> list[str] | None:
     out = [restyle(style, t) for t in out]
     if style == "kimi_k3_xml":  # the type names
         out.extend(f'{kind}"<|sep|>' for kind in ("string", "number", "object", "array"))
-    stack = [spec]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-            if isinstance(node.get("properties"), dict):
-                out.extend(restyle(style, f"<parameter={k}>") for k in node["properties"])
-            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
-            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
-        elif isinstance(node, list):
-            stack.extend(node)
-    return out
+    return out + spec_strings(spec, lambda k: [restyle(style, f"<parameter={k}>")])
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,34 +346,17 @@ def m3_specs() -> list[tuple[str, dict[str, Any]]]:
         "tag": (call_text,),
         "triggered": (f"Let me check.\n{call_text}\n{search_text}",),
     }
-    specs = {
-        "args": json_format(ARGS, style="minimax_m3_xml"),
-        "nested": json_format(NESTED_ARGS, style="minimax_m3_xml"),
+    more = {
         "mixed": json_format(MIXED_ARGS, style="minimax_m3_xml"),
         "ws_cnt": json_format(ARGS, style="minimax_m3_xml", max_whitespace_cnt=2),
-        "tag": calls[0],
-        "triggered": triggered(calls, ["<tool_call>"]),
     }
-    for name, texts in samples.items():
-        QWEN_SAMPLES[f"minimax_m3_xml_{name}"] = texts
-    return [(f"minimax_m3_xml_{name}", fmt) for name, fmt in specs.items()]
+    return style_specs("minimax_m3_xml", calls, "<tool_call>", samples, more)
 
 
 def m3_hints(spec: Any) -> list[str]:
     """Return the strings a walk of a ``minimax_m3_xml`` spec favours, all their tokens."""
     out = [NS, f"{NS}<item>", f"{NS}</item>", "1", "true", "null", "-2.5", "\n"]
-    stack = [spec]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-            if isinstance(node.get("properties"), dict):
-                out.extend(f"{NS}{t}{k}>" for k in node["properties"] for t in ("<", "</"))
-            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
-            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
-        elif isinstance(node, list):
-            stack.extend(node)
-    return out
+    return out + spec_strings(spec, lambda k: [f"{NS}<{k}>", f"{NS}</{k}>"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,8 +404,6 @@ def cohere_specs() -> list[tuple[str, dict[str, Any]]]:
     calls = [cohere_call("get_weather", ARGS), cohere_call("search", NESTED_ARGS)]
     call_text = f"<tool_call>\n<function=get_weather>\n{C_WEATHER}</function>\n</tool_call>"
     search_text = f"<tool_call>\n<function=search>\n{C_SEARCH}</function>\n</tool_call>"
-    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    free_args["additionalProperties"] = True
     samples = {
         "args": (C_WEATHER, cv("location", "raw", "Paris")),
         "nested": (C_SEARCH, cv("query", "raw", "") + cv("tags", "list", "")),
@@ -396,36 +425,14 @@ def cohere_specs() -> list[tuple[str, dict[str, Any]]]:
         "tag": (call_text,),
         "triggered": (f"Let me check.\n{call_text}\n{search_text}",),
     }
-    specs = {
-        "args": json_format(ARGS, style="cohere_xml"),
-        "nested": json_format(NESTED_ARGS, style="cohere_xml"),
-        "strings": json_format(STRING_ARGS, style="cohere_xml"),
-        "additional": json_format(free_args, style="cohere_xml"),
-        "any": json_format({}, style="cohere_xml"),
-        "tag": calls[0],
-        "triggered": triggered(calls, ["<tool_call>"]),
-    }
-    for name, texts in samples.items():
-        QWEN_SAMPLES[f"cohere_xml_{name}"] = texts
-    return [(f"cohere_xml_{name}", fmt) for name, fmt in specs.items()]
+    return style_specs("cohere_xml", calls, "<tool_call>", samples, value_specs("cohere_xml"))
 
 
 def cohere_hints(spec: Any) -> list[str]:
     """Return the strings a walk of a ``cohere_xml`` spec favours, all their tokens."""
     out = ['<cofl:value name="', "<cofl:value", "</cofl:value>", "1", "true", "null", "\n"]
     out += [f' type="{kind}">' for kind in ("raw", "json", "dict", "list")]
-    stack = [spec]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-            if isinstance(node.get("properties"), dict):
-                out.extend(f'<cofl:value name="{k}"' for k in node["properties"])
-            out.extend(node[k] for k in ("begin", "end", "const") if isinstance(node.get(k), str))
-            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
-        elif isinstance(node, list):
-            stack.extend(node)
-    return out
+    return out + spec_strings(spec, lambda k: [f'<cofl:value name="{k}"'])
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,8 +465,6 @@ def gemma_specs() -> list[tuple[str, dict[str, Any]]]:
     calls = [gemma_call("get_weather", ARGS), gemma_call("search", NESTED_ARGS)]
     call_text = f"<start_function_call>call:get_weather{G_WEATHER}<end_function_call>"
     search_text = f"<start_function_call>call:search{G_SEARCH}<end_function_call>"
-    free_args = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    free_args["additionalProperties"] = True
     samples = {
         "args": (G_WEATHER, "{location:" + gq("Paris") + "}"),
         "nested": (G_SEARCH, "{query:" + gq("") + ",tags:[]}"),
@@ -478,32 +483,11 @@ def gemma_specs() -> list[tuple[str, dict[str, Any]]]:
         "tag": (call_text,),
         "triggered": (f"Let me check.\n{call_text}{search_text}",),
     }
-    specs = {
-        "args": json_format(ARGS, style="gemma"),
-        "nested": json_format(NESTED_ARGS, style="gemma"),
-        "strings": json_format(STRING_ARGS, style="gemma"),
-        "additional": json_format(free_args, style="gemma"),
-        "any": json_format({}, style="gemma"),
-        "tag": calls[0],
-        "triggered": triggered(calls, ["<start_function_call>"]),
-    }
-    for name, texts in samples.items():
-        QWEN_SAMPLES[f"gemma_{name}"] = texts
-    return [(f"gemma_{name}", fmt) for name, fmt in specs.items()]
+    trigger = "<start_function_call>"
+    return style_specs("gemma", calls, trigger, samples, value_specs("gemma"))
 
 
 def gemma_hints(spec: Any) -> list[str]:
     """Return the strings a walk of a ``gemma`` spec favours, all their tokens."""
     out = [GQ, "{", "}", ":", ",", "[", "]", "1", "true", "null", "-2.5", " "]
-    stack = [spec]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-            if isinstance(node.get("properties"), dict):
-                out.extend(f"{k}:" for k in node["properties"])
-            out.extend(node[k] for k in ("begin", "end") if isinstance(node.get(k), str))
-            out.extend(v for v in node.get("enum", []) if isinstance(v, str))
-        elif isinstance(node, list):
-            stack.extend(node)
-    return out
+    return out + spec_strings(spec, lambda k: [f"{k}:"], ("begin", "end"))

@@ -34,13 +34,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from constrain.errors import GrammarError, RegexError
+from constrain.errors import GrammarError
 from constrain.frontends.compose import free_text
-from constrain.frontends.json_schema.formats import format_regex
-from constrain.frontends.regex import parse_regex
-from constrain.frontends.xml_arguments import Fragment, JsonGrammar, XmlRules, xml_value_text
-from constrain.ir import Alt, CharSet, Complement, Concat, Grammar, Intersect, Literal, Regex
-from constrain.ir import Repeat as RepeatRegex
+from constrain.frontends.xml_arguments import xml_value_text
+from constrain.frontends.xml_rules import Fragment, JsonGrammar, XmlRules, variable_name
+from constrain.ir import Alt, Complement, Grammar, Intersect, Literal, Regex
 
 __all__ = ["QUOTE", "gemma_grammar", "gemma_value_text"]
 
@@ -59,7 +57,6 @@ _REFUSED = (
     "dependentSchemas",
     "contains",
 )
-_OBJECT_KEYS = ("properties", "additionalProperties", "unevaluatedProperties")
 
 
 def gemma_grammar(
@@ -92,10 +89,6 @@ def gemma_grammar(
     JsonSchemaError
         If the schema of a number cannot be enforced.
     """
-    if max_whitespace is not None and (
-        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
-    ):
-        raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
     builder = _Gemma(schema, max_whitespace, pointer, json_grammar)
     start = builder.rule(builder.options(schema, pointer, set()), "start")
     return builder.grammar(start)
@@ -128,12 +121,6 @@ def gemma_value_text(value: Any) -> str:
     return xml_value_text(value)
 
 
-def _variable_name() -> Regex:
-    """Return ``[a-zA-Z_][a-zA-Z0-9_]*``, an undeclared key."""
-    first = CharSet(((65, 90), (95, 95), (97, 122)))
-    return Concat((first, RepeatRegex(first.union(CharSet(((48, 57),))), 0, None)))
-
-
 class _Gemma(XmlRules):
     """Collect the rules of one ``gemma`` grammar."""
 
@@ -153,7 +140,7 @@ class _Gemma(XmlRules):
         """Return the rule of any value of the dialect (built once: it is recursive)."""
         if self.any_rule is None:
             self.any_rule = self.fresh()
-            key = self.term(_variable_name())
+            key = self.term(variable_name())
             colon, comma = self.lit(":"), self.lit(",")
             member = (key, self.ws, colon, self.ws, self.any_rule)
             more = self.fresh()
@@ -180,75 +167,26 @@ class _Gemma(XmlRules):
         """Return the rule of a value."""
         return (self.rule(self.options(schema, path, seen)),)
 
-    def options(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
-        """Return the alternatives of a value."""
-        if schema is False:
-            raise GrammarError("a schema of false can have no value", path)
-        if schema is True or schema == {}:
-            return [(self.any_value(),)]
-        if not isinstance(schema, Mapping):
-            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
+    def refuse(self, schema: Mapping[str, Any], path: str) -> None:
+        """Raise a GrammarError at the first keyword of ``schema`` this style does not enforce."""
         for key in _REFUSED:
             if key in schema:
                 raise GrammarError(f"{key} is not supported in the gemma style", f"{path}/{key}")
         for key in ("unevaluatedProperties", "uniqueItems"):
             if schema.get(key, False) is not False:
                 raise GrammarError(f"{key} is not supported in the gemma style", f"{path}/{key}")
-        if "$ref" in schema:
-            return self.options(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
-        if "const" in schema:
-            return [(self.lit(gemma_value_text(schema["const"])),)]
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
-            return [(self.lit(gemma_value_text(v)),) for v in values]
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                options = schema[key]
-                if not isinstance(options, list) or not options:
-                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
-                out: list[Fragment] = []
-                for i, option in enumerate(options):
-                    if option is False:
-                        continue
-                    merged = {k: v for k, v in schema.items() if k != key}
-                    merged.update(option if isinstance(option, Mapping) else {})
-                    out.extend(self.options(merged, f"{path}/{key}/{i}", seen))
-                return out
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            out = []
-            for i, one in enumerate(kind):
-                out.extend(self.options({**schema, "type": one}, f"{path}/type/{i}", seen))
-            return out
-        if kind is None:
-            keys = set(schema)
-            if keys & set(_OBJECT_KEYS):
-                kind = "object"
-            elif keys & {"items", "prefixItems"}:
-                kind = "array"
-            else:
-                return [(self.any_value(),)]
-        if kind == "string":
-            return [self.string(schema, path)]
-        if kind == "object":
-            return [self.object(schema, path, seen)]
-        if kind == "array":
-            return [self.array(schema, path, seen)]
-        if kind not in ("integer", "number", "boolean", "null"):
-            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
-        return [self.json_value({**schema, "type": kind}, path)]
+
+    def unconstrained(self, path: str) -> list[Fragment]:
+        """Return any value of the dialect."""
+        return [(self.any_value(),)]
+
+    def literal(self, value: Any, path: str) -> Fragment:
+        """Return a ``const``/``enum`` value in the dialect."""
+        return (self.lit(gemma_value_text(value)),)
 
     def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
         """Return a string: the quote, the content (pattern or format), the quote."""
-        fmt, pattern = schema.get("format"), schema.get("pattern")
-        regex = format_regex(fmt) if isinstance(fmt, str) else None
-        if regex is None and isinstance(pattern, str):
-            try:
-                regex = parse_regex(pattern, flavor="ecmascript")
-            except RegexError as err:
-                raise GrammarError(f"invalid pattern: {err}", f"{path}/pattern") from err
+        regex = self.content_regex(schema, path)
         if regex is None:
             return (self.string_rule,)
         content = Intersect((regex, free_text([QUOTE])))
@@ -275,27 +213,12 @@ class _Gemma(XmlRules):
         ]
         extra_entry: Fragment | None = None
         if extra is not False:
-            key: Regex = _variable_name()
+            key: Regex = variable_name()
             if names:
                 key = Intersect((key, Complement(Alt(tuple(Literal(n) for n in names)))))
             value = self.value(extra, f"{path}/additionalProperties", set(seen))
             extra_entry = (self.term(key), self.ws, colon, self.ws, *value)
-        tails: list[Fragment] = [()]
-        if extra_entry is not None:
-            loop = self.fresh()
-            tails = [(self.rule([(), (self.ws, comma, self.ws, *extra_entry, loop)], loop),)]
-        for i in range(len(names) - 1, -1, -1):
-            present = (self.ws, comma, self.ws, *entries[i], *tails[0])
-            alts = [present] if names[i] in required else [present, tails[0]]
-            tails.insert(0, (self.rule(alts),))
-        firsts: list[Fragment] = []
-        for i, name in enumerate(names):
-            firsts.append((*entries[i], *tails[i + 1]))
-            if name in required:
-                break
-        else:
-            if extra_entry is not None:
-                firsts.append((*extra_entry, *tails[-1]))
+        firsts = self.members(names, entries, required, extra_entry, (self.ws, comma, self.ws))
         opening, closing = self.lit("{"), self.lit("}")
         top: list[Fragment] = []
         if firsts:
@@ -320,25 +243,5 @@ class _Gemma(XmlRules):
         if high == 0 or (not prefix and extra is None):
             return (self.rule([empty]),)
         sep = (self.ws, comma, self.ws)
-        if not prefix and extra is not None:
-            more = self.repeat((*sep, *extra), max(0, low - 1), None if high is None else high - 1)
-            body = (opening, self.ws, *extra, *more, self.ws, closing)
-            return (self.rule([body] if low > 0 else [body, empty]),)
-        count = len(prefix)
-        tail: Fragment = ()
-        if extra is not None:
-            tail = self.repeat(
-                (*sep, *extra),
-                max(0, low - count),
-                None if high is None else max(0, high - count),
-            )
-        for index in range(count - 2, -1, -1):
-            emitted = index + 1
-            alts: list[Fragment] = []
-            if high is None or emitted < high:
-                alts.append((*sep, *prefix[index + 1], *tail))
-            if emitted >= low or not alts:
-                alts.append(())
-            tail = (self.rule(alts),)
-        body = (opening, self.ws, *prefix[0], *tail, self.ws, closing)
-        return (self.rule([body] if low > 0 else [body, empty]),)
+        frame = ((opening, self.ws), (self.ws, closing), empty)
+        return self.array_items(prefix, extra, (low, high), sep, frame)

@@ -62,26 +62,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from constrain.errors import GrammarError, RegexError
-from constrain.frontends.compose import embed, free_text
-from constrain.frontends.json_schema.formats import format_regex
-from constrain.frontends.regex import parse_regex
-from constrain.ir import (
-    ANY_CHAR,
-    Alt,
-    CharSet,
-    Concat,
-    Grammar,
-    Literal,
-    Regex,
-    Repeat,
-    Rule,
-    Terminal,
+from constrain.errors import GrammarError
+from constrain.frontends.compose import free_text
+from constrain.frontends.xml_rules import (
+    Fragment,
+    JsonGrammar,
+    XmlRules,
+    implied_type,
+    variable_name,
 )
+from constrain.ir import ANY_CHAR, Alt, Grammar, Literal, Repeat
 
 __all__ = [
     "END_TAG",
@@ -149,21 +143,15 @@ STYLES: dict[str, XmlStyle] = {
 END_TAG = STYLES["qwen_xml"].end
 """The string that ends every ``qwen_xml`` parameter element (and a plain string value)."""
 
-_WS = CharSet(((9, 10), (13, 13), (32, 32)))
 _ANNOTATIONS = frozenset(
     {"title", "description", "$comment", "examples", "default", "deprecated", "readOnly"}
     | {"writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions"}
 )
 _ROOT_KEYS = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
 _REFUSED_VALUE_KEYS = ("allOf", "not", "if")
-_JSON_TYPES = ("integer", "number", "boolean", "null", "array", "object")
 _INT64 = 2**63
 KIMI_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 """The type names of ``kimi_k3_xml``'s ``type`` attribute, in XGrammar's order."""
-
-
-JsonGrammar = Callable[[Any, int | None, str], Grammar]
-"""``json_grammar(schema, max_whitespace, pointer)``: the grammar of one JSON value."""
 
 
 def qwen_xml_grammar(
@@ -240,10 +228,6 @@ def xml_arguments_grammar(
     """
     if style not in STYLES:
         raise GrammarError(f"unknown XML argument style {style!r}")
-    if max_whitespace is not None and (
-        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
-    ):
-        raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
     return _XmlBuilder(style, schema, max_whitespace, pointer, json_grammar).arguments()
 
 
@@ -300,113 +284,6 @@ def _json_text(value: Any) -> str:
     raise GrammarError(f"not a JSON value: {value!r}")
 
 
-Fragment = tuple[str, ...]
-
-
-class XmlRules:
-    """Collect the rules and terminals of one XML-style arguments grammar (the bookkeeping).
-
-    Parameters
-    ----------
-    schema : Any
-        The JSON Schema of the arguments (the root of ``$ref`` and of root definitions).
-    max_whitespace : int or None
-        Longest whitespace run; None: unbounded.
-    pointer : str
-        The JSON pointer of the schema in its document.
-    json_grammar : callable
-        Returns the grammar of the JSON values of a schema, no whitespace around them.
-    """
-
-    def __init__(
-        self, schema: Any, max_whitespace: int | None, pointer: str, json_grammar: JsonGrammar
-    ) -> None:
-        self.root = schema
-        self.json_grammar = json_grammar
-        self.max_whitespace = max_whitespace
-        self.pointer = pointer
-        self.rules: list[Rule] = []
-        self.terminals: dict[Regex, str] = {}
-        self.extra_terminals: list[Terminal] = []
-        self.num_rules = 0
-        self.num_embedded = 0
-        self.ws = self._whitespace_rule()
-
-    # -- bookkeeping -------------------------------------------------------------------------
-
-    def term(self, regex: Regex) -> str:
-        """Return the terminal of ``regex`` (interned)."""
-        name = self.terminals.get(regex)
-        if name is None:
-            name = self.terminals[regex] = f"X{len(self.terminals)}"
-        return name
-
-    def rule(self, alternatives: Sequence[Fragment], name: str | None = None) -> str:
-        """Add a rule and return its name (a fresh one unless ``name`` is given)."""
-        if name is None:
-            name = self.fresh()
-        self.rules.append(Rule(name, tuple(dict.fromkeys(alternatives))))
-        return name
-
-    def fresh(self) -> str:
-        """Return an unused rule name."""
-        self.num_rules += 1
-        return f"xml{self.num_rules}"
-
-    def _whitespace_rule(self) -> str:
-        """Return the rule of one whitespace run (possibly empty)."""
-        if self.max_whitespace is not None and self.max_whitespace <= 0:
-            return self.rule([()])
-        run = self.term(Repeat(_WS, 1, self.max_whitespace))
-        return self.rule([(), (run,)])
-
-    def repeat(self, item: Fragment, low: int, high: int | None) -> Fragment:
-        """Return ``low`` to ``high`` (None: any number of) copies of ``item``."""
-        if high is None:
-            loop = self.fresh()
-            tail = self.rule([(), (*item, loop)], loop)
-        else:
-            tail = self.rule([()])
-            for _ in range(high - low):
-                tail = self.rule([(), (*item, tail)])
-        return (*(item * low), tail)
-
-    def grammar(self, start: str) -> Grammar:
-        """Return the grammar of the rules collected, from ``start``."""
-        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
-        return Grammar(
-            rules=tuple(self.rules), terminals=terminals + tuple(self.extra_terminals), start=start
-        )
-
-    def json_value(self, schema: Mapping[str, Any], path: str) -> Fragment:
-        """Return the start symbol of a JSON value of ``schema`` (root definitions in scope)."""
-        document = dict(schema)
-        if isinstance(self.root, Mapping):
-            for key in ("$defs", "definitions"):
-                if key in self.root and key not in document:
-                    document[key] = self.root[key]
-        grammar = self.json_grammar(document, self.max_whitespace, path)
-        self.num_embedded += 1
-        part = embed(grammar, f"j{self.num_embedded}_")
-        self.rules.extend(part.rules)
-        self.extra_terminals.extend(part.terminals)
-        return (part.start,)
-
-    def resolve(self, ref: Any, path: str, seen: set[str]) -> tuple[Any, str]:
-        """Return the schema a local ``$ref`` names and its pointer."""
-        if not isinstance(ref, str) or not ref.startswith("#/") or ref in seen:
-            problem = "a cycle" if ref in seen else "not a local reference"
-            raise GrammarError(f"$ref {ref!r} is {problem}", path)
-        seen.add(ref)
-        node: Any = self.root
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, Mapping) or part not in node:
-                raise GrammarError(f"$ref {ref!r} names nothing", path)
-            node = node[part]
-        return node, self.pointer + ref[1:]
-
-
 class _XmlBuilder(XmlRules):
     """Collect the rules and terminals of one ``qwen_xml``-family arguments grammar."""
 
@@ -432,15 +309,7 @@ class _XmlBuilder(XmlRules):
         schema, path = self.root, self.pointer
         if schema is True or schema == {}:
             schema = {"type": "object"}
-        if not isinstance(schema, Mapping):
-            raise GrammarError(f"the {self.style_name} style needs an object schema", path)
-        kind = schema.get("type", "object")
-        if kind != "object" and not (isinstance(kind, list) and kind == ["object"]):
-            raise GrammarError(
-                f"the {self.style_name} style writes an object's properties; "
-                f"type {kind!r} is not an object",
-                f"{path}/type",
-            )
+        schema = self.root_object(schema, self.style_name)
         for key in schema:
             if key not in _ROOT_KEYS:
                 raise GrammarError(
@@ -460,26 +329,10 @@ class _XmlBuilder(XmlRules):
         extra_entry: Fragment | None = None
         if extra is not False:
             where = f"{path}/additionalProperties"
-            name = self.term(_variable_name())
+            name = self.term(variable_name())
             opening = (self.term(Literal(self.style.key_prefix)), name)
             extra_entry = self.entry(opening, extra, where)
-        # tails[i]: the elements after property i - 1, each behind a whitespace run
-        tails: list[Fragment] = [()]
-        if extra_entry is not None:  # a loop of undeclared properties
-            loop = self.fresh()
-            tails = [(self.rule([(), (self.ws, *extra_entry, loop)], loop),)]
-        for i in range(len(names) - 1, -1, -1):
-            present = (self.ws, *entries[i], *tails[0])
-            alts = [present] if names[i] in required else [present, tails[0]]
-            tails.insert(0, (self.rule(alts),))
-        firsts: list[Fragment] = []
-        for i, name in enumerate(names):
-            firsts.append((*entries[i], *tails[i + 1]))
-            if name in required:
-                break
-        else:
-            if extra_entry is not None:
-                firsts.append((*extra_entry, *tails[-1]))
+        firsts = self.members(names, entries, required, extra_entry, (self.ws,))
         top: list[Fragment] = [(self.ws, self.rule(firsts), self.ws)] if firsts else []
         if not any(n in required for n in names):
             top.append((self.ws,))
@@ -540,12 +393,12 @@ class _XmlBuilder(XmlRules):
 
     def options(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
         """Return the alternatives of a value; ``(plain,)`` is a plain string (no whitespace)."""
-        if schema is True or schema == {}:
-            schema = {}
         if schema is False:
             raise GrammarError("a property whose schema is false can have no value", path)
-        if not isinstance(schema, Mapping):
-            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
+        return super().options(schema, path, seen)
+
+    def refuse(self, schema: Mapping[str, Any], path: str) -> None:
+        """Raise a GrammarError at the first keyword of ``schema`` the style does not enforce."""
         for key in _REFUSED_VALUE_KEYS:
             if key in schema:
                 raise GrammarError(
@@ -553,71 +406,48 @@ class _XmlBuilder(XmlRules):
                     f"in the {self.style_name} style",
                     f"{path}/{key}",
                 )
-        if "$ref" in schema:
-            return self.options(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
-        if "const" in schema:
-            const = (self.term(Literal(xml_value_text(schema["const"]))),)
-            return [self.raw(const) if isinstance(schema["const"], str) else const]
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
-            if not self.style.is_typed:
-                return [self.enum_terminal(values)]
-            strings = [v for v in values if isinstance(v, str)]  # apart from the others
-            others = [v for v in values if not isinstance(v, str)]
-            found = [self.raw(self.enum_terminal(strings))] if strings else []
-            return found + ([self.enum_terminal(others)] if others else [])
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                options = schema[key]
-                if not isinstance(options, list) or not options:
-                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
-                out: list[Fragment] = []
-                for i, option in enumerate(options):
-                    merged = {k: v for k, v in schema.items() if k != key}
-                    merged.update(option if isinstance(option, Mapping) else {})
-                    if option is False:
-                        continue
-                    out.extend(self.options(merged, f"{path}/{key}/{i}", seen))
-                return out
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            out = []
-            for i, one in enumerate(kind):
-                out.extend(self.options({**schema, "type": one}, f"{path}/type/{i}", seen))
-            return out
-        if kind is None:
-            if set(schema) - _ANNOTATIONS:
-                kind = _implied_type(schema)
-            if kind is None:  # any value: a plain string, a JSON array or a JSON object
-                if self.style.is_typed:  # a plain string or any other JSON value
-                    kinds = ("number", "boolean", "null", "array", "object")
-                    return [(self.plain,), *(self.json_value({"type": k}, path) for k in kinds)]
-                arrays = self.json_value({"type": "array", "items": True}, path)
-                objects = self.json_value({"type": "object"}, path)
-                return [(self.plain,), arrays, objects]
-        if kind == "string":
-            return [self.raw(self.string(schema, path))]
-        if kind not in _JSON_TYPES:
-            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
-        return [self.json_value({**schema, "type": kind}, path)]
+
+    def unconstrained(self, path: str) -> list[Fragment]:
+        """Return any value: a plain string, a JSON array or a JSON object (typed: any JSON)."""
+        if self.style.is_typed:  # a plain string or any other JSON value
+            kinds = ("number", "boolean", "null", "array", "object")
+            return [(self.plain,), *(self.json_value({"type": k}, path) for k in kinds)]
+        arrays = self.json_value({"type": "array", "items": True}, path)
+        objects = self.json_value({"type": "object"}, path)
+        return [(self.plain,), arrays, objects]
+
+    def literal(self, value: Any, path: str) -> Fragment:
+        """Return a ``const`` value written raw."""
+        const = (self.term(Literal(xml_value_text(value))),)
+        return self.raw(const) if isinstance(value, str) else const
+
+    def literals(self, values: list[Any], path: str) -> list[Fragment]:
+        """Return an ``enum``'s values written raw (the strings apart in a typed style)."""
+        if not self.style.is_typed:
+            return [self.enum_terminal(values)]
+        strings = [v for v in values if isinstance(v, str)]
+        others = [v for v in values if not isinstance(v, str)]
+        found = [self.raw(self.enum_terminal(strings))] if strings else []
+        return found + ([self.enum_terminal(others)] if others else [])
+
+    def object(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an object value: XGrammar's JSON."""
+        return self.json_value({**schema, "type": "object"}, path)
+
+    def array(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an array value: XGrammar's JSON."""
+        return self.json_value({**schema, "type": "array"}, path)
 
     def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
         """Return the fragment of a string value, written raw."""
         fmt, pattern = schema.get("format"), schema.get("pattern")
         low, high = schema.get("minLength", 0), schema.get("maxLength")
         if fmt is None and pattern is None and low == 0 and high is None:
-            return (self.plain,)
-        regex = format_regex(fmt) if isinstance(fmt, str) else None
-        if regex is None and isinstance(pattern, str):
-            try:
-                regex = parse_regex(pattern, flavor="ecmascript")
-            except RegexError as err:
-                raise GrammarError(f"invalid pattern: {err}", f"{path}/pattern") from err
+            return self.raw((self.plain,))
+        regex = self.content_regex(schema, path)
         if regex is None:
             regex = Repeat(ANY_CHAR, int(low), None if high is None else int(high))
-        return (self.term(regex),)
+        return self.raw((self.term(regex),))
 
 
 def kimi_type(schema: Any) -> str | None:
@@ -649,7 +479,7 @@ def kimi_type(schema: Any) -> str | None:
         return kinds.pop() if len(kinds) == 1 else None
     if any(key in schema for key in ("anyOf", "oneOf", "allOf")):
         return None
-    kind = schema.get("type", _implied_type(schema))
+    kind = schema.get("type", implied_type(schema))
     if not isinstance(kind, str):
         return None
     return "number" if kind == "integer" else kind
@@ -664,25 +494,3 @@ def _value_type(value: Any) -> str:
     if isinstance(value, (int, float)):
         return "number"
     return "array" if isinstance(value, list) else "object"
-
-
-def _variable_name() -> Regex:
-    """Return the language of an undeclared property's name, ``[a-zA-Z_][a-zA-Z0-9_]*``."""
-    first = CharSet(((65, 90), (95, 95), (97, 122)))
-    rest = first.union(CharSet(((48, 57),)))
-    return Concat((first, Repeat(rest, 0, None)))
-
-
-def _implied_type(schema: Mapping[str, Any]) -> str | None:
-    """Return the type XGrammar 0.2.9 reads from a schema without ``type`` (None: any value).
-
-    Only object and array keywords imply a type there (object first); a schema with only
-    string, number or other keywords (``pattern``, ``minimum``, ``minItems``, ``required``)
-    takes any value.
-    """
-    keys = set(schema)
-    if keys & {"properties", "additionalProperties", "unevaluatedProperties"}:
-        return "object"
-    if keys & {"items", "prefixItems"}:
-        return "array"
-    return None

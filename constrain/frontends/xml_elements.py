@@ -1,8 +1,8 @@
 r"""Stage 1: XGrammar's ``minimax_m3_xml`` and ``cohere_xml`` argument styles, JSON Schema -> IR.
 
 Both write nested values as nested elements, not as JSON text; the ``qwen_xml`` family
-(:mod:`constrain.frontends.xml_arguments`) lends its bookkeeping
-(:class:`~constrain.frontends.xml_arguments.XmlRules`).
+(:mod:`constrain.frontends.xml_arguments`) shares their bookkeeping and schema reading
+(:class:`~constrain.frontends.xml_rules.XmlRules`).
 
 **cohere_xml** (Cohere: ``<cofl:value name="NAME" type="T">VALUE</cofl:value>``) has the
 ``qwen_xml`` object structure (declared properties in order, undeclared ones after them where
@@ -61,16 +61,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from constrain.errors import GrammarError, RegexError
+from constrain.errors import GrammarError
 from constrain.frontends.compose import free_text
 from constrain.frontends.json_schema.formats import format_regex
-from constrain.frontends.regex import parse_regex
-from constrain.frontends.xml_arguments import (
-    Fragment,
-    JsonGrammar,
-    XmlRules,
-    xml_value_text,
-)
+from constrain.frontends.xml_arguments import xml_value_text
+from constrain.frontends.xml_rules import Fragment, JsonGrammar, XmlRules
 from constrain.ir import (
     ANY_CHAR,
     Alt,
@@ -107,7 +102,6 @@ _REFUSED = {
     "dependentSchemas": "dependentSchemas",
     "contains": "contains",
 }
-_OBJECT_KEYS = ("properties", "additionalProperties", "unevaluatedProperties")
 _BLANK = " \t\n\r\f\v"
 
 
@@ -145,10 +139,6 @@ def xml_elements_grammar(
     """
     if style not in ELEMENT_STYLES:
         raise GrammarError(f"unknown XML element style {style!r}")
-    if max_whitespace is not None and (
-        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
-    ):
-        raise GrammarError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
     if style == "cohere_xml":
         return _Cohere(schema, max_whitespace, pointer, json_grammar).arguments()
     return _MiniMaxM3(schema, max_whitespace, pointer, json_grammar).arguments()
@@ -168,15 +158,7 @@ class _MiniMaxM3(XmlRules):
         schema, path = self.root, self.pointer
         if schema is True or schema == {}:
             raise GrammarError("minimax_m3_xml does not support an unconstrained schema", path)
-        if not isinstance(schema, Mapping):
-            raise GrammarError("the minimax_m3_xml style needs an object schema", path)
-        kind = schema.get("type", "object")
-        if kind != "object" and kind != ["object"]:
-            raise GrammarError(
-                f"the minimax_m3_xml style writes an object's properties; "
-                f"type {kind!r} is not an object",
-                f"{path}/type",
-            )
+        schema = self.root_object(schema, "minimax_m3_xml")
         _refuse_keywords(schema, path)
         return self.grammar(self.rule([self.object(schema, path, set())], "start"))
 
@@ -213,62 +195,17 @@ class _MiniMaxM3(XmlRules):
         """Return the rule of a value (no whitespace around it)."""
         return (self.rule(self.options(schema, path, seen)),)
 
-    def options(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
-        """Return the alternatives of a value."""
-        if schema is False:
-            raise GrammarError("a schema of false can have no value", path)
-        if schema is True or schema == {}:
-            raise GrammarError("minimax_m3_xml does not support an unconstrained value", path)
-        if not isinstance(schema, Mapping):
-            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
+    def refuse(self, schema: Mapping[str, Any], path: str) -> None:
+        """Raise a GrammarError at the first keyword of ``schema`` this style does not enforce."""
         _refuse_keywords(schema, path)
-        if "$ref" in schema:
-            return self.options(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
-        if "const" in schema:
-            return [self.literal(schema["const"], f"{path}/const")]
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
-            return [self.literal(v, f"{path}/enum/{i}") for i, v in enumerate(values)]
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                options = schema[key]
-                if not isinstance(options, list) or not options:
-                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
-                out: list[Fragment] = []
-                for i, option in enumerate(options):
-                    if option is False:
-                        continue
-                    merged = {k: v for k, v in schema.items() if k != key}
-                    merged.update(option if isinstance(option, Mapping) else {})
-                    out.extend(self.options(merged, f"{path}/{key}/{i}", seen))
-                return out
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            out = []
-            for i, one in enumerate(kind):
-                out.extend(self.options({**schema, "type": one}, f"{path}/type/{i}", seen))
-            return out
-        if kind is None:
-            keys = set(schema)
-            if keys & set(_OBJECT_KEYS):
-                kind = "object"
-            elif keys & {"items", "prefixItems"}:
-                kind = "array"
-            else:
-                raise GrammarError(
-                    "minimax_m3_xml does not support an unconstrained value (no type)", path
-                )
-        if kind == "string":
-            return [self.string(schema, path)]
-        if kind == "object":
-            return [self.object(schema, path, seen)]
-        if kind == "array":
-            return [self.array(schema, path, seen)]
-        if kind not in ("integer", "number", "boolean", "null"):
-            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
-        return [self.json_value({**schema, "type": kind}, path)]
+
+    def unconstrained(self, path: str) -> list[Fragment]:
+        """Refuse an unconstrained value (``{}``, ``true``), as XGrammar 0.2.9 does."""
+        raise GrammarError("minimax_m3_xml does not support an unconstrained value", path)
+
+    def untyped(self, path: str) -> list[Fragment]:
+        """Refuse a value whose schema implies no type, as XGrammar 0.2.9 does."""
+        raise GrammarError("minimax_m3_xml does not support an unconstrained value (no type)", path)
 
     def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
         """Return a string value: raw text without the marker."""
@@ -312,16 +249,7 @@ class _MiniMaxM3(XmlRules):
             )
             for n in names
         ]
-        tails: list[Fragment] = [()]
-        for i in range(len(names) - 1, -1, -1):
-            present = (self.ws, *entries[i], *tails[0])
-            alts = [present] if names[i] in required else [present, tails[0]]
-            tails.insert(0, (self.rule(alts),))
-        firsts: list[Fragment] = []
-        for i, name in enumerate(names):
-            firsts.append((*entries[i], *tails[i + 1]))
-            if name in required:
-                break
+        firsts = self.members(names, entries, required, None, (self.ws,))
         if not firsts:
             return ()
         body = (self.ws, self.rule(firsts), self.ws)
@@ -350,34 +278,11 @@ class _MiniMaxM3(XmlRules):
             extra = self.element(
                 "item", self.value(items, f"{path}/items", set(seen)), f"{path}/items"
             )
-        if high == 0:
+        if high == 0 or (not prefix and extra is None):
             return ()
-        if not prefix:
-            if extra is None:
-                return ()
-            more = self.repeat(
-                (self.ws, *extra), max(0, low - 1), None if high is None else high - 1
-            )
-            body = (self.ws, *extra, *more, self.ws)
-            return (self.rule([body] if low > 0 else [body, ()]),)
-        count = len(prefix)
-        tail: Fragment = ()
-        if extra is not None:
-            tail = self.repeat(
-                (self.ws, *extra),
-                max(0, low - count),
-                None if high is None else max(0, high - count),
-            )
-        for index in range(count - 2, -1, -1):
-            emitted = index + 1
-            alts: list[Fragment] = []
-            if high is None or emitted < high:
-                alts.append((self.ws, *prefix[index + 1], *tail))
-            if emitted >= low or not alts:
-                alts.append(())
-            tail = (self.rule(alts),)
-        body = (self.ws, *prefix[0], *tail, self.ws)
-        return (self.rule([body] if low > 0 else [body, ()]),)
+        return self.array_items(
+            prefix, extra, (low, high), (self.ws,), ((self.ws,), (self.ws,), ())
+        )
 
 
 def _refuse_keywords(schema: Mapping[str, Any], path: str) -> None:
@@ -451,17 +356,9 @@ class _Cohere(XmlRules):
         schema, path = self.root, self.pointer
         if schema is True or schema == {}:
             schema = {"type": "object"}
-        if not isinstance(schema, Mapping):
-            raise GrammarError("the cohere_xml style needs an object schema", path)
-        kind = schema.get("type", "object")
-        if kind != "object" and kind != ["object"]:
-            raise GrammarError(
-                f"the cohere_xml style writes an object's properties; "
-                f"type {kind!r} is not an object",
-                f"{path}/type",
-            )
+        schema = self.root_object(schema, "cohere_xml")
         self.refuse(schema, path)
-        return self.grammar(self.rule([(self.object(schema, path, set()),)], "start"))
+        return self.grammar(self.rule([(self.dict_body(schema, path, set()),)], "start"))
 
     def refuse(self, schema: Mapping[str, Any], path: str) -> None:
         """Raise a GrammarError at the first keyword this style does not enforce."""
@@ -483,7 +380,7 @@ class _Cohere(XmlRules):
             return (lead, self.ws, *content, self.ws, self.end)
         return (lead, *content, self.end)
 
-    def literal_tail(self, value: Any) -> Fragment:
+    def literal(self, value: Any, path: str) -> Fragment:
         """Return the typed tail of a ``const``/``enum`` value."""
         text = (self.term(Literal(xml_value_text(value))),) if xml_value_text(value) else ()
         return self.tail("raw" if isinstance(value, str) else "json", text)
@@ -492,7 +389,7 @@ class _Cohere(XmlRules):
 
     def typed(self, schema: Any, path: str, seen: set[str]) -> str:
         """Return the rule of a value's typed tails (type attribute, value, end tag)."""
-        return self.rule(self.tails(schema, path, seen))
+        return self.rule(self.options(schema, path, seen))
 
     def any_value(self) -> str:
         """Return the rule of any value's typed tails (built once: it is recursive)."""
@@ -517,60 +414,21 @@ class _Cohere(XmlRules):
             self.rule(alts, self.any_rule)
         return self.any_rule
 
-    def tails(self, schema: Any, path: str, seen: set[str]) -> list[Fragment]:
-        """Return the alternatives of a value's typed tail."""
-        if schema is False:
-            raise GrammarError("a schema of false can have no value", path)
-        if schema is True or schema == {}:
-            return [(self.any_value(),)]
-        if not isinstance(schema, Mapping):
-            raise GrammarError(f"a schema is an object or a boolean, got {schema!r}", path)
-        self.refuse(schema, path)
-        if "$ref" in schema:
-            return self.tails(*self.resolve(schema["$ref"], f"{path}/$ref", seen), seen)
-        if "const" in schema:
-            return [self.literal_tail(schema["const"])]
-        if "enum" in schema:
-            values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise GrammarError("'enum' must be a non-empty list", f"{path}/enum")
-            return [self.literal_tail(v) for v in values]
-        for key in ("anyOf", "oneOf"):
-            if key in schema:
-                options = schema[key]
-                if not isinstance(options, list) or not options:
-                    raise GrammarError(f"'{key}' must be a non-empty list", f"{path}/{key}")
-                out: list[Fragment] = []
-                for i, option in enumerate(options):
-                    if option is False:
-                        continue
-                    merged = {k: v for k, v in schema.items() if k != key}
-                    merged.update(option if isinstance(option, Mapping) else {})
-                    out.extend(self.tails(merged, f"{path}/{key}/{i}", seen))
-                return out
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            out = []
-            for i, one in enumerate(kind):
-                out.extend(self.tails({**schema, "type": one}, f"{path}/type/{i}", seen))
-            return out
-        if kind is None:
-            keys = set(schema)
-            if keys & set(_OBJECT_KEYS):
-                kind = "object"
-            elif keys & {"items", "prefixItems"}:
-                kind = "array"
-            else:
-                return [(self.any_value(),)]
-        if kind == "string":
-            return [self.string(schema, path)]
-        if kind == "object":
-            return [self.tail("dict", (self.object(schema, path, seen),))]
-        if kind == "array":
-            return [self.tail("list", self.array(schema, path, seen))]
-        if kind not in ("integer", "number", "boolean", "null"):
-            raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
-        return [self.tail("json", self.json_value({**schema, "type": kind}, path))]
+    def unconstrained(self, path: str) -> list[Fragment]:
+        """Return any value's typed tails."""
+        return [(self.any_value(),)]
+
+    def object(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an object's typed tail: ``dict``, its elements."""
+        return self.tail("dict", (self.dict_body(schema, path, seen),))
+
+    def array(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+        """Return an array's typed tail: ``list``, its items."""
+        return self.tail("list", self.list_body(schema, path, seen))
+
+    def scalar(self, schema: Mapping[str, Any], path: str) -> Fragment:
+        """Return a number's, boolean's or null's typed tail: ``json``, its JSON text."""
+        return self.tail("json", self.json_value(schema, path))
 
     def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
         """Return a string's typed tail: raw text, or a bounded string with whitespace around."""
@@ -578,19 +436,14 @@ class _Cohere(XmlRules):
         low, high = schema.get("minLength", 0), schema.get("maxLength")
         if fmt is None and pattern is None and low == 0 and high is None:
             return self.tail("raw", (self.text,), spaced=False)
-        regex = format_regex(fmt) if isinstance(fmt, str) else None
-        if regex is None and isinstance(pattern, str):
-            try:
-                regex = parse_regex(pattern, flavor="ecmascript")
-            except RegexError as err:
-                raise GrammarError(f"invalid pattern: {err}", f"{path}/pattern") from err
+        regex = self.content_regex(schema, path)
         if regex is None:
             if fmt is not None and pattern is None and low == 0 and high is None:
                 return self.tail("raw", (self.text,), spaced=False)  # an unknown format
             regex = Repeat(ANY_CHAR, int(low), None if high is None else int(high))
         return self.tail("raw", (self.term(regex),))
 
-    def object(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> str:
+    def dict_body(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> str:
         """Return the rule of an object's elements (whitespace around and between them)."""
         properties = schema.get("properties", {})
         if not isinstance(properties, Mapping):
@@ -615,28 +468,13 @@ class _Cohere(XmlRules):
             value = self.typed(extra, f"{path}/additionalProperties", set(seen))
             quote = self.term(Literal('"'))
             extra_entry = (self.term(Literal('<cofl:value name="')), self.term(key), quote, value)
-        tails: list[Fragment] = [()]
-        if extra_entry is not None:
-            loop = self.fresh()
-            tails = [(self.rule([(), (self.ws, *extra_entry, loop)], loop),)]
-        for i in range(len(names) - 1, -1, -1):
-            present = (self.ws, *entries[i], *tails[0])
-            alts = [present] if names[i] in required else [present, tails[0]]
-            tails.insert(0, (self.rule(alts),))
-        firsts: list[Fragment] = []
-        for i, name in enumerate(names):
-            firsts.append((*entries[i], *tails[i + 1]))
-            if name in required:
-                break
-        else:
-            if extra_entry is not None:
-                firsts.append((*extra_entry, *tails[-1]))
+        firsts = self.members(names, entries, required, extra_entry, (self.ws,))
         top: list[Fragment] = [(self.ws, self.rule(firsts), self.ws)] if firsts else []
         if not required:
             top.append((self.ws,))
         return self.rule(top)
 
-    def array(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
+    def list_body(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
         """Return an array's items: elements without a name, no whitespace between them."""
         low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
         high = None if high is None else int(high)

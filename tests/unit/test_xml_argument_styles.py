@@ -10,20 +10,10 @@ import json
 from typing import Any
 
 import pytest
+from xml_styles import accepts, check_language, style_spec
 
 import constrain
 from constrain.frontends.xml_arguments import kimi_type
-from constrain.testing import byte_vocabulary
-
-
-def _spec(schema: Any, style: str, **extra: Any) -> dict[str, Any]:
-    fmt = {"type": "json_schema", "json_schema": schema, "style": style, **extra}
-    return {"type": "structural_tag", "format": fmt}
-
-
-def _accepts(grammar: constrain.Grammar, text: str) -> bool:
-    matcher = constrain.Matcher(constrain.Compiler(byte_vocabulary()).compile(grammar))
-    return matcher.accept_bytes(text) and matcher.is_accepting()
 
 
 def _kimi(name: str, kind: str, value: str) -> str:
@@ -470,9 +460,7 @@ CASES += [
 def test_language(
     style: str, schema: Any, extra: dict[str, Any], accepted: list[str], rejected: list[str]
 ) -> None:
-    grammar = constrain.Grammar.from_structural_tag(_spec(schema, style, **extra))
-    assert [t for t in accepted if not _accepts(grammar, t)] == []
-    assert [t for t in rejected if _accepts(grammar, t)] == []
+    check_language(style_spec(schema, style, **extra), accepted, rejected)
 
 
 @pytest.mark.parametrize(("style", "schema", "extra", "accepted", "rejected"), CASES)
@@ -481,10 +469,10 @@ def test_xgrammar_agrees(
 ) -> None:
     xgr = pytest.importorskip("xgrammar")
     xgr_testing = pytest.importorskip("xgrammar.testing")
-    grammar = xgr.Grammar.from_structural_tag(json.dumps(_spec(schema, style, **extra)))
-    accepts = xgr_testing._is_grammar_accept_string  # XGrammar's string-level acceptor
-    assert [t for t in accepted if not accepts(grammar, t)] == []
-    assert [t for t in rejected if accepts(grammar, t)] == []
+    grammar = xgr.Grammar.from_structural_tag(json.dumps(style_spec(schema, style, **extra)))
+    xgr_accepts = xgr_testing._is_grammar_accept_string  # XGrammar's string-level acceptor
+    assert [t for t in accepted if not xgr_accepts(grammar, t)] == []
+    assert [t for t in rejected if xgr_accepts(grammar, t)] == []
 
 
 @pytest.mark.parametrize(
@@ -522,7 +510,7 @@ def test_kimi_type_pins_as_xgrammar(schema: Any, kind: str | None) -> None:
 )
 def test_kimi_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(_spec(fmt, "kimi_k3_xml"))
+        constrain.Grammar.from_structural_tag(style_spec(fmt, "kimi_k3_xml"))
     assert info.value.location == pointer
 
 
@@ -563,14 +551,14 @@ J = "#/format/json_schema"
 )
 def test_minimax_m3_errors_name_the_pointer(schema: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(_spec(schema, "minimax_m3_xml"))
+        constrain.Grammar.from_structural_tag(style_spec(schema, "minimax_m3_xml"))
     assert info.value.location == f"{J}{pointer}"
 
 
 def test_minimax_m3_unknown_format_is_a_plain_string() -> None:
     schema = _object({"a": {"type": "string", "format": "no-such-format", "minLength": 0}})
-    grammar = constrain.Grammar.from_structural_tag(_spec(schema, "minimax_m3_xml"))
-    assert _accepts(grammar, _m3("a", "anything <at> all"))
+    grammar = constrain.Grammar.from_structural_tag(style_spec(schema, "minimax_m3_xml"))
+    assert accepts(grammar, _m3("a", "anything <at> all"))
 
 
 @pytest.mark.parametrize(
@@ -593,7 +581,7 @@ def test_minimax_m3_unknown_format_is_a_plain_string() -> None:
 )
 def test_cohere_errors_name_the_pointer(schema: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(_spec(schema, "cohere_xml"))
+        constrain.Grammar.from_structural_tag(style_spec(schema, "cohere_xml"))
     assert info.value.location == f"{J}{pointer}"
 
 
@@ -609,5 +597,5 @@ def test_cohere_errors_name_the_pointer(schema: Any, pointer: str) -> None:
 )
 def test_gemma_errors_name_the_pointer(schema: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(_spec(schema, "gemma"))
+        constrain.Grammar.from_structural_tag(style_spec(schema, "gemma"))
     assert info.value.location == f"{J}{pointer}"

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xml_styles import accepts, check_language, style_spec
 
 import constrain
 from constrain.frontends.xml_arguments import xml_value_text
-from constrain.testing import byte_vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = {
@@ -27,16 +27,6 @@ WEATHER = {
     },
     "required": ["location"],
 }
-
-
-def _spec(schema: Any, style: str = "qwen_xml", **extra: Any) -> dict[str, Any]:
-    fmt = {"type": "json_schema", "json_schema": schema, "style": style, **extra}
-    return {"type": "structural_tag", "format": fmt}
-
-
-def _accepts(grammar: constrain.Grammar, text: str) -> bool:
-    matcher = constrain.Matcher(constrain.Compiler(byte_vocabulary()).compile(grammar))
-    return matcher.accept_bytes(text) and matcher.is_accepting()
 
 
 P = "<parameter="
@@ -135,9 +125,7 @@ CASES: list[tuple[Any, dict[str, Any], list[str], list[str]]] = [
 def test_language_matches_xgrammar(
     schema: Any, extra: dict[str, Any], accepted: list[str], rejected: list[str]
 ) -> None:
-    grammar = constrain.Grammar.from_structural_tag(_spec(schema, **extra))
-    assert [t for t in accepted if not _accepts(grammar, t)] == []
-    assert [t for t in rejected if _accepts(grammar, t)] == []
+    check_language(style_spec(schema, **extra), accepted, rejected)
 
 
 def test_qwen_xml_parameter_is_the_same_style() -> None:
@@ -146,8 +134,8 @@ def test_qwen_xml_parameter_is_the_same_style() -> None:
         "format": {"type": "qwen_xml_parameter", "json_schema": WEATHER},
     }
     grammar = constrain.Grammar.from_structural_tag(old)
-    assert _accepts(grammar, f"{P}location>x{E}{P}unit>c{E}")
-    assert not _accepts(grammar, '{"location": "x"}')
+    assert accepts(grammar, f"{P}location>x{E}{P}unit>c{E}")
+    assert not accepts(grammar, '{"location": "x"}')
 
 
 def test_enum_values_are_spelled_as_xgrammar_does() -> None:
@@ -189,14 +177,14 @@ def test_enum_values_are_spelled_as_xgrammar_does() -> None:
 )
 def test_errors_name_the_pointer(fmt: Any, pointer: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(_spec(fmt))
+        constrain.Grammar.from_structural_tag(style_spec(fmt))
     assert info.value.location == pointer
 
 
 @pytest.mark.parametrize("style", ["x", "gemma_xml"])
 def test_unknown_styles_are_refused(style: str) -> None:
     with pytest.raises(constrain.GrammarError) as info:
-        constrain.Grammar.from_structural_tag(_spec(WEATHER, style))
+        constrain.Grammar.from_structural_tag(style_spec(WEATHER, style))
     assert info.value.location == "#/format/style"
 
 
@@ -405,9 +393,7 @@ STYLE_CASES += [
 def test_other_styles_match_xgrammar(
     style: str, schema: Any, extra: dict[str, Any], accepted: list[str], rejected: list[str]
 ) -> None:
-    grammar = constrain.Grammar.from_structural_tag(_spec(schema, style, **extra))
-    assert [t for t in accepted if not _accepts(grammar, t)] == []
-    assert [t for t in rejected if _accepts(grammar, t)] == []
+    check_language(style_spec(schema, style, **extra), accepted, rejected)
 
 
 # --------------------------------------------------------------------------------------------
@@ -515,7 +501,7 @@ def _oracle(prefix: str) -> Callable[[str], tuple[bool, bool]]:
 def test_masks_along_random_walks_match_a_hand_written_acceptor() -> None:
     vocab = constrain.Vocabulary.from_bytes(TOKENS, eos_ids=[EOS])
     compiled = constrain.Compiler(vocab).compile(
-        constrain.Grammar.from_structural_tag(_spec(WEATHER))
+        constrain.Grammar.from_structural_tag(style_spec(WEATHER))
     )
     rng = random.Random(0)
     favoured = [128 + k for k in range(len(WORDS))] + [ord(c) for c in " \n<>cf-0123456789tx"]
