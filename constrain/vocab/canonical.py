@@ -565,10 +565,14 @@ class CanonicalBpe:
         with _BUILT_LOCK:
             found = _BUILT.get(key)
         if found is not None:
-            return found
+            return found[1]
         built = cls.from_huggingface(backend, vocab)
         with _BUILT_LOCK:
-            return _BUILT.setdefault(key, built)
+            # the entry holds the tokenizer, so its id is not reused while the entry lives
+            kept = _BUILT.setdefault(key, (backend, built))
+            while len(_BUILT) > _KEEP_BUILT:
+                _BUILT.pop(next(iter(_BUILT)))
+            return kept[1]
 
     @classmethod
     def from_huggingface(
@@ -671,8 +675,10 @@ class CanonicalBpe:
         )
 
 
-_BUILT: dict[tuple[str, int], CanonicalBpe] = {}
+# relations built by for_vocabulary, the last few (a server serving many models keeps a few)
+_BUILT: dict[tuple[str, int], tuple[Any, CanonicalBpe]] = {}
 _BUILT_LOCK = threading.Lock()
+_KEEP_BUILT = 8
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -66,12 +66,21 @@ def backend_of(tokenizer: Any) -> Any:
     )
 
 
+# the tokenizers of the last vocabularies read (a server that loads many keeps a few)
 _TOKENIZERS: dict[str, Any] = {}
+_KEEP_TOKENIZERS = 8
 
 
 def remember_tokenizer(fingerprint: str, backend: Any) -> None:
-    """Keep the tokenizer a vocabulary was read from (by its fingerprint; the last one wins)."""
+    """Keep the tokenizer a vocabulary was read from (by its fingerprint; the last one wins).
+
+    Only the last ``_KEEP_TOKENIZERS`` are kept, so a long-running process does not hold
+    every tokenizer it ever read.
+    """
+    _TOKENIZERS.pop(fingerprint, None)
     _TOKENIZERS[fingerprint] = backend
+    while len(_TOKENIZERS) > _KEEP_TOKENIZERS:
+        _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
 
 
 def tokenizer_of(fingerprint: str) -> Any:
