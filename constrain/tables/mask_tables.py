@@ -53,38 +53,30 @@ from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
 
 __all__ = ["SLICE_CHARS", "MaskTables", "TableSnapshot"]
 
-# Tables of lexer states that keep alive the same strings of up to _SHORT bytes agree on every
-# token that short, so a new table can start from an equivalent state's and walk only the longer
-# tokens (a few thousand of 128k in Llama 3's vocabulary). This is what makes counted repetition
-# (`[^\n]{1,120}`: one lexer state per count) cheap: every count with more than _SHORT to go
-# shares one full walk.
+# States alike on strings of up to _SHORT bytes agree on every token that short: a new table
+# starts from an alike state's and walks only the longer tokens (a few thousand of Llama 3's
+# 128k), so the counts of `[^\n]{1,120}` more than _SHORT from the end share one full walk.
 _SHORT = 16
 _RECENT = 8
-# what a build reads of an Earley kernel: expected terminals, next expected sets, whether each is
-# exact, and all that as bytes (MaskTables._inputs)
+# what a build reads of an Earley kernel (expected, next sets, exactness, as bytes: _inputs)
 _Inputs = tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
 _MAX_PAIRS = 4096
-# After this many failed pair searches (equivalent_within), the lexer's classes alike within
-# _SHORT bytes are computed once and compared instead, when the lexer is at most this large
-# (states x byte classes): Unicode `\w{64}` has 19,779 states of 97 classes, whose pair searches
-# overflowed at 1.8 ms each, seven per token, while the classes take a few milliseconds once.
+# After this many failed pair searches (equivalent_within), the classes alike within _SHORT bytes
+# are computed once instead, for a lexer of at most this many cells: Unicode `\w{64}` (19,779
+# states, 97 classes) overflowed 7 searches a token at 1.8 ms each; its classes take ~ms once.
 _PAIR_MISSES = 2
 _SHORT_CLASSES_MAX_CELLS = 1 << 24
-# the string-body reach search gives up past this many states (a long counted string body,
-# one state per count: the reach bounded to SLICE_CHARS characters then decides)
-_REACH_LIMIT = 4096
+_REACH_LIMIT = 4096  # string-body reach searches stop here (SLICE_CHARS' bounded one decides)
 _FIRST_ROWS = 256
-# What LexerDfa.bounded_classes costs per lexer state, about (ns); the classes are computed
-# once the builds they would have saved cost _CLASS_RENT times as much (on MaskBench, 1 lost
-# more on schemas whose strings stay short than it won), and tried no earlier than after
-# _CLASS_MIN_NS of such builds.
+# LexerDfa.bounded_classes' cost per state (ns); computed once the builds they would have saved
+# cost _CLASS_RENT times as much (on MaskBench, 1 lost more on short strings than it won), and
+# tried after _CLASS_MIN_NS of such builds at the earliest.
 _CLASS_NS_PER_STATE = 400
 _CLASS_RENT = 2
 _CLASS_MIN_NS = 500_000
-# Inside a string whose body is bounded (``maxLength``), some long string text kills the lexeme,
-# so the whole string slice cannot be taken; its tokens of at most SLICE_CHARS characters still
-# can where every string text that short keeps the lexeme alive (all but the last few counts).
-# In Llama 3's vocabulary 699 of the 121,825 slice tokens are longer than 16 characters.
+# Inside a bounded string body (``maxLength``) long text kills the lexeme, so the whole string
+# slice cannot be taken; its tokens of at most SLICE_CHARS characters can where all text that
+# short keeps it alive (but the last counts); 699 of Llama 3's 121,825 slice tokens are longer.
 SLICE_CHARS = SHORT_SLICE_CHARS
 _UNSET = object()
 
@@ -450,8 +442,9 @@ class MaskTables:
             np.copyto(out_w, bits)
         start = time.perf_counter_ns()
         info = sc.info
-        if self._walk_tables is None:
-            self._walk_tables = (
+        walk_tables = self._walk_tables  # read once: a growing lexer resets it
+        if walk_tables is None:
+            walk_tables = self._walk_tables = (
                 parser.ignore_bits, parser.scannable_bits, self.exact_scans, lexer.byte_class,
                 lexer.trans, lexer.accept_bits, *self._accepts(), lexer.alive_bits,
                 parser.follow_bits, self.restart,
@@ -459,7 +452,7 @@ class MaskTables:
         sets = sc.sets
         inp = sets.room(sig)
         args = (
-            state, (expected, next_bits, next_exact), inp, self._walk_tables,
+            state, (expected, next_bits, next_exact), inp, walk_tables,
             trie_arrays(trie), (out_w, sc.cands, sc.lcp, info), self._max_depth,
             sets.kernel_arrays,
         )  # fmt: skip
@@ -549,13 +542,14 @@ class MaskTables:
 
     def _accepts(self) -> tuple[Int64Array, Int32Array]:
         """Return the terminals each lexer state accepts, as CSR (built once)."""
-        if self._accept_csr is None:
+        found = self._accept_csr  # read once: a growing lexer resets it from other threads
+        if found is None:
             bits = self.lexer.accept_bits
             ptr = np.zeros(bits.shape[0] + 1, dtype=np.int64)
             terms = np.empty(bit_lists_kernel(bits, ptr, np.empty(0, np.int32)), np.int32)
             bit_lists_kernel(bits, ptr, terms)
-            self._accept_csr = (ptr, terms)
-        return self._accept_csr
+            found = self._accept_csr = (ptr, terms)
+        return found
 
     def _inputs(self, kernel: Int32Array) -> _Inputs:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).
