@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from constrain import CompiledGrammar, Compiler, Grammar, Matcher
 from constrain.automata import lazy_lexer, nfa
@@ -138,3 +139,30 @@ def test_lazy_masks_equal_eager_on_maskbench(
         _walk(eager, lazy, random.Random(k), 12)
         compared += 1
     assert compared >= 20
+
+
+def test_lazy_grammar_filled_from_threads(tiny_vocab: Vocabulary) -> None:
+    """Matchers of one lazy grammar filled in threads: each row as its own fill writes it."""
+    from constrain import allocate_token_bitmask
+    from constrain.matcher import fill_next_token_bitmasks
+
+    compiled = Compiler(tiny_vocab, cache_bytes=0).compile(
+        Grammar.from_regex('[a-z0-9 ]{1,100000}(",|\\.)')
+    )
+    assert compiled.lazy is not None
+    rng = random.Random(7)
+    matchers = []
+    for k in range(12):
+        m = Matcher(compiled)
+        m.accept_bytes("".join(rng.choice("ab1 ") for _ in range(17 * k + 1)))
+        matchers.append(m)
+    batch = allocate_token_bitmask(len(matchers), tiny_vocab.size)
+    for _ in range(3):
+        fill_next_token_bitmasks(matchers, batch, num_threads=4)
+        for i, m in enumerate(matchers):
+            one = allocate_token_bitmask(1, tiny_vocab.size)
+            m.fill_next_token_bitmask(one)
+            assert torch.equal(one[0], batch[i])
+            token = rng.choice(m.allowed_token_ids().tolist())
+            if token not in tiny_vocab.eos_ids:
+                assert m.accept_token(token)
