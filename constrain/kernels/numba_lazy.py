@@ -453,12 +453,15 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
         if d >= depth:
             continue
         trans = store[0]
+        prev = -1
         for c in range(C):
             t = trans[s, c]
-            if t >= 0:
-                stamp, radius, queue, dist, tail = _enqueue(
-                    t, d + 1, call, stamp, radius, queue, dist, tail
-                )
+            if t < 0 or t == prev or (t < stamp.shape[0] and stamp[t] == call):
+                continue  # dead, the previous class's target, or seen in this call
+            prev = t
+            stamp, radius, queue, dist, tail = _enqueue(
+                t, d + 1, call, stamp, radius, queue, dist, tail
+            )
     return 0, store, stamp, radius
 
 
