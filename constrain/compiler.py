@@ -131,7 +131,11 @@ class CompiledGrammar:
     vocab : Vocabulary
         The vocabulary it was compiled for.
     lexer : LexerDfa
-        The combined byte-level lexer (what :meth:`save` writes).
+        The combined byte-level lexer (what :meth:`save` writes). For a lazy lexer, the states
+        built so far: it grows as matchers reach new states.
+    lazy : LazyLexer or None
+        The lexer built as it is reached, for a grammar that counts to
+        :data:`~constrain.automata.lazy_lexer.REGION_MIN` or more; None when it is built whole.
     kernel_lexer : LexerDfa
         What the kernels run: ``lexer``, with the restart states of a greedy grammar appended
         (:func:`~constrain.automata.lexer.lexer_restarts`).
