@@ -186,6 +186,7 @@ class CompiledGrammar:
         self._lazy_lock = threading.Lock()
         # rows of cont_bits computed from a built lexer row (a lazy lexer's others are zero)
         self._cont_rows = np.zeros(0, dtype=np.bool_) if lazy is None else lazy.expanded_rows()
+        self._cont_room = self.cont_bits.copy()  # where a lazy lexer's new rows are written
         self.match_arrays = self._match_arrays()
         # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
         # every matcher of this grammar passes arrays of the same types
@@ -246,19 +247,23 @@ class CompiledGrammar:
             version = lazy.version
             if version == self._lazy_version:
                 return
-            lexer, expanded = lazy.snapshot(), lazy.expanded_rows()
+            lexer, expanded = lazy.view()  # one lock: rows built and the lexer agree
             n = lexer.num_states
             done = np.zeros(n, dtype=np.bool_)
             done[: self._cont_rows.shape[0]] = self._cont_rows
             todo = np.flatnonzero(expanded & ~done)
-            cont = np.zeros_like(lexer.alive_bits)
-            cont[: self.cont_bits.shape[0]] = self.cont_bits
+            room = self._cont_room
+            if room.shape[0] < n:  # room grows 2x: a long generation copies O(S) in all
+                room = np.zeros((max(2 * room.shape[0], n), lexer.alive_bits.shape[1]), np.uint64)
+                room[: self.cont_bits.shape[0]] = self.cont_bits
+                self._cont_room = room
             if todo.size:
                 rows = lexer.trans[todo]
                 rows.flags.writeable = False
-                out = np.zeros((todo.size, cont.shape[1]), dtype=np.uint64)
+                out = np.zeros((todo.size, room.shape[1]), dtype=np.uint64)
                 continuation_bits_kernel(rows, lexer.alive_bits, out)
-                cont[todo] = out
+                room[todo] = out
+            cont = room[:n].view()
             cont.flags.writeable = False
             restart = np.zeros(n, dtype=np.int32)
             restart.flags.writeable = False

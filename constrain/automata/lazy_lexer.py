@@ -163,9 +163,10 @@ class LazyLexer:
         self._stamp = np.zeros(64, dtype=np.int64)
         self._radius = np.full(64, -1, dtype=np.int64)
         self._call = 0
-        self._accept = np.zeros((0, self.num_words), dtype=np.uint64)
-        self._alive = np.zeros((0, self.num_words), dtype=np.uint64)
-        self._lock = threading.Lock()
+        self._accept = np.zeros((64, self.num_words), dtype=np.uint64)
+        self._alive = np.zeros((64, self.num_words), dtype=np.uint64)
+        self._bits_done = 0
+        self._lock = threading.RLock()  # view() takes snapshot() and expanded_rows() at once
         self._bits(self.num_states)
         self.version = 0
         # states whose token walks' rows are built (ensure)
@@ -193,19 +194,23 @@ class LazyLexer:
         return bool(self._store[1][state])
 
     def _bits(self, n: int) -> None:
-        old = self._accept.shape[0]
+        """Compute the terminal bitsets of states ``_bits_done .. n - 1`` (room grows 2x)."""
+        old = self._bits_done
         if n <= old:
             return
-        accept = np.zeros((n, self.num_words), dtype=np.uint64)
-        alive = np.zeros((n, self.num_words), dtype=np.uint64)
-        accept[:old] = self._accept
-        alive[:old] = self._alive
-        trans, expanded, set_ptr, pool = self._store[:4]
+        if n > self._accept.shape[0]:
+            cap = max(2 * self._accept.shape[0], n)
+            accept = np.zeros((cap, self.num_words), dtype=np.uint64)
+            alive = np.zeros((cap, self.num_words), dtype=np.uint64)
+            accept[:old] = self._accept[:old]
+            alive[:old] = self._alive[:old]
+            self._accept, self._alive = accept, alive
+        set_ptr, pool = self._store[2], self._store[3]
         lazy_bits_kernel(
             set_ptr, pool, old, n, self.num_real, self._tag, self._comp, self._reg[4],
-            self._r_comp, accept, alive,
+            self._r_comp, self._accept, self._alive,
         )  # fmt: skip
-        self._accept, self._alive = accept, alive
+        self._bits_done = n
 
     def expand(self, seeds: Sequence[int] | Int32Array, depth: int) -> bool:
         """Build the rows of every state within ``depth`` bytes of ``seeds``.
@@ -300,6 +305,11 @@ class LazyLexer:
         while self.expand(np.arange(self.num_states, dtype=np.int32), 1 << 30):
             pass
 
+    def view(self) -> tuple[LexerDfa, np.ndarray[Any, np.dtype[np.bool_]]]:
+        """Return :meth:`snapshot` and :meth:`expanded_rows` taken together (one lock)."""
+        with self._lock:
+            return self.snapshot(), self.expanded_rows()
+
     def snapshot(self) -> LexerDfa:
         """Return the lexer built so far as a :class:`LexerDfa` (rows not built read -1)."""
         with self._lock:
@@ -310,8 +320,9 @@ class LazyLexer:
 
     def accept_alive(self) -> tuple[UInt64Array, UInt64Array]:
         """Return the terminal bitsets of the states built so far."""
-        n = self.num_states
-        return self._accept[:n], self._alive[:n]
+        with self._lock:
+            n = self.num_states
+            return self._accept[:n], self._alive[:n]
 
 
 def wants_lazy(grammar: Grammar) -> bool:

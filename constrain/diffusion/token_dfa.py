@@ -280,7 +280,7 @@ class TokenDfa:
         """
         # A greedy grammar (%lexer basic) is read without greedy lexing here: its non-greedy
         # language, a superset (docs/diffusion.md).
-        grammar, lexer = compiled.grammar, compiled.lexer
+        grammar, lexer = compiled.grammar, compiled.full_lexer()  # a lazy one built to the end
         if grammar.is_regular_terminal() and lexer.num_terminals == 1:
             dfa = Dfa(
                 lexer.byte_class,

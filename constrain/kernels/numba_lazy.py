@@ -448,8 +448,6 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
             status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
             if status != 0:
                 return 1, store, stamp, radius
-        if depth - d > radius[s]:
-            radius[s] = depth - d
         if d >= depth:
             continue
         trans = store[0]
@@ -462,6 +460,11 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
             stamp, radius, queue, dist, tail = _enqueue(
                 t, d + 1, call, stamp, radius, queue, dist, tail
             )
+    # the radii only now that the whole neighbourhood is built (a limit stops it half way)
+    for i in range(tail):
+        s = queue[i]
+        if depth - dist[i] > radius[s]:
+            radius[s] = depth - dist[i]
     return 0, store, stamp, radius
 
 

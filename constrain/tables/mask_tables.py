@@ -45,7 +45,8 @@ from constrain.kernels.numba_table_inputs import (
 )
 from constrain.kernels.numba_table_store import index_add, index_rehash, store_entry_kernel
 from constrain.kernels.numba_tables import build_entry_kernel, walk_single_kernel
-from constrain.tables.set_stores import SetStore, trie_arrays
+from constrain.tables.scratch import TableScratch
+from constrain.tables.set_stores import trie_arrays
 from constrain.tables.string_bodies import body_class_sequences
 from constrain.tables.token_classes import TokenClassifier
 from constrain.vocab.trie import subset_trie
@@ -84,50 +85,6 @@ _UNSET = object()
 def _list_limit(num_words: int) -> int:
     """Most tokens an entry keeps as a list: half the bytes of a row of its own."""
     return max(num_words // 2, 1)
-
-
-class _Scratch:
-    """Per-thread buffers of one :class:`MaskTables` (builds run outside its lock)."""
-
-    __slots__ = (
-        "cands", "lcp", "out_w", "info", "expected", "next_bits", "next_exact", "seen", "sig",
-        "reach", "visited", "mark", "cur", "nxt", "stamp", "extra", "sets",
-    )  # fmt: skip
-
-    def __init__(self, tables: MaskTables) -> None:
-        size = max(tables.vocab.size, 1)
-        parser = tables.parser
-        num_t = max(parser.num_terminals, 1)
-        words = parser.num_words
-        num_states = max(tables.lexer.trans.shape[0], 1)
-        # candidate lists of vocabulary size: fresh ones per build were mapped and unmapped by
-        # the allocator each time (512 KB each)
-        self.cands = np.empty(size, dtype=np.int32)
-        self.lcp = np.empty(size, dtype=np.int32)
-        self.out_w = np.zeros(tables.num_words, dtype=np.uint32)
-        self.info = np.zeros(1, dtype=np.int64)
-        self.expected = np.zeros(words, dtype=np.uint64)
-        self.next_bits = np.zeros((num_t, words), dtype=np.uint64)
-        self.next_exact = np.ones(num_t, dtype=np.bool_)
-        self.seen = np.zeros(num_t, dtype=np.bool_)
-        self.sig = np.empty(words + num_t * (words + 2), dtype=np.uint64)
-        self.reach = np.empty(_REACH_LIMIT, dtype=np.int64)
-        self.visited = np.zeros(num_states, dtype=np.int64)
-        self.mark = np.zeros(num_states, dtype=np.int64)
-        self.cur = np.empty(num_states, dtype=np.int64)
-        self.nxt = np.empty(num_states, dtype=np.int64)
-        self.stamp = np.zeros(1, dtype=np.int64)
-        # a sparse entry's token list: at most half a row's bytes (the store kernel's limit)
-        self.extra = np.empty(_list_limit(tables.num_words), dtype=np.int32)
-        self.sets = SetStore(tables.lexer.num_classes, words)
-
-    def grow_states(self, size: int) -> None:
-        """Make room for ``size`` lexer states in the per-state buffers."""
-        self.visited = np.zeros(size, dtype=np.int64)
-        self.mark = np.zeros(size, dtype=np.int64)
-        self.cur = np.empty(size, dtype=np.int64)
-        self.nxt = np.empty(size, dtype=np.int64)
-        self.stamp[0] = 0
 
 
 class TableSnapshot(NamedTuple):
@@ -235,6 +192,7 @@ class MaskTables:
             restart = np.zeros(lexer.num_states, dtype=np.int32)
             restart.flags.writeable = False
         self.restart = restart
+        self._view = (lexer, restart)
         self.parser = parser
         self.max_bytes = max_bytes
         self.num_words = (vocab.size + 31) // 32
@@ -266,12 +224,14 @@ class MaskTables:
         self._pair_misses = 0
         self._short_classes: np.ndarray | None = None
         self._long: tuple[np.ndarray, Any] | None = None
-        self._accept_csr: tuple[Int64Array, Int32Array] | None = None
+        # (lexer, its accept bits as CSR) and (lexer, the walk's lexer tuple): each cached for
+        # one lexer, so a growing lexer's readers never mix two of them
+        self._accept_csr: tuple[LexerDfa, tuple[Int64Array, Int32Array]] | None = None
         # the compiled entry of entry_inputs_kernel by the Earley kernel array's type (every
         # other argument's type is fixed for these tables)
         self._inputs_entry: dict[tuple[int, bool, bool, bool], Any] = {}
         # build_entry_kernel's walk_tables structure, and its compiled entry by slice
-        self._walk_tables: tuple[Any, ...] | None = None
+        self._walk_tables: tuple[LexerDfa, tuple[Any, ...]] | None = None
         self._walk_entries: dict[int, Any] = {}
         self._entries: dict[Any, Any] = {}  # kernel -> compiled entry (_call)
         self._scratch = threading.local()
@@ -293,16 +253,9 @@ class MaskTables:
         Entries stay valid: rows of the states they were built from do not change.
         """
         with self._lock:
+            self._view = (lexer, restart)  # one attribute: readers take both at once
             self.lexer, self.restart = lexer, restart
-            self._accept_csr = None
-            self._walk_tables = None
             self.classifier.set_lexer(lexer, restart)
-            grown = np.full(lexer.num_states, -1, dtype=np.int64)
-            grown[: self._class_of.shape[0]] = self._class_of
-            self._class_of = grown
-            for key, (_, recent, bits) in list(self._single.items()):
-                alive = np.any(lexer.alive_bits & bits, axis=1)
-                self._single[key] = (alive, recent, bits)
 
     def _reset(self) -> None:
         # Room for _FIRST_ROWS entries up front: the allocator maps pages only as rows are
@@ -351,13 +304,17 @@ class MaskTables:
     def __len__(self) -> int:
         return self._snap.num_entries
 
-    def _buffers(self) -> _Scratch:
-        """Return this thread's scratch buffers."""
-        sc: _Scratch | None = getattr(self._scratch, "buffers", None)
+    def _buffers(self, lexer: LexerDfa | None = None) -> TableScratch:
+        """Return this thread's scratch buffers (with room for ``lexer``'s states)."""
+        sc: TableScratch | None = getattr(self._scratch, "buffers", None)
         if sc is None:
-            sc = self._scratch.buffers = _Scratch(self)
-        elif sc.visited.shape[0] < self.lexer.num_states:  # a lazy lexer grew
-            sc.grow_states(2 * self.lexer.num_states)
+            lex = self._view[0]
+            sc = self._scratch.buffers = TableScratch(
+                self.vocab.size, self.parser, self.num_words, max(lex.num_states, 1),
+                lex.num_classes, _REACH_LIMIT, _list_limit(self.num_words),
+            )  # fmt: skip
+        elif lexer is not None and sc.visited.shape[0] < lexer.num_states:  # a lazy lexer grew
+            sc.grow_states(2 * lexer.num_states)
         return sc
 
     def build(
@@ -395,9 +352,16 @@ class MaskTables:
         character bound of the string slice taken wholesale (:meth:`Vocabulary.string_slice`;
         its tokens are within), -1 when none was.
         """
-        parser, lexer, vocab = self.parser, self.lexer, self.vocab
+        parser, vocab = self.parser, self.vocab
+        lexer, restart = self._view
         key = kernel.tobytes()
         single = self._single.get(key)
+        if single is not None and single[0].shape[0] < lexer.num_states:  # the lexer grew
+            single = self._single[key] = (
+                np.any(lexer.alive_bits & single[2], axis=1),
+                single[1],
+                single[2],
+            )
         if single is not None and self.string_body_reach(state, SLICE_CHARS) is None:
             alive, recent, _ = single
             short = self._short_classes_of() if self._pair_misses >= _PAIR_MISSES else None
@@ -433,7 +397,7 @@ class MaskTables:
             bits, trie = vocab.string_slice(sliced)
         if trie is vocab:
             out_w.fill(0)
-            classes = self.classifier.classes_of(state, self._accepts())
+            classes = None if self.lazy else self.classifier.classes_of(state, self._accepts())
             if classes is not None:
                 read = (expected, next_bits, next_exact)
                 nc = self.classifier.build(state, classes, read, (out_w, sc.cands, sc.lcp))
@@ -442,13 +406,16 @@ class MaskTables:
             np.copyto(out_w, bits)
         start = time.perf_counter_ns()
         info = sc.info
-        walk_tables = self._walk_tables  # read once: a growing lexer resets it
-        if walk_tables is None:
-            walk_tables = self._walk_tables = (
+        cached = self._walk_tables
+        if cached is not None and cached[0] is lexer:
+            walk_tables = cached[1]
+        else:
+            walk_tables = (
                 parser.ignore_bits, parser.scannable_bits, self.exact_scans, lexer.byte_class,
-                lexer.trans, lexer.accept_bits, *self._accepts(), lexer.alive_bits,
-                parser.follow_bits, self.restart,
+                lexer.trans, lexer.accept_bits, *self._accepts(lexer), lexer.alive_bits,
+                parser.follow_bits, restart,
             )  # fmt: skip
+            self._walk_tables = (lexer, walk_tables)
         sets = sc.sets
         inp = sets.room(sig)
         args = (
@@ -502,6 +469,8 @@ class MaskTables:
         entries for identical inputs (:meth:`LexerDfa.bounded_classes`). Class keys are
         negative (``-1 - class``), apart from states'.
         """
+        if self.lazy:  # no classes over a growing lexer
+            return state
         c = int(self._class_of[state])
         return state if c < 0 else -1 - c
 
@@ -540,16 +509,21 @@ class MaskTables:
         """
         return cached_entry(self._entries, dispatcher, dispatcher, args)(*args)
 
-    def _accepts(self) -> tuple[Int64Array, Int32Array]:
-        """Return the terminals each lexer state accepts, as CSR (built once)."""
-        found = self._accept_csr  # read once: a growing lexer resets it from other threads
-        if found is None:
-            bits = self.lexer.accept_bits
-            ptr = np.zeros(bits.shape[0] + 1, dtype=np.int64)
-            terms = np.empty(bit_lists_kernel(bits, ptr, np.empty(0, np.int32)), np.int32)
-            bit_lists_kernel(bits, ptr, terms)
-            found = self._accept_csr = (ptr, terms)
-        return found
+    def _accepts(self, lexer: LexerDfa | None = None) -> tuple[Int64Array, Int32Array]:
+        """Return the terminals each state of ``lexer`` (default: the current one) accepts.
+
+        As CSR, built once per lexer.
+        """
+        lexer = self._view[0] if lexer is None else lexer
+        cached = self._accept_csr
+        if cached is not None and cached[0] is lexer:
+            return cached[1]
+        bits = lexer.accept_bits
+        ptr = np.zeros(bits.shape[0] + 1, dtype=np.int64)
+        terms = np.empty(bit_lists_kernel(bits, ptr, np.empty(0, np.int32)), np.int32)
+        bit_lists_kernel(bits, ptr, terms)
+        self._accept_csr = (lexer, (ptr, terms))
+        return ptr, terms
 
     def _inputs(self, kernel: Int32Array) -> _Inputs:
         """Return what a build reads of ``kernel``, and that as a signature (bytes).
@@ -599,12 +573,13 @@ class MaskTables:
         found = self._reach.get((state, max_chars), _UNSET)
         if found is not _UNSET:
             return found  # type: ignore[return-value]
+        lexer = self._view[0]  # one lexer for the buffers' size and the walk
         if self._body_classes is None:  # first needed inside a lexeme, not at the first mask
-            self._body_classes = body_class_sequences(self.lexer)
-        sc = self._buffers()
+            self._body_classes = body_class_sequences(lexer)
+        sc = self._buffers(lexer)
         classes, pos_ptr, seq_ptr = self._body_classes
         n = self._call(
-            body_reach_kernel, self.lexer.trans, classes, pos_ptr, seq_ptr, state,
+            body_reach_kernel, lexer.trans, classes, pos_ptr, seq_ptr, state,
             max_chars or _REACH_LIMIT, sc.reach, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
         )  # fmt: skip
         result = None if n < 0 else sc.reach[:n].copy()

@@ -113,3 +113,27 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
     # a wide item (Unicode \w: 309 DFA states a character) is not folded
     wide = LazyLexer(_terminals(Grammar.from_regex(r"\w{300}")), region_min=256)
     assert not wide.regions
+
+
+def test_a_stopped_neighbourhood_leaves_no_radius_behind() -> None:
+    """A build stopped by the state limit claims nothing: asking again fails again."""
+    from constrain.automata.lazy_lexer import TokenTries
+
+    lazy = LazyLexer(_terminals(Grammar.from_regex("[a-z]{1,5000}")), max_states=30)
+    tries = TokenTries(100, ())
+    for _ in range(2):
+        with pytest.raises(CompileLimitError):
+            lazy.ensure(np.zeros(1, dtype=np.int32), tries)
+
+
+def test_diffusion_reads_a_lazy_lexer_whole(byte_vocab: Vocabulary) -> None:
+    from constrain import Compiler
+    from constrain.diffusion.token_dfa import TokenDfa
+
+    compiled = Compiler(byte_vocab).compile(Grammar.from_regex("[a-z]{1,5000}"))
+    assert compiled.lazy is not None
+    dfa = TokenDfa.from_compiled(compiled)
+    state = 0
+    for _ in range(300):  # far past the neighbourhood built for the first mask
+        state = dfa.step(state, ord("a"))
+        assert state >= 0
