@@ -340,7 +340,7 @@ def wants_lazy(grammar: Grammar) -> bool:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, Repeat) and node.min + (node.max or 0) >= REGION_MIN:
+        if isinstance(node, Repeat) and (node.min if node.max is None else node.max) >= REGION_MIN:
             return True
         items = getattr(node, "items", None)
         item = getattr(node, "item", None)

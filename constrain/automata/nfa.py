@@ -654,7 +654,10 @@ class NfaBuilder:
         simple = _simplify_repeat(node)
         if simple is not node:
             return self.build(simple, start)
-        if self.regions is not None and node.min + (node.max or 0) >= self.region_min:
+        if (
+            self.regions is not None
+            and (node.min if node.max is None else node.max) >= self.region_min
+        ):
             folded = self._region(node, start)
             if folded >= 0:
                 return folded
