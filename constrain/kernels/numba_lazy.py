@@ -46,6 +46,17 @@ def _region_of(v, num_real, r_base):  # type: ignore[no-untyped-def]
     return lo
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _push(stack, top, v):  # type: ignore[no-untyped-def]
+    """Push ``v`` on ``stack`` (grown when full); return the stack and the new top."""
+    if top + 2 >= stack.shape[0]:
+        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
+        grown[:top] = stack[:top]
+        stack = grown
+    stack[top] = v
+    return stack, top + 1
+
+
 @njit(cache=True, nogil=True)
 def _close(  # type: ignore[no-untyped-def]
     seeds, nseed, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, gen, stack, members
@@ -64,12 +75,7 @@ def _close(  # type: ignore[no-untyped-def]
             if not live[v] or mark[v] == gen:
                 continue
             mark[v] = gen
-        if top >= stack.shape[0]:
-            grown = np.empty(2 * stack.shape[0] + 16, np.int64)
-            grown[:top] = stack[:top]
-            stack = grown
-        stack[top] = v
-        top += 1
+        stack, top = _push(stack, top, v)
     while top > 0:
         top -= 1
         v = stack[top]
@@ -85,21 +91,11 @@ def _close(  # type: ignore[no-untyped-def]
                 t = edst[e]
                 if live[t] and mark[t] != gen:
                     mark[t] = gen
-                    if top + 2 >= stack.shape[0]:
-                        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
-                        grown[:top] = stack[:top]
-                        stack = grown
-                    stack[top] = t
-                    top += 1
+                    stack, top = _push(stack, top, t)
             for e in range(vptr[v], vptr[v + 1]):
                 r = vreg[e]
                 if r_live[r]:
-                    if top + 2 >= stack.shape[0]:
-                        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
-                        grown[:top] = stack[:top]
-                        stack = grown
-                    stack[top] = num_real + r_base[r]  # (r, 0, 0)
-                    top += 1
+                    stack, top = _push(stack, top, num_real + r_base[r])  # (r, 0, 0)
         else:
             r = _region_of(v, num_real, r_base)
             off = v - num_real - r_base[r]
@@ -112,12 +108,7 @@ def _close(  # type: ignore[no-untyped-def]
                 t = r_after[r]
                 if live[t] and mark[t] != gen:
                     mark[t] = gen
-                    if top + 2 >= stack.shape[0]:
-                        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
-                        grown[:top] = stack[:top]
-                        stack = grown
-                    stack[top] = t
-                    top += 1
+                    stack, top = _push(stack, top, t)
     if k < 24:  # insertion sort: np.sort allocates, and subsets are mostly small
         for i in range(1, k):
             x = members[i]
