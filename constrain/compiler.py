@@ -24,8 +24,10 @@ import numpy as np
 
 from constrain._types import Int32Array
 from constrain._version import __version__
-from constrain.automata.lazy_lexer import LazyLexer, TokenTries, wants_lazy
+from constrain.automata import lazy_lexer
+from constrain.automata.lazy_lexer import LazyLexer, TokenTries
 from constrain.automata.lexer import LexerDfa, build_lexer, grammar_lexer, lexer_restarts
+from constrain.automata.nfa import FoldableRepeat
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.automata.utf8 import special_bytes
 from constrain.compiled_file import read_compiled_file, write_compiled_file
@@ -86,6 +88,15 @@ class CompileLimits:
     max_hypotheses: int = 1024
     mask_cache_bytes: int = 256 * 2**20
     precompute_ms: float = 5.0
+
+
+def _eager(fold: int | None) -> Any:
+    """Return the eager lexer's builder, raising FoldableRepeat at a count of ``fold``."""
+
+    def build(terminals: Any, *, max_states: int) -> LexerDfa:
+        return build_lexer(terminals, max_states=max_states, fold_signal=fold)
+
+    return build
 
 
 _TRIES: dict[str, TokenTries] = {}
@@ -520,15 +531,14 @@ class Compiler:
             vocab = found
         max_states = self.limits.max_lexer_states
         lazy: LazyLexer | None = None
-        if wants_lazy(grammar):  # large counted repetitions: a lexer built as it is reached
+        # A non-greedy grammar that counts to REGION_MIN gets a lexer built as it is reached:
+        # the eager build signals the first such count (nothing to scan beforehand).
+        fold = None if grammar.greedy else lazy_lexer.REGION_MIN
+        try:
+            g, lexer = grammar_lexer(grammar, max_states=max_states, build=_eager(fold))
+        except FoldableRepeat:
             g, built = grammar_lexer(grammar, max_states=max_states, build=LazyLexer)
-            if built.regions:
-                lazy, lexer = built, built.snapshot()
-            else:  # none could be folded: the eager lexer is smaller
-                terms = [(t.name, t.regex) for t in g.terminals]
-                lexer = build_lexer(terms, max_states=max_states)
-        else:
-            g, lexer = grammar_lexer(grammar, max_states=max_states)
+            lazy, lexer = built, built.snapshot()
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
         compiled = CompiledGrammar(g, vocab, lexer, parser, self.limits, lazy=lazy)

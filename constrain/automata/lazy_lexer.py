@@ -30,7 +30,7 @@ from constrain._types import Int32Array, UInt64Array
 from constrain.automata.lexer import LexerDfa, lexer_nfa
 from constrain.automata.nfa import CountedRegion
 from constrain.errors import CompileLimitError, EmptyTerminalError
-from constrain.ir import Grammar, Regex, Repeat
+from constrain.ir import Regex
 from constrain.kernels.numba_lazy import (
     lazy_bits_kernel,
     lazy_expand_kernel,
@@ -39,7 +39,7 @@ from constrain.kernels.numba_lazy import (
 )
 from constrain.kernels.numba_subsets import nfa_csr_kernel, nfa_live_kernel
 
-__all__ = ["REGION_MIN", "LazyLexer", "TokenTries", "wants_lazy"]
+__all__ = ["REGION_MIN", "LazyLexer", "TokenTries"]
 
 REGION_MIN = 4096
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
@@ -323,26 +323,3 @@ class LazyLexer:
         with self._lock:
             n = self.num_states
             return self._accept[:n], self._alive[:n]
-
-
-def wants_lazy(grammar: Grammar) -> bool:
-    """Whether ``grammar``'s lexer is better built lazily: it counts to :data:`REGION_MIN`.
-
-    Greedy grammars (longest-match lexing) are built eagerly: their restart states are appended
-    after the lexer's, which a growing lexer cannot do yet.
-    """
-    if grammar.greedy:
-        return False
-    stack: list[Regex] = [t.regex for t in grammar.terminals]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, Repeat) and (node.min if node.max is None else node.max) >= REGION_MIN:
-            return True
-        items = getattr(node, "items", None)
-        item = getattr(node, "item", None)
-        stack.extend(items if items is not None else [item] if item is not None else [])
-    return False

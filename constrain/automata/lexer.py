@@ -442,13 +442,19 @@ def _check_greedy_prefix(
 
 
 def lexer_nfa(
-    terminals: Sequence[tuple[str, Regex]], *, max_states: int, region_min: int | None = None
+    terminals: Sequence[tuple[str, Regex]],
+    *,
+    max_states: int,
+    region_min: int | None = None,
+    fold_signal: int | None = None,
 ) -> tuple[Nfa, list[int], list[CountedRegion]]:
     """Return the union NFA of the terminals, each terminal's first state, and its regions.
 
     State 0 starts every terminal (an epsilon edge to each one's first state); ``bounds[t] ..
     bounds[t + 1] - 1`` are terminal ``t``'s states. With ``region_min``, counted repetitions of
-    that many copies or more are left folded (:meth:`NfaBuilder.enable_regions`).
+    that many copies or more are left folded (:meth:`NfaBuilder.enable_regions`); with
+    ``fold_signal``, such a repetition raises :class:`~constrain.automata.nfa.FoldableRepeat`
+    instead (the caller builds the lazy lexer).
 
     Raises
     ------
@@ -472,6 +478,7 @@ def lexer_nfa(
     )
     if region_min is not None:
         builder.enable_regions(region_min)
+    builder.fold_signal = fold_signal
     start = builder.new_state()
     bounds: list[int] = []
     finals: list[int] = []
@@ -485,7 +492,12 @@ def lexer_nfa(
     return nfa, bounds, list(builder.regions or ())
 
 
-def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200_000) -> LexerDfa:
+def build_lexer(
+    terminals: Sequence[tuple[str, Regex]],
+    *,
+    max_states: int = 200_000,
+    fold_signal: int | None = None,
+) -> LexerDfa:
     """Build the combined minimal lexer DFA of several terminals.
 
     Parameters
@@ -496,6 +508,9 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
         Construction stops with :class:`~constrain.errors.CompileLimitError` as soon as the
         subset construction needs more states (or the NFA would exceed ``4 * max_states +
         4096`` states).
+    fold_signal : int, optional
+        Raise :class:`~constrain.automata.nfa.FoldableRepeat` at a repetition of this many
+        copies that the lazy lexer folds (:func:`lexer_nfa`).
 
     Returns
     -------
@@ -514,7 +529,7 @@ def build_lexer(terminals: Sequence[tuple[str, Regex]], *, max_states: int = 200
     if max_states < 1:
         raise ValueError(f"max_states must be positive, got {max_states}")
     names = tuple(name for name, _ in terminals)
-    nfa, bounds, _ = lexer_nfa(terminals, max_states=max_states)
+    nfa, bounds, _ = lexer_nfa(terminals, max_states=max_states, fold_signal=fold_signal)
     live = nfa_live(nfa)
     empty = [name for name, entry in zip(names, bounds[:-1], strict=True) if not live[entry]]
     if empty:

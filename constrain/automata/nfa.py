@@ -56,6 +56,7 @@ __all__ = [
     "BooleanFragments",
     "REGION_MAX_WIDTH",
     "CountedRegion",
+    "FoldableRepeat",
     "Nfa",
     "NfaBuilder",
     "nfa_to_dfa",
@@ -246,6 +247,10 @@ def _utf8(text: str) -> bytes | None:
         return None
 
 
+class FoldableRepeat(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a builder with ``fold_signal`` set at a repetition the lazy lexer would fold."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class CountedRegion:
     """A counted repetition ``item{lo,hi}`` left folded for the lazy lexer.
@@ -348,6 +353,9 @@ class NfaBuilder:
         # counted repetitions left folded (the lazy lexer's regions), when enabled
         self.regions: list[CountedRegion] | None = None
         self.region_min = 0
+        # raise FoldableRepeat at a foldable repetition of this many copies (eager builds that
+        # hand large counts to the lazy lexer); None: never
+        self.fold_signal: int | None = None
 
     def enable_regions(self, region_min: int) -> None:
         """Fold counted repetitions of ``region_min`` copies or more into :attr:`regions`.
@@ -654,13 +662,14 @@ class NfaBuilder:
         simple = _simplify_repeat(node)
         if simple is not node:
             return self.build(simple, start)
-        if (
-            self.regions is not None
-            and (node.min if node.max is None else node.max) >= self.region_min
-        ):
+        count = node.min if node.max is None else node.max
+        if self.regions is not None and count >= self.region_min:
             folded = self._region(node, start)
             if folded >= 0:
                 return folded
+        elif self.fold_signal is not None and count >= self.fold_signal:
+            if _prefix_free_dfa(node.item, self) is not None:
+                raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}")
         tpl = self._shared(node)
         if tpl is not None:
             self._check(tpl.num_states - 1)
