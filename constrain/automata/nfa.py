@@ -34,11 +34,17 @@ import numpy as np
 
 from constrain._types import Int32Array
 from constrain.automata.byte_dfa import Dfa, DfaFragment, empty_dfa, minimal_dfa, read_only
+from constrain.automata.nfa_parts import (
+    Nfa,
+    check_automaton,
+    literal_text,
+    nullable,
+    simplify_repeat,
+)
 from constrain.automata.subsets import determinize
 from constrain.automata.utf8 import utf8_sequences
-from constrain.errors import CompileLimitError, GrammarError
+from constrain.errors import CompileLimitError
 from constrain.ir import (
-    NOTHING,
     Alt,
     Automaton,
     CharSet,
@@ -48,7 +54,6 @@ from constrain.ir import (
     Literal,
     Regex,
     Repeat,
-    matches_empty,
 )
 from constrain.kernels.numba_subsets import state_bits_kernel
 
@@ -150,82 +155,6 @@ def _charset_template(cs: CharSet) -> _Template:
 # --------------------------------------------------------------------------------------------
 # NFA construction
 # --------------------------------------------------------------------------------------------
-
-
-def nullable(node: Regex) -> bool:
-    """Return whether the language of ``node`` contains the empty string."""
-    return matches_empty(node)
-
-
-def _literal_text(node: Regex) -> str | None:
-    """Return the one string ``node`` matches if it is a literal or a concat of literals."""
-    if isinstance(node, Literal):
-        return node.text
-    if isinstance(node, Concat) and all(isinstance(item, Literal) for item in node.items):
-        return "".join(item.text for item in node.items)  # type: ignore[union-attr]
-    return None
-
-
-def _simplify_repeat(node: Repeat) -> Regex:
-    """Collapse repeats of stars and pluses, so ``(a*){1,100000}`` stays small."""
-    item, lo, hi = node.item, node.min, node.max
-    if hi is not None and lo > hi:
-        return NOTHING  # no count is both >= min and <= max (e.g. minLength 5, maxLength 3)
-    if hi == 0:
-        return Concat(())
-    if hi == 1 and lo == 1:
-        return item
-    if isinstance(item, Repeat) and item.max is None and item.min <= 1:
-        if item.min == 0 or lo == 0:
-            return Repeat(item.item, 0, None)
-        return Repeat(item.item, lo, None)
-    if hi is None and lo > 0 and nullable(item):
-        return Repeat(item, 0, None)
-    return node
-
-
-def _check_automaton(node: Automaton) -> None:
-    """Raise :class:`GrammarError` unless every state id of ``node`` is in range."""
-    n = node.num_states
-    ids = [node.start, *node.accept, *(q for src, _, dst in node.edges for q in (src, dst))]
-    bad = next((q for q in ids if not 0 <= q < n), None)
-    if n < 1 or bad is not None:
-        raise GrammarError(
-            f"invalid Automaton: state {bad if n >= 1 else node.start} is out of range for "
-            f"num_states={n} (states are 0 .. num_states - 1)"
-        )
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Nfa:
-    """A byte-level NFA as flat arrays (internal to stage 3).
-
-    Parameters
-    ----------
-    num_states : int
-        Number of states ``N``.
-    src, lo, hi, dst : (E,) int32
-        Byte edges ``src --[lo..hi]--> dst``.
-    eps_src, eps_dst : (Ee,) int32
-        Epsilon edges.
-    start : int
-        Initial state.
-    tag : (N,) int32
-        Terminal accepted in each state, -1 for none.
-    comp : (N,) int32
-        Terminal whose automaton each state belongs to, -1 for none.
-    """
-
-    num_states: int
-    src: Int32Array
-    lo: Int32Array
-    hi: Int32Array
-    dst: Int32Array
-    eps_src: Int32Array
-    eps_dst: Int32Array
-    start: int
-    tag: Int32Array
-    comp: Int32Array
 
 
 # counted repetitions with at least this many copies are built by replicating one copy
@@ -391,14 +320,14 @@ class NfaBuilder:
         elif isinstance(node, Alt):
             size = 1 + sum(self._size(item) for item in node.items)
         elif isinstance(node, Repeat):
-            simple = _simplify_repeat(node)
+            simple = simplify_repeat(node)
             if simple is not node:
                 size = self._size(simple)
             else:
                 copies = node.min + (1 if node.max is None else node.max - node.min)
                 size = 2 + copies * self._size(node.item)
         elif isinstance(node, Automaton):
-            _check_automaton(node)
+            check_automaton(node)
             inner = sum(_charset_template(cs).num_states - 2 for _, cs, _ in node.edges)
             size = node.num_states + 1 + inner
         elif isinstance(node, (Intersect, Complement)):
@@ -629,7 +558,7 @@ class NfaBuilder:
         return end
 
     def _alt(self, node: Alt, start: int) -> int:
-        if not all(_literal_text(item) is not None for item in node.items):
+        if not all(literal_text(item) is not None for item in node.items):
             tpl = self._shared(node)
             if tpl is not None:
                 return self._place(tpl, start)
@@ -640,7 +569,7 @@ class NfaBuilder:
         trie: dict[tuple[int, int], int] = {}
         ends: set[int] = set()
         for item in node.items:
-            text = _literal_text(item)
+            text = literal_text(item)
             data = _utf8(text) if text is not None else None
             if data is not None:  # share prefixes of literal alternatives (enums: a trie)
                 cur = start
@@ -659,7 +588,7 @@ class NfaBuilder:
         return join
 
     def _repeat(self, node: Repeat, start: int) -> int:
-        simple = _simplify_repeat(node)
+        simple = simplify_repeat(node)
         if simple is not node:
             return self.build(simple, start)
         count = node.min if node.max is None else node.max

@@ -9,6 +9,7 @@ hooks that write values its own way.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ Fragment = tuple[str, ...]
 _WS = CharSet(((9, 10), (13, 13), (32, 32)))
 
 
-class XmlRules:
+class XmlRules(ABC):
     """Collect the rules and terminals of one XML-style arguments grammar.
 
     The bookkeeping, and what the styles read alike: :meth:`options` dispatches on a value's
@@ -300,36 +301,39 @@ class XmlRules:
             raise GrammarError(f"unknown type {kind!r}", f"{path}/type")
         return [self.scalar({**schema, "type": kind}, path)]
 
-    def refuse(self, schema: Mapping[str, Any], path: str) -> None:
-        """Raise a GrammarError at the first keyword of ``schema`` the style does not enforce."""
+    def refuse(self, schema: Mapping[str, Any], path: str) -> None:  # noqa: B027 - optional hook
+        """Raise a GrammarError at the first keyword of ``schema`` the style does not enforce.
 
+        A style that enforces every keyword it meets keeps this default, which refuses nothing.
+        """
+
+    @abstractmethod
     def unconstrained(self, path: str) -> list[Fragment]:
         """Return the alternatives of any value (``{}``, ``true``)."""
-        raise NotImplementedError
 
     def untyped(self, path: str) -> list[Fragment]:
         """Return the alternatives of a value whose schema implies no type."""
         return self.unconstrained(path)
 
+    @abstractmethod
     def literal(self, value: Any, path: str) -> Fragment:
         """Return a ``const`` or ``enum`` value as the style writes it."""
-        raise NotImplementedError
 
     def literals(self, values: list[Any], path: str) -> list[Fragment]:
         """Return the alternatives of an ``enum``'s values (a non-empty list)."""
         return [self.literal(v, f"{path}/enum/{i}") for i, v in enumerate(values)]
 
+    @abstractmethod
     def string(self, schema: Mapping[str, Any], path: str) -> Fragment:
         """Return a string value."""
-        raise NotImplementedError
 
+    @abstractmethod
     def object(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
         """Return an object value (the type may be implied)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def array(self, schema: Mapping[str, Any], path: str, seen: set[str]) -> Fragment:
         """Return an array value (the type may be implied)."""
-        raise NotImplementedError
 
     def scalar(self, schema: Mapping[str, Any], path: str) -> Fragment:
         """Return an integer, number, boolean or null value (``type`` names which)."""
