@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL
+from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL, mix_hash
 
 __all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel", "lazy_walk_kernel"]
 
@@ -47,24 +47,24 @@ def _region_of(v, num_real, r_base):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _push(stack, top, v):  # type: ignore[no-untyped-def]
-    """Push ``v`` on ``stack`` (grown when full); return the stack and the new top."""
-    if top + 2 >= stack.shape[0]:
-        grown = np.empty(2 * stack.shape[0] + 16, np.int64)
-        grown[:top] = stack[:top]
-        stack = grown
-    stack[top] = v
-    return stack, top + 1
+def _close_room(nseed, num_real, vreg):  # type: ignore[no-untyped-def]
+    """Room :func:`_close` needs for its stack and members from ``nseed`` seeds.
+
+    Each real state is pushed once (marks), and pushes its regions' entries once.
+    """
+    return nseed + num_real + vreg.shape[0] + 2
 
 
 @njit(cache=True, nogil=True)
 def _close(  # type: ignore[no-untyped-def]
     seeds, nseed, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, gen, stack, members
 ):
-    """Epsilon-close ``seeds[:nseed]``; return the sorted, distinct kept members and their count.
+    """Epsilon-close ``seeds[:nseed]``; return the count of sorted, distinct kept members.
 
     ``reg`` is ``(r_after, r_lo, r_hi, r_width, r_base, r_live)``. Real states are deduplicated
-    by ``mark`` (stamped ``gen``), virtual ones by a final sort.
+    by ``mark`` (stamped ``gen``), virtual ones by a final sort. ``stack`` and ``members`` must
+    hold :func:`_close_room` entries (no array is grown in the loop: a reassigned array costs
+    reference counting at every step).
     """
     r_after, r_lo, r_hi, r_width, r_base, r_live = reg
     top = 0
@@ -75,14 +75,11 @@ def _close(  # type: ignore[no-untyped-def]
             if not live[v] or mark[v] == gen:
                 continue
             mark[v] = gen
-        stack, top = _push(stack, top, v)
+        stack[top] = v
+        top += 1
     while top > 0:
         top -= 1
         v = stack[top]
-        if k + 2 >= members.shape[0]:
-            grown = np.empty(2 * members.shape[0] + 16, np.int64)
-            grown[:k] = members[:k]
-            members = grown
         if v < num_real:
             if keep[v]:
                 members[k] = v
@@ -91,11 +88,13 @@ def _close(  # type: ignore[no-untyped-def]
                 t = edst[e]
                 if live[t] and mark[t] != gen:
                     mark[t] = gen
-                    stack, top = _push(stack, top, t)
+                    stack[top] = t
+                    top += 1
             for e in range(vptr[v], vptr[v + 1]):
                 r = vreg[e]
                 if r_live[r]:
-                    stack, top = _push(stack, top, num_real + r_base[r])  # (r, 0, 0)
+                    stack[top] = num_real + r_base[r]  # (r, 0, 0)
+                    top += 1
         else:
             r = _region_of(v, num_real, r_base)
             off = v - num_real - r_base[r]
@@ -108,7 +107,8 @@ def _close(  # type: ignore[no-untyped-def]
                 t = r_after[r]
                 if live[t] and mark[t] != gen:
                     mark[t] = gen
-                    stack, top = _push(stack, top, t)
+                    stack[top] = t
+                    top += 1
     if k < 24:  # insertion sort: np.sort allocates, and subsets are mostly small
         for i in range(1, k):
             x = members[i]
@@ -124,7 +124,7 @@ def _close(  # type: ignore[no-untyped-def]
         if i == 0 or members[i] != members[j - 1]:
             members[j] = members[i]
             j += 1
-    return j, stack, members
+    return j
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -132,7 +132,7 @@ def _hash(members, k):  # type: ignore[no-untyped-def]
     h = np.int64(k)
     for i in range(k):
         h = (h * HASH_MUL + members[i] % HASH_MOD + 1) % HASH_MOD
-    return h
+    return mix_hash(h)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -160,18 +160,16 @@ def _find(members, k, hashes, htab, set_ptr, pool):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True, nogil=True)
-def _find_or_add(members, k, store, max_states):  # type: ignore[no-untyped-def]
-    """Return the DFA state of subset ``members[:k]`` (added if new; -2 past ``max_states``)."""
+def _reserve(store, states, members):  # type: ignore[no-untyped-def]
+    """Return ``store`` with room for ``states`` more states of ``members`` members in all.
+
+    Arrays grow 2x (or to what is needed) and the hash table keeps a load of at most one half,
+    so :func:`_add` never reallocates.
+    """
     trans, expanded, set_ptr, pool, hashes, htab, meta = store
     n = meta[0]
-    q, slot = _find(members, k, hashes, htab, set_ptr, pool)
-    if q >= 0:
-        return q, store
-    h = _hash(members, k)
-    if n >= max_states:
-        return -2, store
-    if n == trans.shape[0]:
-        cap = 2 * n
+    if n + states > trans.shape[0]:
+        cap = max(2 * trans.shape[0], n + states)
         grown = np.full((cap, trans.shape[1]), -1, np.int32)
         grown[:n] = trans[:n]
         trans = grown
@@ -185,24 +183,37 @@ def _find_or_add(members, k, store, max_states):  # type: ignore[no-untyped-def]
         grown_h[:n] = hashes[:n]
         hashes = grown_h
     used = set_ptr[n]
-    if used + k > pool.shape[0]:
-        grown_pool = np.empty(2 * (used + k), np.int64)
+    if used + members > pool.shape[0]:
+        grown_pool = np.empty(max(2 * pool.shape[0], used + members), np.int64)
         grown_pool[:used] = pool[:used]
         pool = grown_pool
+    if 2 * (n + states) > htab.shape[0]:
+        cap = htab.shape[0]
+        while 2 * (n + states) > cap:
+            cap *= 2
+        htab = np.full(cap, -1, np.int32)
+        for q in range(n):
+            slot = hashes[q] & (cap - 1)
+            while htab[slot] >= 0:
+                slot = (slot + 1) & (cap - 1)
+            htab[slot] = q
+    return trans, expanded, set_ptr, pool, hashes, htab, meta
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(members, k, slot, set_ptr, pool, hashes, htab, meta):  # type: ignore[no-untyped-def]
+    """Add subset ``members[:k]`` as a new state at hash slot ``slot``; return its id.
+
+    The store must have room (:func:`_reserve`).
+    """
+    n = meta[0]
+    used = set_ptr[n]
     pool[used : used + k] = members[:k]
     set_ptr[n + 1] = used + k
-    hashes[n] = h
+    hashes[n] = _hash(members, k)
     htab[slot] = n
     meta[0] = n + 1
-    if 2 * (n + 1) > htab.shape[0]:
-        cap = 2 * htab.shape[0]
-        htab = np.full(cap, -1, np.int32)
-        for q in range(n + 1):
-            s = hashes[q] & (cap - 1)
-            while htab[s] >= 0:
-                s = (s + 1) & (cap - 1)
-            htab[s] = q
-    return n, (trans, expanded, set_ptr, pool, hashes, htab, meta)
+    return n
 
 
 @njit(cache=True, nogil=True)
@@ -230,9 +241,11 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
     mark = np.zeros(num_real, np.int64)
     seeds = np.empty(1, np.int64)
     seeds[0] = start
-    k, _, members = _close(
+    room = _close_room(1, num_real, vreg)
+    members = np.empty(room, np.int64)
+    k = _close(
         seeds, 1, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, 1,
-        np.empty(16, np.int64), np.empty(16, np.int64),
+        np.empty(room, np.int64), members,
     )  # fmt: skip
     if not keep[start]:
         members2 = np.empty(k + 1, np.int64)
@@ -240,7 +253,9 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
         members2[k] = start
         members = np.sort(members2)
         k += 1
-    _, store = _find_or_add(members, k, store, max_states)
+    store = _reserve(store, 1, k)
+    slot = _find(members, k, store[4], store[5], store[2], store[3])[1]
+    _add(members, k, slot, store[2], store[3], store[4], store[5], store[6])
     return store
 
 
@@ -279,8 +294,15 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
                     total += 1
     row_out = np.full(C, -1, np.int32)
     if total > 0:
+        # every buffer sized before the loop over classes (no array is reassigned in it)
         if bucket.shape[0] < total:
             bucket = np.empty(2 * total, np.int64)
+        room = _close_room(total, num_real, vreg)
+        if stack.shape[0] < room:
+            stack = np.empty(2 * room, np.int64)
+            members = np.empty(2 * room, np.int64)
+        store = _reserve(store, C, C * room)
+        set_ptr, pool, hashes, htab, meta = store[2], store[3], store[4], store[5], store[6]
         for c in range(C):
             count[c + 1] += count[c]
             fill[c] = count[c]
@@ -309,6 +331,10 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
                         bucket[fill[c]] = v - q + q2
                     fill[c] += 1
         prev = -1
+        # classes with one target each (most of a counted region's row), and their states
+        single_v = np.empty(C, np.int64)
+        single_d = np.empty(C, np.int32)
+        n_single = 0
         for c in range(C):
             if count[c] == count[c + 1]:
                 continue
@@ -325,30 +351,39 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
                     continue
             prev = c
             v = bucket[count[c]]
+            if count[c + 1] - count[c] == 1:  # one target: maybe an earlier class's
+                found = -1
+                for j in range(n_single):
+                    if single_v[j] == v:
+                        found = single_d[j]
+                        break
+                if found >= 0:
+                    row_out[c] = found
+                    continue
+            k = 0
             if count[c + 1] - count[c] == 1 and v >= num_real:
                 r = _region_of(v, num_real, r_base)
                 if (v - num_real - r_base[r]) % r_width[r] != 0:  # inside an item: no epsilon
                     members[0] = v
-                    d = _find(members, 1, store[4], store[5], store[2], store[3])[0]
-                    if d < 0:
-                        d, store = _find_or_add(members, 1, store, max_states)
-                    if d == -2:
-                        return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
-                    row_out[c] = d
-                    continue
-            gen_box[0] += 1
-            k, stack, members = _close(
-                bucket[count[c] : count[c + 1]], count[c + 1] - count[c], num_real, eptr, edst,
-                keep, live, vptr, vreg, reg, mark, gen_box[0], stack, members,
-            )  # fmt: skip
+                    k = 1
             if k == 0:
-                continue
-            d = _find(members, k, store[4], store[5], store[2], store[3])[0]
+                gen_box[0] += 1
+                k = _close(
+                    bucket[count[c] : count[c + 1]], count[c + 1] - count[c], num_real, eptr,
+                    edst, keep, live, vptr, vreg, reg, mark, gen_box[0], stack, members,
+                )  # fmt: skip
+                if k == 0:
+                    continue
+            d, slot = _find(members, k, hashes, htab, set_ptr, pool)
             if d < 0:
-                d, store = _find_or_add(members, k, store, max_states)
-            if d == -2:
-                return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
+                if meta[0] >= max_states:
+                    return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
+                d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
             row_out[c] = d
+            if count[c + 1] - count[c] == 1:
+                single_v[n_single] = v
+                single_d[n_single] = d
+                n_single += 1
     trans = store[0]
     trans[s, :] = row_out
     store[1][s] = True
@@ -460,6 +495,29 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
 
 
 @njit(cache=True, nogil=True)
+def _walk_span(trans, expanded, node_byte, node_end, node_depth, byte_class, at, i):  # type: ignore[no-untyped-def]
+    """Walk the trie from node ``i`` until a state whose row is not built; return both.
+
+    ``at[d]`` is the state after the first ``d`` bytes of the current node's path. Returns the
+    node to go on from and the state to expand first (-1: the walk is over). A loop of its own,
+    without the calls that grow the store, so that it compiles to a tight loop (with the calls
+    in it, every node cost ~10x as much).
+    """
+    n = node_byte.shape[0]
+    while i < n:
+        d = node_depth[i]
+        t = trans[at[d - 1], byte_class[node_byte[i]]]
+        if t < 0:
+            i = node_end[i]
+            continue
+        at[d] = t
+        i += 1
+        if not expanded[t]:
+            return i, t
+    return i, -1
+
+
+@njit(cache=True, nogil=True)
 def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_states):  # type: ignore[no-untyped-def]
     """Expand the rows a walk of the token trie from each of ``seeds`` reads.
 
@@ -482,27 +540,18 @@ def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_sta
         if node_depth[i] + 1 > depth_max:
             depth_max = node_depth[i] + 1
     at = np.empty(depth_max + 1, np.int64)
-    n_nodes = node_byte.shape[0]
     for j in range(seeds.shape[0]):
-        at[0] = seeds[j]
+        t = seeds[j]
         i = 1
-        while i < n_nodes:
-            d = node_depth[i]
-            s = at[d - 1]
-            if not store[1][s]:
-                status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
-                if status != 0:
-                    return 1, store
-            t = store[0][s, byte_class[node_byte[i]]]
-            if t < 0:
-                i = node_end[i]
-                continue
+        at[0] = t
+        while t >= 0:
             if not store[1][t]:  # where a token ends, its row says whether the lexeme goes on
                 status, store, work = _expand_row(t, nfa, reg, num_real, store, max_states, work)
                 if status != 0:
                     return 1, store
-            at[d] = t
-            i += 1
+            i, t = _walk_span(
+                store[0], store[1], node_byte, node_end, node_depth, byte_class, at, i
+            )
     return 0, store
 
 

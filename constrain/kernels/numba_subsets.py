@@ -21,6 +21,7 @@ __all__ = [
     "HASH_MOD",
     "HASH_MUL",
     "determinize_kernel",
+    "mix_hash",
     "nfa_csr_kernel",
     "nfa_live_kernel",
     "state_bits_kernel",
@@ -186,7 +187,20 @@ def _hash_kernel(members, k):  # type: ignore[no-untyped-def]
     h = np.int64(k)
     for i in range(k):
         h = (h * HASH_MUL + np.int64(members[i]) + 1) % HASH_MOD
-    return h
+    return mix_hash(h)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def mix_hash(h):  # type: ignore[no-untyped-def]
+    """Spread a polynomial hash's bits (Fibonacci hashing; 31 bits, non-negative).
+
+    The tables take a hash's low bits as the slot; without this, subsets one NFA id apart
+    (a counted region's consecutive counts) hash to consecutive slots, and linear probing
+    then walks runs of thousands of filled slots for every miss.
+    """
+    x = np.uint64(h) * np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(29)
+    return np.int64(x >> np.uint64(33))
 
 
 @njit(cache=True, nogil=True, inline="always")
