@@ -41,7 +41,7 @@ from constrain.kernels.numba_subsets import nfa_csr_kernel, nfa_live_kernel
 
 __all__ = ["REGION_MIN", "LazyLexer", "TokenTries"]
 
-REGION_MIN = 4096
+REGION_MIN = 1024
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
 
 

@@ -237,6 +237,119 @@ def _operand_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
     return found
 
 
+# A length operand ``ANY_CHAR{lo,hi}`` this large is checked against the other operands'
+# lengths before any product: the product of a pattern with ``maxLength: 32767`` unrolls every
+# count, while a pattern whose strings all fit (a date, a uuid) needs no product at all.
+_LENGTH_FOLD_MIN = 256
+_LENGTH_SCAN_MAX_STATES = 1 << 14
+
+
+def _fold_lengths(items: list[Regex], max_states: int, limit_name: str) -> list[Regex]:
+    """Return ``items`` (an intersection's positive operands) with large counts narrowed.
+
+    A count ``X{lo,hi}`` of a prefix-free item (a character, a JSON string character with its
+    escapes) with a large bound is compared with the number of items in the strings of the
+    other operands' intersection: a lower bound they always meet becomes 0, an upper bound they
+    never exceed goes, and a count left with neither is dropped. The language is unchanged.
+    """
+    big = [i for i in items if isinstance(i, Repeat) and max(i.min, i.max or 0) >= _LENGTH_FOLD_MIN]
+    if not big or len(big) == len(items):
+        return items
+    out = [i for i in items if i not in big]
+    rest = out[0] if len(out) == 1 else Intersect(tuple(out))
+    rest_dfa = _operand_dfa(rest, max_states, limit_name)
+    for r in big:
+        assert isinstance(r, Repeat)
+        span = unit_counts(rest_dfa, _operand_dfa(r.item, max_states, limit_name))
+        if span is None:
+            out.append(r)
+            continue
+        shortest, longest = span
+        lo = r.min if r.min > shortest else 0
+        hi = r.max if r.max is not None and (longest is None or r.max < longest) else None
+        if lo or hi is not None:
+            out.append(Repeat(r.item, lo, hi))
+    return out
+
+
+def unit_counts(dfa: Dfa, unit: Dfa) -> tuple[int, int | None] | None:
+    """Return the fewest and most copies of ``unit`` in a string of ``L(dfa)`` (None: no most).
+
+    Every string of ``L(dfa)`` must split into copies of the prefix-free ``unit`` (one
+    accepting state, without edges); None when it does not, or the walk of the pairs of states
+    grows large.
+    """
+    finals = np.flatnonzero(unit.accept)
+    if finals.size != 1 or (unit.trans[finals[0]] >= 0).any() or not dfa.accept.any():
+        return None
+    final = int(finals[0])
+    pairs = np.unique(dfa.byte_class.astype(np.int64) * 256 + unit.byte_class)
+    cols = [(int(k // 256), int(k % 256)) for k in pairs]
+    index = {(0, 0): 0}
+    edges: list[list[tuple[int, int]]] = [[]]
+    todo = [(0, 0)]
+    while todo:
+        p, q = todo.pop()
+        here = edges[index[p, q]]
+        for ca, cb in cols:
+            p2 = int(dfa.trans[p, ca])
+            if p2 < 0:
+                continue
+            q2 = int(unit.trans[q, cb])
+            if q2 < 0:
+                return None  # a string of the language that is not made of units
+            step = 1 if q2 == final else 0
+            key = (p2, 0 if step else q2)
+            if key not in index:
+                if len(index) >= _LENGTH_SCAN_MAX_STATES:
+                    return None
+                index[key] = len(edges)
+                edges.append([])
+                todo.append(key)
+            here.append((index[key], step))
+    num = len(edges)
+    accepting = np.zeros(num, dtype=np.bool_)
+    for (p, q), i in index.items():
+        accepting[i] = q == 0 and bool(dfa.accept[p])
+    if not accepting.any():
+        return None
+    # fewest: 0-1 breadth first search
+    best = np.full(num, -1, dtype=np.int64)
+    near, far, dist = [0], [], 0
+    while near or far:
+        if not near:
+            near, far, dist = far, [], dist + 1
+        s = near.pop()
+        if best[s] >= 0:
+            continue
+        best[s] = dist
+        for t, w in edges[s]:
+            if best[t] < 0:
+                (far if w else near).append(t)
+    shortest = int(best[accepting & (best >= 0)].min())
+    # most: the longest path when the pairs have no cycle (Kahn's order)
+    indeg = np.zeros(num, dtype=np.int64)
+    for out_edges in edges:
+        for t, _ in out_edges:
+            indeg[t] += 1
+    order = [s for s in range(num) if indeg[s] == 0]
+    most = np.full(num, -1, dtype=np.int64)
+    most[0] = 0
+    i = 0
+    while i < len(order):
+        s = order[i]
+        i += 1
+        for t, w in edges[s]:
+            if most[s] >= 0 and most[s] + w > most[t]:
+                most[t] = most[s] + w
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                order.append(t)
+    if len(order) < num:
+        return shortest, None
+    return shortest, int(most[accepting].max())
+
+
 def _cached(
     node: Intersect | Complement, max_states: int, limit_name: str
 ) -> tuple[Dfa, DfaFragment]:
@@ -263,6 +376,7 @@ def _cached(
             # go first, so a difference always has a left side.
             positive = [i for i in node.items if not isinstance(i, Complement)]
             negative = [i.item for i in node.items if isinstance(i, Complement)]
+            positive = _fold_lengths(positive, max_states, limit_name)
             dfa = _operand_dfa(positive[0], max_states, limit_name) if positive else _universe()
             steps = [(i, False) for i in positive[1:]] + [(i, True) for i in negative]
             for k, (item, difference) in enumerate(steps):

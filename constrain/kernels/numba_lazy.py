@@ -261,20 +261,43 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
 
 @njit(cache=True, nogil=True)
 def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[no-untyped-def]
-    """Compute the transition row of DFA state ``s``; return status (0 ok, 1 limit) and store."""
-    bptr, bcls_lo, bcls_hi, bdst = nfa[0], nfa[1], nfa[2], nfa[3]
-    eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
-    xtrans, r_toff = nfa[10], nfa[11]
-    r_after, r_lo, r_hi, r_width, r_base, r_live = reg
-    mark, count, fill, bucket, stack, members, gen_box = work
+    """Compute the transition row of DFA state ``s``; return status (0 ok, 1 limit), store, work.
+
+    The store and the scratch are grown here, before :func:`_row_kernel` builds the row over
+    plain arrays: a tuple of arrays reassigned inside a function makes every later read of it
+    take and drop references (a row cost ~4 µs instead of ~1).
+    """
+    mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work
     C = fill.shape[0]
-    set_ptr, pool = store[2], store[3]
-    a = set_ptr[s]
-    b = set_ptr[s + 1]
-    # count the targets by class (counting sort), real and virtual members alike
+    total = _count_targets(s, nfa, reg, num_real, store[2], store[3], count)
+    room = _close_room(total, num_real, nfa[9])
+    if bucket.shape[0] < total:
+        bucket = np.empty(2 * total, np.int64)
+    if stack.shape[0] < room:
+        stack = np.empty(2 * room, np.int64)
+        members = np.empty(2 * room, np.int64)
+    work = (mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d)
+    n = store[6][0]
+    if (
+        n + C > store[0].shape[0]
+        or store[2][n] + C * room > store[3].shape[0]
+        or 2 * (n + C) > store[5].shape[0]
+    ):
+        store = _reserve(store, C, C * room)
+    status = _row_kernel(s, nfa, reg, num_real, store, max_states, work, total)
+    return status, store, work
+
+
+@njit(cache=True, nogil=True)
+def _count_targets(s, nfa, reg, num_real, set_ptr, pool, count):  # type: ignore[no-untyped-def]
+    """Count the targets of ``s``'s members by class into ``count[1:]``; return the total."""
+    bptr, bcls_lo, bcls_hi, bdst, live = nfa[0], nfa[1], nfa[2], nfa[3], nfa[7]
+    xtrans, r_toff = nfa[10], nfa[11]
+    r_width, r_base = reg[3], reg[4]
+    C = count.shape[0] - 1
     count[:] = 0
     total = 0
-    for i in range(a, b):
+    for i in range(set_ptr[s], set_ptr[s + 1]):
         v = pool[i]
         if v < num_real:
             for e in range(bptr[v], bptr[v + 1]):
@@ -285,24 +308,29 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
         else:
             r = _region_of(v, num_real, r_base)
             off = v - num_real - r_base[r]
-            k = off // r_width[r]
-            q = off - k * r_width[r]
+            q = off - (off // r_width[r]) * r_width[r]
             row = r_toff[r] + q * C
             for c in range(C):
                 if xtrans[row + c] != -1:
                     count[c + 1] += 1
                     total += 1
-    row_out = np.full(C, -1, np.int32)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type: ignore[no-untyped-def]
+    """Build the row of ``s`` (counts by :func:`_count_targets`, room by :func:`_expand_row`)."""
+    bptr, bcls_lo, bcls_hi, bdst = nfa[0], nfa[1], nfa[2], nfa[3]
+    eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
+    xtrans, r_toff = nfa[10], nfa[11]
+    r_width, r_base = reg[3], reg[4]
+    mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work
+    trans, expanded, set_ptr, pool, hashes, htab, meta = store
+    C = fill.shape[0]
+    a = set_ptr[s]
+    b = set_ptr[s + 1]
+    row_out[:] = -1
     if total > 0:
-        # every buffer sized before the loop over classes (no array is reassigned in it)
-        if bucket.shape[0] < total:
-            bucket = np.empty(2 * total, np.int64)
-        room = _close_room(total, num_real, vreg)
-        if stack.shape[0] < room:
-            stack = np.empty(2 * room, np.int64)
-            members = np.empty(2 * room, np.int64)
-        store = _reserve(store, C, C * room)
-        set_ptr, pool, hashes, htab, meta = store[2], store[3], store[4], store[5], store[6]
         for c in range(C):
             count[c + 1] += count[c]
             fill[c] = count[c]
@@ -318,8 +346,7 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
             else:
                 r = _region_of(v, num_real, r_base)
                 off = v - num_real - r_base[r]
-                k = off // r_width[r]
-                q = off - k * r_width[r]
+                q = off - (off // r_width[r]) * r_width[r]
                 row = r_toff[r] + q * C
                 for c in range(C):
                     q2 = xtrans[row + c]
@@ -330,70 +357,67 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
                     else:
                         bucket[fill[c]] = v - q + q2
                     fill[c] += 1
-        prev = -1
-        # classes with one target each (most of a counted region's row), and their states
-        single_v = np.empty(C, np.int64)
-        single_d = np.empty(C, np.int32)
-        n_single = 0
-        for c in range(C):
-            if count[c] == count[c + 1]:
+    prev = -1
+    # classes with one target each (most of a counted region's row), and their states
+    n_single = 0
+    for c in range(C):
+        if count[c] == count[c + 1]:
+            continue
+        if prev >= 0 and count[c + 1] - count[c] == count[prev + 1] - count[prev]:
+            same = True
+            off2 = count[prev] - count[c]
+            for i in range(count[c], count[c + 1]):
+                if bucket[i] != bucket[i + off2]:
+                    same = False
+                    break
+            if same:
+                row_out[c] = row_out[prev]
+                prev = c
                 continue
-            if prev >= 0 and count[c + 1] - count[c] == count[prev + 1] - count[prev]:
-                same = True
-                off2 = count[prev] - count[c]
-                for i in range(count[c], count[c + 1]):
-                    if bucket[i] != bucket[i + off2]:
-                        same = False
-                        break
-                if same:
-                    row_out[c] = row_out[prev]
-                    prev = c
-                    continue
-            prev = c
-            v = bucket[count[c]]
-            if count[c + 1] - count[c] == 1:  # one target: maybe an earlier class's
-                found = -1
-                for j in range(n_single):
-                    if single_v[j] == v:
-                        found = single_d[j]
-                        break
-                if found >= 0:
-                    row_out[c] = found
-                    continue
-            k = 0
-            if count[c + 1] - count[c] == 1 and v >= num_real:
-                r = _region_of(v, num_real, r_base)
-                if (v - num_real - r_base[r]) % r_width[r] != 0:  # inside an item: no epsilon
-                    members[0] = v
-                    k = 1
+        prev = c
+        v = bucket[count[c]]
+        if count[c + 1] - count[c] == 1:  # one target: maybe an earlier class's
+            found = -1
+            for j in range(n_single):
+                if single_v[j] == v:
+                    found = single_d[j]
+                    break
+            if found >= 0:
+                row_out[c] = found
+                continue
+        k = 0
+        if count[c + 1] - count[c] == 1 and v >= num_real:
+            r = _region_of(v, num_real, r_base)
+            if (v - num_real - r_base[r]) % r_width[r] != 0:  # inside an item: no epsilon
+                members[0] = v
+                k = 1
+        if k == 0:
+            gen_box[0] += 1
+            k = _close(
+                bucket[count[c] : count[c + 1]], count[c + 1] - count[c], num_real, eptr,
+                edst, keep, live, vptr, vreg, reg, mark, gen_box[0], stack, members,
+            )  # fmt: skip
             if k == 0:
-                gen_box[0] += 1
-                k = _close(
-                    bucket[count[c] : count[c + 1]], count[c + 1] - count[c], num_real, eptr,
-                    edst, keep, live, vptr, vreg, reg, mark, gen_box[0], stack, members,
-                )  # fmt: skip
-                if k == 0:
-                    continue
-            d, slot = _find(members, k, hashes, htab, set_ptr, pool)
-            if d < 0:
-                if meta[0] >= max_states:
-                    return 1, store, (mark, count, fill, bucket, stack, members, gen_box)
-                d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
-            row_out[c] = d
-            if count[c + 1] - count[c] == 1:
-                single_v[n_single] = v
-                single_d[n_single] = d
-                n_single += 1
-    trans = store[0]
+                continue
+        d, slot = _find(members, k, hashes, htab, set_ptr, pool)
+        if d < 0:
+            if meta[0] >= max_states:
+                return 1
+            d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
+        row_out[c] = d
+        if count[c + 1] - count[c] == 1:
+            single_v[n_single] = v
+            single_d[n_single] = d
+            n_single += 1
     trans[s, :] = row_out
-    store[1][s] = True
-    store[6][1] += 1  # rows built so far
-    return 0, store, (mark, count, fill, bucket, stack, members, gen_box)
+    expanded[s] = True
+    meta[1] += 1  # rows built so far
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _new_work(num_real, num_classes):  # type: ignore[no-untyped-def]
-    """Return the scratch of :func:`_expand_row`: marks, counts, fills, buckets, a stamp."""
+    """Return the scratch of :func:`_expand_row`: marks, counts, fills, buckets, a stamp, a row."""
     return (
         np.zeros(num_real, np.int64),
         np.zeros(num_classes + 1, np.int64),
@@ -402,28 +426,10 @@ def _new_work(num_real, num_classes):  # type: ignore[no-untyped-def]
         np.empty(64, np.int64),
         np.empty(64, np.int64),
         np.zeros(1, np.int64),
+        np.empty(num_classes, np.int32),
+        np.empty(num_classes, np.int64),
+        np.empty(num_classes, np.int32),
     )
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _enqueue(s, d, call, stamp, radius, queue, dist, tail):  # type: ignore[no-untyped-def]
-    """Queue state ``s`` at distance ``d`` unless this call saw it; grow the arrays as needed."""
-    if stamp.shape[0] <= s:
-        grown = np.zeros(2 * (s + 1), np.int64)
-        grown[: stamp.shape[0]] = stamp
-        stamp = grown
-        grown_r = np.full(2 * (s + 1), -1, np.int64)
-        grown_r[: radius.shape[0]] = radius
-        radius = grown_r
-    if stamp[s] == call:
-        return stamp, radius, queue, dist, tail
-    stamp[s] = call
-    if tail == queue.shape[0]:
-        queue = np.concatenate((queue, np.empty(tail, np.int64)))
-        dist = np.concatenate((dist, np.empty(tail, np.int64)))
-    queue[tail] = s
-    dist[tail] = d
-    return stamp, radius, queue, dist, tail + 1
 
 
 @njit(cache=True, nogil=True)
@@ -458,40 +464,90 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
     """
     C = store[0].shape[1]
     work = _new_work(num_real, C)
-    queue = np.empty(64, np.int64)
-    dist = np.empty(64, np.int64)
+    stamp, radius = _room_for_states(stamp, radius, store[0].shape[0])
+    queue = np.empty(max(64, 4 * C), np.int64)
+    dist = np.empty(queue.shape[0], np.int64)
     head = 0
     tail = 0
     for i in range(seeds.shape[0]):
-        stamp, radius, queue, dist, tail = _enqueue(
-            seeds[i], 0, call, stamp, radius, queue, dist, tail
-        )
-    while head < tail:
-        s = queue[head]
-        d = dist[head]
-        head += 1
-        if not store[1][s]:
-            status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
-            if status != 0:
-                return 1, store, stamp, radius
-        if d >= depth:
+        s = seeds[i]
+        if stamp[s] != call:
+            if tail == queue.shape[0]:
+                queue, dist = _grown_queue(queue, dist, tail)
+            stamp[s] = call
+            queue[tail] = s
+            dist[tail] = 0
+            tail += 1
+    while True:
+        head, tail, s = _bfs_span(store[0], store[1], queue, dist, stamp, call, head, tail, depth)
+        if s == -1:
+            break
+        if s == -2:
+            queue, dist = _grown_queue(queue, dist, tail)
             continue
-        trans = store[0]
-        prev = -1
-        for c in range(C):
-            t = trans[s, c]
-            if t < 0 or t == prev or (t < stamp.shape[0] and stamp[t] == call):
-                continue  # dead, the previous class's target, or seen in this call
-            prev = t
-            stamp, radius, queue, dist, tail = _enqueue(
-                t, d + 1, call, stamp, radius, queue, dist, tail
-            )
+        status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
+        if status != 0:
+            return 1, store, stamp, radius
+        stamp, radius = _room_for_states(stamp, radius, store[0].shape[0])
     # the radii only now that the whole neighbourhood is built (a limit stops it half way)
     for i in range(tail):
         s = queue[i]
         if depth - dist[i] > radius[s]:
             radius[s] = depth - dist[i]
     return 0, store, stamp, radius
+
+
+@njit(cache=True, nogil=True)
+def _bfs_span(trans, expanded, queue, dist, stamp, call, head, tail, depth):  # type: ignore[no-untyped-def]
+    """Go on with the breadth-first search from queue position ``head``.
+
+    Returns ``(head, tail, s)``: ``s`` is a state whose row must be built before the search
+    can go on (its position is ``head``), -2 when the queue needs room, -1 when the search is
+    over. Its own loop over plain arrays, as :func:`_walk_span`.
+    """
+    C = trans.shape[1]
+    while head < tail:
+        s = queue[head]
+        if not expanded[s]:
+            return head, tail, s
+        d = dist[head]
+        if d < depth:
+            if tail + C > queue.shape[0]:
+                return head, tail, -2
+            prev = -1
+            for c in range(C):
+                t = trans[s, c]
+                if t < 0 or t == prev or stamp[t] == call:
+                    continue  # dead, the previous class's target, or seen in this call
+                prev = t
+                stamp[t] = call
+                queue[tail] = t
+                dist[tail] = d + 1
+                tail += 1
+        head += 1
+    return head, tail, -1
+
+
+@njit(cache=True, nogil=True)
+def _grown_queue(queue, dist, used):  # type: ignore[no-untyped-def]
+    """Return the queue and its distances with twice the room."""
+    q = np.empty(2 * queue.shape[0], np.int64)
+    d = np.empty(2 * queue.shape[0], np.int64)
+    q[:used] = queue[:used]
+    d[:used] = dist[:used]
+    return q, d
+
+
+@njit(cache=True, nogil=True)
+def _room_for_states(stamp, radius, n):  # type: ignore[no-untyped-def]
+    """Return the stamps and radii with room for ``n`` states (new radii -1)."""
+    if stamp.shape[0] >= n:
+        return stamp, radius
+    grown = np.zeros(n, np.int64)
+    grown[: stamp.shape[0]] = stamp
+    grown_r = np.full(n, -1, np.int64)
+    grown_r[: radius.shape[0]] = radius
+    return grown, grown_r
 
 
 @njit(cache=True, nogil=True)

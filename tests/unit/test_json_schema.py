@@ -605,18 +605,28 @@ def test_unique_items_over_finite_domains(
         assert not accepts(grammar, text), text
 
 
-def test_long_max_length_is_capped_soundly() -> None:
-    schema = {"type": "string", "maxLength": 5000}
-    grammar = Grammar.from_json_schema(schema, max_string_length=8)
-    assert any("maxLength" in w and "8" in w for w in grammar.warnings)
-    assert accepts(grammar, '"' + "x" * 8 + '"')
-    assert not accepts(grammar, '"' + "x" * 9 + '"')  # valid, but past the counted bound
-    with pytest.raises(CompileLimitError) as info:
-        Grammar.from_json_schema({"type": "string", "minLength": 9}, max_string_length=8)
-    assert info.value.limit_name == "max_string_length"
-    # a capped language is never complemented (that would accept strings the schema refuses)
-    with pytest.raises(JsonSchemaError):
-        Grammar.from_json_schema({"not": schema}, max_string_length=8)
+def test_long_string_bounds_are_exact() -> None:
+    # maxLength/minLength far past what an eager lexer could count: enforced as written
+    for schema, good, bad in (
+        ({"type": "string", "maxLength": 5000}, [0, 4999, 5000], [5001]),
+        ({"type": "string", "minLength": 3000}, [3000, 3100], [0, 2999]),
+        ({"type": "string", "minLength": 2000, "maxLength": 2002}, [2000, 2002], [1999, 2003]),
+    ):
+        grammar = Grammar.from_json_schema(schema)
+        assert not grammar.warnings
+        for n in good:
+            assert accepts(grammar, '"' + "xé"[n % 2] * n + '"'), (schema, n)
+        for n in bad:
+            assert not accepts(grammar, '"' + "x" * n + '"'), (schema, n)
+    # the complement of an exact bound is exact too
+    negated = Grammar.from_json_schema({"type": "string", "not": {"maxLength": 5000}})
+    assert accepts(negated, '"' + "x" * 5001 + '"')
+    assert not accepts(negated, '"' + "x" * 5000 + '"')
+    for key in ("minLength", "maxLength"):
+        with pytest.raises(CompileLimitError) as info:
+            Grammar.from_json_schema({"type": "string", key: 9}, max_string_length=8)
+        assert info.value.limit_name == "max_string_length"
+        assert key in str(info.value)
 
 
 def test_hashed_enum_agrees_with_jsonschema() -> None:

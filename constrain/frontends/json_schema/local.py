@@ -90,20 +90,15 @@ def _strings(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> tuple[
     hi_n = None if hi is None else non_negative_int(hi, path + "/maxLength")
     if lo or hi_n is not None:
         cap = ctx.options.max_string_length
-        if lo > cap:
-            raise CompileLimitError(
-                "max_string_length",
-                cap,
-                lo,
-                f"minLength at {path} needs strings longer than the grammar counts; raise "
-                "max_string_length",
-            )
-        if hi_n is not None and hi_n > cap:
-            # Sound: no string longer than the schema allows is accepted; the longer valid
-            # ones are (each counted position costs ~20 lexer states).
-            ctx.warnings.append(f"{path}/maxLength: {hi_n} enforced as {cap} (max_string_length)")
-            hi_n = cap
-            exact = False  # its complement would not be sound
+        for name, n in (("minLength", lo), ("maxLength", hi_n)):
+            if n is not None and n > cap:
+                raise CompileLimitError(
+                    "max_string_length",
+                    cap,
+                    n,
+                    f"{name} at {path} is larger than the strings the grammar counts; raise "
+                    "max_string_length (large counts are folded, so compile time stays flat)",
+                )
         out.append(Repeat(ANY_CHAR, lo, hi_n))
     if "pattern" in schema:
         out.append(pattern_regex(schema["pattern"], path + "/pattern"))

@@ -189,8 +189,7 @@ def negate_shape(ctx: SchemaContext, shape: Shape, pointer: str) -> Iterator[Sha
     elif shape.strs:
         if not shape.str_exact:
             ctx.unsupported(
-                "the complement of a format or of a maxLength capped at max_string_length "
-                "(not/oneOf/if)",
+                "the complement of a format (not/oneOf/if)",
                 pointer,
             )
             yield _only(strs=())

@@ -76,7 +76,7 @@ class JsonSchemaOptions:
     max_combinations: int = 100_000
     max_any_order_properties: int = 8
     max_repeat: int = 4096
-    max_string_length: int = 1024
+    max_string_length: int = 1 << 24
     draft: Literal["2020-12", "2019-09", "7", "6", "4"] | None = None
     python_compatible: bool = False
     max_number_digits: int | None = None
