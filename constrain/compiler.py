@@ -113,12 +113,32 @@ def token_tries(vocab: Vocabulary) -> TokenTries:
         for n in (16, 32, 64):
             trie = subset_trie(vocab.token_indptr, vocab.token_bytes, lengths > n)
             longer.append((n, (trie.node_byte, trie.node_end, trie.node_depth)))
-        found = TokenTries(int(lengths.max(initial=0)) + 1, tuple(longer))
+        found = TokenTries(int(lengths.max(initial=0)) + 1, tuple(longer), _suffix_trie(vocab))
         with _TRIES_LOCK:
             while len(_TRIES) >= 4:
                 _TRIES.pop(next(iter(_TRIES)))
             _TRIES[vocab.fingerprint] = found
     return found
+
+
+def _suffix_trie(vocab: Vocabulary) -> tuple[np.ndarray, ...]:
+    """Return the trie of every distinct non-empty suffix of a token of ``vocab`` (read-only)."""
+    indptr = vocab.token_indptr
+    raw = np.asarray(vocab.token_bytes).tobytes()
+    ends = indptr[1:].tolist()
+    suffixes = sorted(
+        {raw[k:end] for start, end in zip(indptr[:-1].tolist(), ends, strict=True)
+         for k in range(start, end)}
+    )  # fmt: skip
+    lengths = np.fromiter(map(len, suffixes), dtype=np.int64, count=len(suffixes))
+    ptr = np.zeros(len(suffixes) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    data = np.frombuffer(b"".join(suffixes), dtype=np.uint8)
+    trie = subset_trie(ptr, data, np.ones(len(suffixes), dtype=np.bool_))
+    arrays = (trie.node_byte, trie.node_end, trie.node_depth)
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
 
 
 def continuation_bits(lexer: LexerDfa) -> np.ndarray:
@@ -179,8 +199,9 @@ class CompiledGrammar:
         self.lazy = lazy
         self.reach_depth = vocab.max_token_length + 1
         self._tries: TokenTries | None = None  # built when a lazy lexer first needs them
-        if lazy is not None:  # the boundary's neighbourhood: where lexemes restart
-            lazy.expand(np.zeros(1, dtype=np.int32), self.reach_depth)
+        if lazy is not None:  # the rows read from the boundary, where lexemes restart
+            self._tries = token_tries(vocab)
+            lazy.prime(self._tries)
             lexer = lazy.snapshot()
         self.lexer = lexer
         # what the kernels run: the lexer with a greedy grammar's restart states appended
@@ -246,6 +267,17 @@ class CompiledGrammar:
                 for a in (nodes, ends, depths):  # the vocabulary's trie is read-only too
                     a.flags.writeable = False
                 lazy.walk(states, (nodes, ends, depths))
+                # after a lexeme ends inside the text, its rest is read from state 0: each
+                # suffix (a token's are walked by LazyLexer.prime; a text's may be none)
+                n = path.shape[0]
+                if n:
+                    ptr = np.concatenate(([0], np.cumsum(np.arange(n, 0, -1)))).astype(np.int64)
+                    data = np.concatenate([path[k:] for k in range(n)]).astype(np.uint8)
+                    trie = subset_trie(ptr, data, np.ones(n, dtype=np.bool_))
+                    suffixes = (trie.node_byte, trie.node_end, trie.node_depth)
+                    for a in suffixes:
+                        a.flags.writeable = False
+                    lazy.walk(np.zeros(1, dtype=np.int32), suffixes)
             if self._lazy_version != lazy.version:
                 self._refresh()
         return self.match_arrays

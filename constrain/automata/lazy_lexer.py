@@ -50,11 +50,14 @@ class TokenTries(NamedTuple):
 
     ``depth`` is the longest token's length (the radius that covers every token);
     ``longer[i] = (n, trie)``: the trie ``(node_byte, node_end, node_depth)`` of the tokens
-    longer than ``n`` bytes, ``n`` ascending.
+    longer than ``n`` bytes, ``n`` ascending; ``suffixes``: the trie of every non-empty suffix
+    of a token (whole tokens included), what is read from the boundary state 0 after a lexeme
+    ends inside a token.
     """
 
     depth: int
     longer: tuple[tuple[int, tuple[np.ndarray, ...]], ...]
+    suffixes: tuple[np.ndarray, ...]
 
 
 class LazyLexer:
@@ -284,6 +287,8 @@ class LazyLexer:
             return False
         grew = False
         for state in np.unique(states).tolist():
+            if state < done.shape[0] and done[state]:
+                continue
             r = int(self._radius[state]) if state < self._radius.shape[0] else -1
             longer = [(n, trie) for n, trie in tries.longer if n <= r]
             if r >= tries.depth:
@@ -299,6 +304,21 @@ class LazyLexer:
                 self._done = grown
             self._done[states] = True
         return grew
+
+    def prime(self, tries: TokenTries, short: int = 16) -> None:
+        """Build the rows read from the boundary state 0: lexemes restart there.
+
+        After a lexeme ends inside a token, the rest of the token is read from state 0: the
+        walk of every token suffix from it builds exactly those rows (a breadth-first
+        neighbourhood a longest token deep would build every lexeme's first 128 bytes: with
+        many properties, more states than the limit allows), and a neighbourhood of ``short``
+        bytes keeps the rows near state 0 complete for comparisons of states.
+        """
+        zero = np.zeros(1, dtype=np.int32)
+        self.expand(zero, short)
+        self.walk(zero, tries.suffixes)
+        with self._lock:
+            self._done[0] = True
 
     def expand_all(self) -> None:
         """Build every state (up to ``max_states``: else :class:`CompileLimitError`)."""

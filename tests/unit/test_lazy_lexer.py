@@ -120,7 +120,7 @@ def test_a_stopped_neighbourhood_leaves_no_radius_behind() -> None:
     from constrain.automata.lazy_lexer import TokenTries
 
     lazy = LazyLexer(_terminals(Grammar.from_regex("[a-z]{1,5000}")), max_states=30)
-    tries = TokenTries(100, ())
+    tries = TokenTries(100, (), tuple(np.zeros(1, dtype=t) for t in (np.uint8, np.int32, np.int32)))
     for _ in range(2):
         with pytest.raises(CompileLimitError):
             lazy.ensure(np.zeros(1, dtype=np.int32), tries)
@@ -137,3 +137,27 @@ def test_diffusion_reads_a_lazy_lexer_whole(byte_vocab: Vocabulary) -> None:
     for _ in range(300):  # far past the neighbourhood built for the first mask
         state = dfa.step(state, ord("a"))
         assert state >= 0
+
+
+def test_many_properties_stay_small_with_a_long_token() -> None:
+    """Rows near the boundary follow token suffixes, not every lexeme a longest token deep.
+
+    A breadth-first neighbourhood of state 0 as deep as the longest token (128 bytes here, as
+    in Llama 3) would build the first 128 bytes of every property's string: more states than
+    the limit allows for a large schema.
+    """
+    from constrain import Compiler, Matcher
+
+    tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+    tokens += [b" " * 128, b'", "', b"description"]
+    tokens.append(None)
+    vocab = Vocabulary.from_bytes(tokens, eos_ids=[len(tokens) - 1])
+    props = {f"field_{i}": {"type": "string", "maxLength": 255} for i in range(30)}
+    props["body"] = {"type": "string", "maxLength": 32767}
+    schema = {"type": "object", "properties": props, "required": ["body"]}
+    compiled = Compiler(vocab).compile(Grammar.from_json_schema(schema, whitespace="flexible"))
+    assert compiled.lazy is not None and compiled.lazy.num_states < 20_000
+    matcher = Matcher(compiled)
+    text = '{"field_7": "' + " " * 200 + '", "body": "' + "x" * 3000 + '"}'
+    assert matcher.accept_bytes(text) and matcher.is_accepting()
+    assert not Matcher(compiled).accept_bytes('{"field_7": "' + "x" * 256)
