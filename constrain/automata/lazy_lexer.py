@@ -278,25 +278,28 @@ class LazyLexer:
 
         Around a state whose rows are built within radius ``r`` (:meth:`expand` leaves that
         behind) only tokens longer than ``r`` can read farther: those are walked
-        (``tries.longer``); a state with a small radius gets a new neighbourhood of radius
-        ``tries.depth`` instead. The matcher calls it before every step with its current
-        states. Returns whether the lexer grew.
+        (``tries.longer``); a state with a radius under the shortest of those lengths first gets
+        a neighbourhood of that radius (16 bytes: a deeper one would build every lexeme's
+        first bytes, for all properties of a schema after a ``"``). The matcher calls it before
+        every step with its current states. Returns whether the lexer grew.
         """
         done = self._done
         if states.shape[0] and int(states.max()) < done.shape[0] and done[states].all():
             return False
         grew = False
+        short = tries.longer[0][0] if tries.longer else tries.depth
         for state in np.unique(states).tolist():
             if state < done.shape[0] and done[state]:
                 continue
             r = int(self._radius[state]) if state < self._radius.shape[0] else -1
-            longer = [(n, trie) for n, trie in tries.longer if n <= r]
             if r >= tries.depth:
                 continue
-            if longer:
-                grew |= self.walk(np.array([state], dtype=np.int32), longer[-1][1])
-            else:
-                grew |= self.expand([state], tries.depth)
+            if r < short:
+                grew |= self.expand([state], short)
+                r = short
+            longer = [trie for n, trie in tries.longer if n <= r]
+            if longer and r < tries.depth:
+                grew |= self.walk(np.array([state], dtype=np.int32), longer[-1])
         with self._lock:
             if self._done.shape[0] < self.num_states:
                 grown = np.zeros(2 * self.num_states, dtype=np.bool_)
