@@ -10,9 +10,12 @@ million states, before the first mask. :class:`LazyLexer` builds the same langua
   is as small as for ``{1,2}``;
 - the subset construction runs on demand (:func:`~constrain.kernels.numba_lazy.
   lazy_expand_kernel`): :meth:`LazyLexer.expand` computes the transition rows of every DFA state
-  within a number of bytes of some states, and nothing farther. The matcher needs the states a
-  token can reach, so it asks for the neighbourhood of radius "longest token" of its current
-  states; the rows it never asks for are never built.
+  within a number of bytes of some states, and :meth:`LazyLexer.walk` those a trie of tokens
+  reads from some states. The matcher needs the rows a token can read from its current states
+  (:meth:`LazyLexer.ensure`: 16 bytes around, then the longer tokens), and from state 0 the
+  rows a token's rest reads after a lexeme ends inside it (:meth:`LazyLexer.prime`: every
+  token suffix); the rows it never asks for are never built. Built rows are kept: a long text
+  inside one counted repetition adds ~10-20 states a character until ``max_states``.
 
 The DFA is not minimised (minimisation needs the whole automaton); masks do not depend on
 state identity, only on the language, so they equal the eager lexer's.
@@ -43,6 +46,12 @@ __all__ = ["REGION_MIN", "LazyLexer", "TokenTries"]
 
 REGION_MIN = 1024
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
+
+
+# ensure(): a neighbourhood a longest token deep is tried while it needs at most
+# _DEEP_BUDGET new states a byte of depth, until it has failed _DEEP_MISSES times
+_DEEP_BUDGET = 8
+_DEEP_MISSES = 3
 
 
 class TokenTries(NamedTuple):
@@ -174,6 +183,7 @@ class LazyLexer:
         self.version = 0
         # states whose token walks' rows are built (ensure)
         self._done = np.zeros(64, dtype=np.bool_)
+        self._deep_misses = 0  # neighbourhoods a token deep that outgrew their budget
         self._byte_class64 = self.byte_class.astype(np.int64)
 
     @property
@@ -236,6 +246,25 @@ class LazyLexer:
             self._stamp, self._radius = stamp, radius
             return self._grown(store, before, status)
 
+    def try_expand(self, seeds: Sequence[int] | Int32Array, depth: int, budget: int) -> bool:
+        """:meth:`expand` if it needs at most ``budget`` new states; return whether it did.
+
+        Stopped by the budget, it leaves the rows it built (valid rows) and no radius behind.
+        """
+        with self._lock:
+            cap = min(self.max_states, self.num_states + budget)
+            before = self.rows_built
+            self._call += 1
+            status, store, stamp, radius = lazy_expand_kernel(
+                self._nfa, self._reg, self.num_real, self._store,
+                np.asarray(seeds, dtype=np.int64), depth, cap, self._stamp, self._call,
+                self._radius,
+            )  # fmt: skip
+            self._stamp, self._radius = stamp, radius
+            stopped = status != 0 and cap < self.max_states
+            self._grown(store, before, 0 if stopped else status)
+            return not stopped
+
     def _grown(self, store: tuple[np.ndarray, ...], before: int, status: int) -> bool:
         """Keep a kernel's grown store (under the lock); publish new states' bits."""
         self._store = store
@@ -255,10 +284,10 @@ class LazyLexer:
     def walk(self, states: Int32Array, trie: tuple[np.ndarray, ...]) -> bool:
         """Build the rows a walk of ``trie`` from each of ``states`` reads.
 
-        ``trie`` is ``(node_byte, node_end, node_depth)``; with the boundary state's
-        neighbourhood of radius "longest token" built, that is every row a token (or a text of
-        at most that length, as a one-path trie) read from ``states`` meets, lexemes ending
-        inside it included. Returns whether the lexer grew. Thread-safe.
+        ``trie`` is ``(node_byte, node_end, node_depth)``: with the rows from state 0 built
+        along the same texts' suffixes (:meth:`prime` for tokens), that is every row a token
+        (or a text, as a one-path trie) read from ``states`` meets, lexemes ending inside it
+        included. Returns whether the lexer grew. Thread-safe.
 
         Raises
         ------
@@ -295,6 +324,14 @@ class LazyLexer:
             if r >= tries.depth:
                 continue
             if r < short:
+                # a whole token's neighbourhood where it is small (a narrow class counted:
+                # one row a byte, and no walk for many steps); else 16 bytes and the walks
+                if self._deep_misses < _DEEP_MISSES and self.try_expand(
+                    [state], tries.depth, _DEEP_BUDGET * tries.depth
+                ):
+                    grew = True
+                    continue
+                self._deep_misses += 1
                 grew |= self.expand([state], short)
                 r = short
             longer = [trie for n, trie in tries.longer if n <= r]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -244,7 +245,7 @@ _LENGTH_FOLD_MIN = 256
 _LENGTH_SCAN_MAX_STATES = 1 << 14
 
 
-def _fold_lengths(items: list[Regex], max_states: int, limit_name: str) -> list[Regex]:
+def _fold_lengths(items: Sequence[Regex], max_states: int, limit_name: str) -> list[Regex]:
     """Return ``items`` (an intersection's positive operands) with large counts narrowed.
 
     A count ``X{lo,hi}`` of a prefix-free item (a character, a JSON string character with its
@@ -254,7 +255,7 @@ def _fold_lengths(items: list[Regex], max_states: int, limit_name: str) -> list[
     """
     big = [i for i in items if isinstance(i, Repeat) and max(i.min, i.max or 0) >= _LENGTH_FOLD_MIN]
     if not big or len(big) == len(items):
-        return items
+        return list(items)
     out = [i for i in items if i not in big]
     rest = out[0] if len(out) == 1 else Intersect(tuple(out))
     rest_dfa = _operand_dfa(rest, max_states, limit_name)
@@ -315,7 +316,9 @@ def unit_counts(dfa: Dfa, unit: Dfa) -> tuple[int, int | None] | None:
         return None
     # fewest: 0-1 breadth first search
     best = np.full(num, -1, dtype=np.int64)
-    near, far, dist = [0], [], 0
+    near: list[int] = [0]
+    far: list[int] = []
+    dist = 0
     while near or far:
         if not near:
             near, far, dist = far, [], dist + 1
@@ -376,9 +379,9 @@ def _cached(
             # go first, so a difference always has a left side.
             positive = [i for i in node.items if not isinstance(i, Complement)]
             negative = [i.item for i in node.items if isinstance(i, Complement)]
-            positive = _fold_lengths(positive, max_states, limit_name)
-            dfa = _operand_dfa(positive[0], max_states, limit_name) if positive else _universe()
-            steps = [(i, False) for i in positive[1:]] + [(i, True) for i in negative]
+            folded = _fold_lengths(positive, max_states, limit_name)
+            dfa = _operand_dfa(folded[0], max_states, limit_name) if folded else _universe()
+            steps = [(i, False) for i in folded[1:]] + [(i, True) for i in negative]
             for k, (item, difference) in enumerate(steps):
                 if dfa.is_empty_language():
                     break

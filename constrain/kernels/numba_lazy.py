@@ -579,8 +579,8 @@ def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_sta
 
     ``trie`` is ``(node_byte, node_end, node_depth)`` (the flat DFS trie of
     :mod:`constrain.vocab.trie`, or a single path); a subtree is skipped where the lexer dies.
-    Where a lexeme ends inside a token the walk goes on from the boundary state 0, whose
-    neighbourhood the caller has built once (radius: the longest token).
+    Where a lexeme ends inside a token the rest is read from the boundary state 0, whose rows
+    the caller builds along every token suffix (``LazyLexer.prime``).
 
     Returns
     -------

@@ -90,13 +90,13 @@ def _strings(ctx: SchemaContext, piece: Piece, schema: dict[str, Any]) -> tuple[
     hi_n = None if hi is None else non_negative_int(hi, path + "/maxLength")
     if lo or hi_n is not None:
         cap = ctx.options.max_string_length
-        for name, n in (("minLength", lo), ("maxLength", hi_n)):
+        for key, n in (("minLength", lo), ("maxLength", hi_n)):
             if n is not None and n > cap:
                 raise CompileLimitError(
                     "max_string_length",
                     cap,
                     n,
-                    f"{name} at {path} is larger than the strings the grammar counts; raise "
+                    f"{key} at {path} is larger than the strings the grammar counts; raise "
                     "max_string_length (large counts are folded, so compile time stays flat)",
                 )
         out.append(Repeat(ANY_CHAR, lo, hi_n))
