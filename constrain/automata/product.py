@@ -311,7 +311,9 @@ def unit_counts(dfa: Dfa, unit: Dfa) -> tuple[int, int | None] | None:
     num = len(edges)
     accepting = np.zeros(num, dtype=np.bool_)
     for (p, q), i in index.items():
-        accepting[i] = q == 0 and bool(dfa.accept[p])
+        if dfa.accept[p] and q != 0:
+            return None  # a string that ends inside a unit: not made of units
+        accepting[i] = bool(dfa.accept[p])
     if not accepting.any():
         return None
     # fewest: 0-1 breadth first search

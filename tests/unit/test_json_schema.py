@@ -774,3 +774,27 @@ def test_unsatisfiable_length_bounds_are_an_empty_branch() -> None:
     ):
         with pytest.raises(constrain.GrammarError, match="match no string at all"):
             _COMPILER.compile(Grammar.from_json_schema(schema))
+
+
+def test_a_large_count_is_dropped_only_where_implied() -> None:
+    from constrain.automata.product import _plain_dfa as plain
+    from constrain.automata.product import unit_counts
+    from constrain.ir import ANY_CHAR, Literal, Repeat
+    from constrain.ir.nodes import Alt
+
+    unit = plain(ANY_CHAR, 4096, "max_dfa_states")
+    word = plain(Repeat(Alt((Literal("ab"), Literal("é"))), 1, 3), 4096, "max_dfa_states")
+    assert unit_counts(word, unit) == (1, 6)  # "é" is one character, "ab" two
+    # a language with a string that ends inside a character is not made of characters
+    broken = plain(Alt((Literal("ab"), Literal("é"))), 4096, "max_dfa_states")
+    assert unit_counts(broken, plain(Literal("ab"), 4096, "max_dfa_states")) is None
+    # bounds the other operand always meets go; the others stay and are enforced
+    for schema, good, bad in (
+        ({"type": "string", "format": "date", "maxLength": 40000}, ["2024-01-31"], ["2024-1-1"]),
+        ({"type": "string", "pattern": "^[a-z]+$", "minLength": 300}, ["a" * 300], ["a" * 299]),
+    ):
+        grammar = Grammar.from_json_schema(schema)
+        for text in good:
+            assert accepts(grammar, json.dumps(text))
+        for text in bad:
+            assert not accepts(grammar, json.dumps(text))
