@@ -230,6 +230,7 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
             },
         ),  # fmt: skip
         *token_level_specs(),
+        *budget_specs(),
         *qwen_xml_specs(),
         *other_xml_specs(),
         *m3_specs(),
@@ -301,6 +302,52 @@ def token_level_specs() -> list[tuple[str, dict[str, Any]]]:
                 "rules": [[py, _tag("(", {"type": "regex", "pattern": "[a-z]+"}, ")")]],
                 "loop": False,
                 "exclude_tokens": [128004],
+            },
+        ),  # fmt: skip
+    ]
+
+
+def _text(max_tokens: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "any_text", "max_tokens": max_tokens, **extra}
+
+
+def budget_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the specs with token budgets (``max_tokens`` of any_text and any_tokens)."""
+    think = _tag("<think>", _text(6), "</think>")
+    answer = {"type": "sequence", "elements": [think, _const("Answer: "), _json(WEATHER)]}
+    bounded_calls = [_tag("<note>", _text(3), "</note>"), *FUNC_TAGS]
+    return [
+        (
+            "budget_text",
+            {"type": "sequence", "elements": [_const("<a>"), _text(2), _const("</a>")]},
+        ),
+        ("budget_one", _tag("<b>", _text(1), "</b>")),
+        ("budget_zero", {"type": "sequence", "elements": [_const("<"), _text(0), _const("END")]}),
+        ("budget_top_level", _text(5)),
+        (
+            "budget_excludes",
+            {"type": "sequence", "elements": [_text(4, excludes=["\n\n"]), _const("!")]},
+        ),
+        ("budget_chars_too", _tag("<c>", _text(3, max_chars=12), "</c>")),
+        ("budget_think_answer", answer),
+        (
+            "budget_think_tools",
+            {"type": "sequence", "elements": [think, _triggered(HERMES_TOOLS, ["<tool_call>"])]},
+        ),  # fmt: skip
+        ("budget_triggered", _triggered(bounded_calls, ["<note>", "<function="])),
+        (
+            "budget_loop",
+            {"type": "tags_with_separator", "tags": bounded_calls, "separator": "\n"},
+        ),  # fmt: skip
+        ("budget_star", {"type": "star", "content": _tag("<i>", _text(2), "</i>")}),
+        (
+            "budget_any_tokens",
+            {
+                "type": "sequence",
+                "elements": [
+                    _token_tag(128002, {"type": "any_tokens", "max_tokens": 4}, 128003),
+                    _json(WEATHER),
+                ],
             },
         ),  # fmt: skip
     ]

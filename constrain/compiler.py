@@ -179,6 +179,9 @@ class CompiledGrammar:
     match_arrays : tuple
         The matcher kernels' ``grammar`` structure, ``(lex, par, vocab)``
         (``constrain.kernels.numba_match``).
+    token_budgets : tuple of (int, int)
+        ``(terminal, max tokens)`` of the grammar's token budgets (``Grammar.token_budgets``),
+        enforced by its matchers.
     """
 
     def __init__(
@@ -213,6 +216,11 @@ class CompiledGrammar:
             lazy=lazy is not None,
         )  # fmt: skip
         self.terminal_names = tuple(lexer.names)
+        # (terminal, max tokens) of the grammar's token budgets, which its matchers enforce
+        index = {name: t for t, name in enumerate(self.terminal_names)}
+        self.token_budgets = tuple(
+            (index[name], limit) for name, limit in grammar.token_budgets if name in index
+        )
         self.cont_bits = continuation_bits(klex)
         self._lazy_version = 0 if lazy is None else lazy.version
         self._lazy_lock = threading.Lock()

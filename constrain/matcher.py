@@ -45,6 +45,7 @@ from constrain.kernels.numba_match import (
     simulate_kernel,
 )
 from constrain.tables import TableSnapshot
+from constrain.token_budgets import BudgetTrack, end_terminal
 from constrain.vocab.canonical import START, CanonicalBpe
 
 __all__ = ["Matcher", "fill_next_token_bitmasks"]
@@ -129,6 +130,8 @@ class Matcher:
             )
         self.canonical = canonical
         self._track = None if canonical is None else CanonicalTrack(canonical)
+        budgets = compiled.token_budgets  # counted here: constrain.token_budgets
+        self._budget = BudgetTrack(budgets) if budgets else None
         self.compiled = compiled
         self.vocab = compiled.vocab
         self._vocab_size = compiled.vocab.size
@@ -256,6 +259,9 @@ class Matcher:
         self._hist_len[:] = 0
         if self._track is not None:
             self._track.reset()
+        if self._budget is not None:
+            self._budget.reset()
+            self._budget_step(0, self._budget.counts, counted=False)
 
     def _snapshot(self) -> _Snapshot:
         return (
@@ -311,6 +317,7 @@ class Matcher:
         other._kernels = dict(self._kernels)
         other._entry_memo = dict(self._entry_memo)
         other._track = None if self._track is None else self._track.copy()
+        other._budget = None if self._budget is None else self._budget.copy()
         other._rebuild_structures()
         return other
 
@@ -432,6 +439,7 @@ class Matcher:
                 )
             return False
         track = self._track
+        rows = int(self._hist_len[0])
         if tok in self._eos_set:
             if not self.is_accepting() or (track is not None and not track.may_end()):
                 return False
@@ -462,6 +470,8 @@ class Matcher:
         if track is not None:
             track.push(canon)  # type: ignore[arg-type]
         self._grow_ahead()
+        if self._budget is not None:
+            self._budget_step(rows, self._budget.counts, counted=True)
         return True
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:
@@ -487,6 +497,7 @@ class Matcher:
         raw = data.encode() if isinstance(data, str) else bytes(data)
         if self._terminated or 0xFF in raw:
             return False
+        rows = int(self._hist_len[0])
         if not raw:
             self._push_history()
             if self._track is not None:  # nothing read: the text goes on as it was
@@ -503,7 +514,25 @@ class Matcher:
             self._commit(n)
         if self._track is not None:
             self._track.push(START)
+        if self._budget is not None:
+            self._budget_step(rows, self._budget.counts, counted=False)
         return True
+
+    def _budget_step(self, rows: int, before: Any, *, counted: bool) -> None:
+        """Keep the token counts of the step saved at history row ``rows``; update them."""
+        assert self._budget is not None
+        if rows < int(self._hist_len[0]):
+            self._budget.record(rows, before)
+        self._budget.boundary(
+            lambda: (self._hyp[:, : self._n], self._set_bits), self._grammar[0][3], counted,
+            self._end_terminal,
+        )  # fmt: skip
+
+    def _end_terminal(self, term: int) -> bool:
+        """End the occurrences of a budgeted terminal where they stand (False: none would live)."""
+        n = end_terminal(term, self._hyp, self._n, self._grammar, lambda: self._chart, self._check)
+        self._n = n or self._n
+        return n > 0
 
     def _accept_chunks(self, data: np.ndarray) -> bool:
         """Accept long text a token's length at a time (a lazy lexer builds rows on the way)."""
@@ -557,6 +586,8 @@ class Matcher:
         self._terminated = bool(row[H_TERM])
         self._hist_len[0] = rows - num_tokens
         self._hist_len[1] = off
+        if self._budget is not None:
+            self._budget.undo(rows - num_tokens)
 
     # -- masks ------------------------------------------------------------------------------
 

@@ -58,6 +58,16 @@ WORD: /[A-Za-z]+/
 %ignore WS
 """
 
+_BUDGET = {
+    "type": "structural_tag",
+    "format": {
+        "type": "tag",
+        "begin": "<",
+        "content": {"type": "any_text", "max_tokens": 2},
+        "end": ">",
+    },
+}
+
 
 def _grammars() -> list[Grammar]:
     return [
@@ -73,6 +83,8 @@ def _grammars() -> list[Grammar]:
         Grammar.from_regex("[a-z]{1,3000}"),
         # a count the lexer folds and builds as it is reached (constrain.automata.lazy_lexer)
         Grammar.from_regex("[a-z0-9]{1,100000}!"),
+        # a token budget, which ends its region after two tokens (constrain.token_budgets)
+        Grammar.from_structural_tag(_BUDGET),
     ]
 
 

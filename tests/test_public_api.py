@@ -132,7 +132,12 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.vocab",),
     ("constrain.tables", "constrain.kernels"),
     ("constrain.compiler", "constrain.compiled_file"),  # compiled grammars and their files
-    ("constrain.matcher", "constrain.canonical_track", "constrain.batch"),  # matchers, in batches
+    (
+        "constrain.matcher",
+        "constrain.canonical_track",
+        "constrain.token_budgets",
+        "constrain.batch",
+    ),
     ("constrain.bitmask",),
     ("constrain.sampling",),  # token-level samplers: logits + matchers -> tokens
     ("constrain.decoding",),  # every loop: autoregressive, speculative, SMC, ASAp, DCCD

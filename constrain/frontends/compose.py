@@ -72,11 +72,14 @@ class Embedded:
         Its rules, renamed.
     terminals : tuple of Terminal
         Its terminals, renamed.
+    token_budgets : tuple of (str, int)
+        Its terminals' token budgets (:attr:`Grammar.token_budgets`), renamed.
     """
 
     start: str
     rules: tuple[Rule, ...]
     terminals: tuple[Terminal, ...]
+    token_budgets: tuple[tuple[str, int], ...] = ()
 
 
 def embed(grammar: Grammar, prefix: str) -> Embedded:
@@ -119,7 +122,8 @@ def embed(grammar: Grammar, prefix: str) -> Embedded:
             rules.append(Rule(prefix + "top_", ((start, prefix + "ignored_"),)))
             start = prefix + "top_"
     terminals = tuple(Terminal(names[t.name], t.regex) for t in grammar.terminals)
-    return Embedded(start, tuple(rules), terminals)
+    budgets = tuple((names[name], limit) for name, limit in grammar.token_budgets)
+    return Embedded(start, tuple(rules), terminals, budgets)
 
 
 def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
@@ -150,6 +154,7 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
     starts: dict[str, str] = {}
     rules: list[Rule] = []
     terminals: list[Terminal] = list(grammar.terminals)
+    budgets = list(grammar.token_budgets)
     warnings = list(grammar.warnings)
     special_names = list(grammar.special_names)
     k = 0
@@ -161,6 +166,7 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
         starts[placeholder] = embedded.start
         rules.extend(embedded.rules)
         terminals.extend(embedded.terminals)
+        budgets.extend(embedded.token_budgets)
         warnings.extend(part.warnings)
     outer = [
         Rule(r.name, tuple(tuple(starts.get(s, s) for s in alt) for alt in r.alternatives))
@@ -190,6 +196,7 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
         greedy=grammar.greedy,
         ignore_at_end=grammar.ignore_at_end,
         special_names=tuple(special_names),
+        token_budgets=tuple(budgets),
         _meta=meta,
     )
 
@@ -362,11 +369,14 @@ def without_trailing(grammar: Grammar, chars: CharSet) -> Grammar:
             else:
                 alts.append(())
         new_rules.append(Rule(final[name], tuple(dict.fromkeys(alts))))
+    limits = dict(grammar.token_budgets)  # a budgeted terminal's final copy keeps its budget
+    copies = tuple((final[name], limits[name]) for name in limits if name in final)
     return Grammar(
         rules=(*new_rules, *grammar.rules),
         terminals=(*grammar.terminals, *new_terms),
         start=final[grammar.start],
         special_names=grammar.special_names,
+        token_budgets=grammar.token_budgets + copies,
         _meta=grammar._meta,
     )
 

@@ -24,9 +24,11 @@ also as a ``tag``'s begin or end. A token-level region (``any_tokens``, the free
 excluded ones, the trigger tokens and the enclosing tag's end token
 (:mod:`constrain.frontends.special_sets`); XGrammar reads it whole token by whole token, so
 text may not follow one (refused: a grammar over bytes cannot place that token boundary).
+``max_tokens`` of ``any_text`` and ``any_tokens`` bounds the region's tokens
+(:attr:`~constrain.ir.Grammar.token_budgets`, counted by the matcher as XGrammar counts them).
 Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
-what counts tokens (``exclude_token``, exactly one token; ``any_tokens.max_tokens``;
-``any_text.max_tokens``) and, inside the argument styles, what each cannot enforce. The
+``exclude_token`` (exactly one whole token) and, inside the argument styles, what each cannot
+enforce. The
 argument styles: ``qwen_xml`` (``qwen_xml_parameter``), ``minimax_xml``, ``glm_xml``,
 ``deepseek_xml``, ``deepseek_v4_1_xml``, ``kimi_k3_xml`` (``xml_arguments``),
 ``minimax_m3_xml`` and ``cohere_xml`` (``xml_elements``), and ``gemma`` (``gemma_json``).
@@ -288,6 +290,7 @@ class _Builder:
         self.special_names: list[str] = []
         self.end_token: TokenRef | None = None  # of the innermost tag, when a special token
         self.token_level: dict[str, str] = {}  # token-level terminal -> pointer of its format
+        self.budgets: list[tuple[str, int]] = []  # (terminal, max_tokens) of bounded regions
 
     def grammar(self, top: Fragment) -> Grammar:
         """Return the normalised grammar whose start rule derives ``top``."""
@@ -297,6 +300,7 @@ class _Builder:
             terminals=terminals + tuple(self.extra_terminals),
             start="start",
             special_names=tuple(self.special_names),
+            token_budgets=tuple(self.budgets),
         )
         for name in token_boundary_errors(grammar, self.token_level):
             raise GrammarError(
@@ -335,13 +339,41 @@ class _Builder:
             raise GrammarError(f"'{key}' must be a list of token ids or strings", f"{path}/{key}")
         return [self.token_ref(v, f"{path}/{key}/{i}") for i, v in enumerate(values)]
 
-    def free_tokens(self, excluded: Sequence[TokenRef], path: str) -> str:
-        """Return the token-level terminal of any text and special tokens but ``excluded``."""
+    def free_tokens(
+        self, excluded: Sequence[TokenRef], path: str, fmt: Mapping[str, Any] | None = None
+    ) -> Fragment:
+        """Return the token-level region of any text and special tokens but ``excluded``.
+
+        With ``fmt``, its ``max_tokens`` bounds the region (:meth:`budgeted`).
+        """
         ids = [k for kind, k in excluded if kind == "id"]
         names = [k for kind, k in excluded if kind == "name"]
-        name = self.term(open_text(ids, names))
-        self.token_level.setdefault(name, path)
-        return name
+        fragment = self.budgeted(open_text(ids, names), fmt or {}, path)
+        for name in fragment:
+            self.token_level.setdefault(name, path)
+        return fragment
+
+    def budgeted(self, regex: Regex, fmt: Mapping[str, Any], path: str) -> Fragment:
+        """Return the fragment of a free region, bounded to ``max_tokens`` tokens when given.
+
+        A bounded region gets a terminal of its own (never interned: the matcher counts the
+        tokens of each budgeted terminal); a budget of 0 tokens is the empty string, as in
+        XGrammar (not even a token that began before the region may put text in it).
+        """
+        limit = fmt.get("max_tokens")
+        if limit is None:
+            return (self.term(regex),)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**31:
+            raise GrammarError(
+                f"max_tokens must be an integer in [0, 2147483647], got {limit!r}",
+                f"{path}/max_tokens",
+            )
+        if limit == 0:
+            return ()
+        name = f"B{len(self.budgets)}"
+        self.extra_terminals.append(Terminal(name, regex))
+        self.budgets.append((name, limit))
+        return (name,)
 
     def term(self, regex: Regex) -> str:
         """Return the terminal of ``regex`` (interned)."""
@@ -372,6 +404,7 @@ class _Builder:
         part = embed(with_special_names(grammar, self.special_names), f"g{self.num_embedded}_")
         self.rules.extend(part.rules)
         self.extra_terminals.extend(part.terminals)
+        self.budgets.extend(part.token_budgets)
         return (part.start,)
 
     # -- dispatch on the format type ---------------------------------------------------------
@@ -470,17 +503,11 @@ class _Builder:
         return self.add_embedded(grammar)
 
     def any_text(self, fmt: Mapping[str, Any], path: str, ends: tuple[str, ...] | None) -> Fragment:
-        if fmt.get("max_tokens") is not None:
-            raise GrammarError(
-                "any_text.max_tokens counts tokens, which the grammar cannot express; use "
-                "max_chars",
-                f"{path}/max_tokens",
-            )
         excludes = _strings(fmt.get("excludes", []), f"{path}/excludes")
         max_chars = fmt.get("max_chars")
         if max_chars is not None:
             max_chars = _field(fmt, "max_chars", int, path)
-        return (self.term(free_text([*excludes, *(ends or ())], max_chars)),)
+        return self.budgeted(free_text([*excludes, *(ends or ())], max_chars), fmt, path)
 
     def sequence(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         elements = _field(fmt, "elements", list, path)
@@ -645,14 +672,9 @@ class _Builder:
 
     def any_tokens(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         """Any text and special tokens, but the excluded ones and the enclosing tag's end."""
-        if fmt.get("max_tokens") is not None:
-            raise GrammarError(
-                "any_tokens.max_tokens counts tokens, which a grammar over text cannot express",
-                f"{path}/max_tokens",
-            )
         excluded = self.token_refs(fmt, "exclude_tokens", path)
         excluded += [self.end_token] if self.end_token is not None else []
-        return (self.free_tokens(excluded, path),)
+        return self.free_tokens(excluded, path, fmt)
 
     def token_triggered_tags(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         """Free tokens until a trigger token, then a tag that begins with it; repeated."""
@@ -703,9 +725,9 @@ class _Builder:
         """Return ``R: FREE | FREE trigger group [R]`` over token triggers."""
         name = self.fresh()
         free = self.free_tokens(excluded, path)
-        alts: list[Fragment] = [(free,)]
+        alts: list[Fragment] = [free]
         for ref, fragments in groups.items():
-            head = (free, self.token_term(ref))
+            head = (*free, self.token_term(ref))
             alts.extend((*head, *f, *((name,) if loop else ())) for f in fragments)
         return self.rule(alts, name)
 

@@ -104,6 +104,13 @@ class Grammar:
         Names of special tokens the terminals use by name (Lark ``<|im_end|>``): name ``k`` is
         the placeholder character :func:`~constrain.ir.special_placeholder` ``(k)``, which
         ``Compiler.compile`` replaces with the token of that name in its vocabulary.
+    token_budgets : tuple of (str, int), optional
+        Terminals whose every occurrence may span at most so many tokens (XGrammar's
+        ``max_tokens``, a reasoning budget): the tokens that *start* inside an occurrence are
+        counted (one that merely ends the bytes before it is not), and once there are that many
+        the occurrence ends where it stands. A byte grammar cannot count tokens, so the
+        :class:`~constrain.Matcher` enforces them; each such terminal is used at one place of
+        the grammar (see :class:`~constrain.Matcher`).
     """
 
     rules: tuple[Rule, ...]
@@ -113,6 +120,7 @@ class Grammar:
     greedy: bool = False
     ignore_at_end: bool = True
     special_names: tuple[str, ...] = ()
+    token_budgets: tuple[tuple[str, int], ...] = ()
     _meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # -- construction -----------------------------------------------------------------------
@@ -334,7 +342,10 @@ class Grammar:
         )
         terminals = tuple(t for t in self.terminals if t.name not in gone)
         ignore = tuple(n for n in self.ignore if n not in gone)
-        return dataclasses.replace(self, rules=rules, terminals=terminals, ignore=ignore)
+        budgets = tuple(b for b in self.token_budgets if b[0] not in gone)
+        return dataclasses.replace(
+            self, rules=rules, terminals=terminals, ignore=ignore, token_budgets=budgets
+        )
 
     # -- normalisation ----------------------------------------------------------------------
 
@@ -367,6 +378,20 @@ class Grammar:
                 raise GrammarError(f"%ignore names undefined terminal {name!r}")
         if len(set(self.special_names)) != len(self.special_names) or "" in self.special_names:
             raise GrammarError("special_names must be distinct, non-empty token names")
+        budgeted = [name for name, _ in self.token_budgets]
+        if len(set(budgeted)) != len(budgeted):
+            raise GrammarError("token_budgets names a terminal twice")
+        for name, limit in self.token_budgets:
+            if name not in terms or name in self.ignore:
+                raise GrammarError(
+                    f"token_budgets names {name!r}, which is not a terminal of the grammar (or is "
+                    "an ignored one, which no budget can bound)"
+                )
+            if type(limit) is not int or limit < 1:
+                raise GrammarError(
+                    f"the token budget of {name!r} must be an integer of at least 1, got "
+                    f"{limit!r} (a budget of 0 tokens is the empty string: leave the terminal out)"
+                )
 
     def normalise(self) -> Grammar:
         """Return an equivalent grammar keeping only productive rules reachable from the start.

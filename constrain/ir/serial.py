@@ -8,6 +8,7 @@ so shared subtrees stay shared and reading needs no recursion::
 
     {"start": "start", "ignore": ["WS"], "greedy": false, "meta": {"warnings": [...]},
      "special_names": ["<|im_end|>"],              # only when the grammar names special tokens
+     "token_budgets": [["S3", 256]],               # only when a terminal has a token budget
      "rules": [["start", [["A", "b"], []]], ...],
      "terminals": [["A", 3], ...],                 # the index of the terminal's root node
      "nodes": [["set", [[48, 57]]],                # CharSet ranges
@@ -41,6 +42,7 @@ from constrain.ir.nodes import (
 __all__ = ["grammar_from_data", "grammar_to_data"]
 
 _META_KEYS = frozenset({"warnings", "source"})
+_OPTIONAL = frozenset({"greedy", "ignore_at_end", "special_names", "token_budgets"})
 _MAX_COUNT = 2**31 - 1  # repetition bounds and automaton sizes: what the builders can index
 
 
@@ -119,7 +121,11 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
     # ignore_at_end only when false, so that other grammars read back in older versions
     at_end = {} if grammar.ignore_at_end else {"ignore_at_end": False}
     # special_names only when there are some, likewise
-    names = {"special_names": list(grammar.special_names)} if grammar.special_names else {}
+    names: dict[str, Any] = {}
+    if grammar.special_names:
+        names["special_names"] = list(grammar.special_names)
+    if grammar.token_budgets:  # likewise
+        names["token_budgets"] = [[name, limit] for name, limit in grammar.token_budgets]
     return {
         "start": grammar.start,
         "ignore": list(grammar.ignore),
@@ -243,11 +249,11 @@ def grammar_from_data(data: Any) -> Grammar:
     """
     r = _Reader()
     fields = {"start", "ignore", "meta", "rules", "terminals", "nodes"}
-    if type(data) is not dict or set(data) - {"greedy", "ignore_at_end", "special_names"} != fields:
+    if type(data) is not dict or set(data) - _OPTIONAL != fields:
         raise r.fail(
             "",
             "expected the fields start, ignore, meta, rules, terminals, nodes "
-            "(and greedy, ignore_at_end, special_names)",
+            "(and greedy, ignore_at_end, special_names, token_budgets)",
         )
     nodes: list[Regex] = []
     for i, entry in enumerate(r.seq(data["nodes"], "nodes")):
@@ -286,6 +292,11 @@ def grammar_from_data(data: Any) -> Grammar:
     special_names = tuple(
         r.text(n, "special_names") for n in r.seq(data.get("special_names", []), "special_names")
     )
+    budgets = []
+    for entry in r.seq(data.get("token_budgets", []), "token_budgets"):
+        name, limit = r.seq(entry, "token_budgets", 2)
+        where = f"token budget of {r.text(name, 'token_budgets')[:40]!r}"
+        budgets.append((name, r.integer(limit, where, 1, 2**31 - 1)))
     grammar = Grammar(
         rules=tuple(rules),
         terminals=tuple(terminals),
@@ -294,6 +305,7 @@ def grammar_from_data(data: Any) -> Grammar:
         greedy=greedy,
         ignore_at_end=ignore_at_end,
         special_names=special_names,
+        token_budgets=tuple(budgets),
         _meta=meta,
     )
     grammar.validate()

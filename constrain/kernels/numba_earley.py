@@ -42,6 +42,7 @@ __all__ = [
     "NO_SET",
     "STATUS_CAPACITY",
     "STATUS_LIMIT",
+    "earley_drop_kernel",
     "earley_init_kernel",
     "earley_scan_kernel",
     "memo_get",
@@ -210,6 +211,44 @@ def earley_scan_kernel(parent: int, term: int, par: tuple[Any, ...], chart: tupl
         counts[0] = saved_sets
         counts[1] = saved_items
         return st
+    sets[END, q] = counts[1]
+    return q
+
+
+@njit(cache=True, nogil=True)
+def earley_drop_kernel(parent: int, term: int, par: tuple[Any, ...], chart: tuple[Any, ...]) -> int:
+    """Copy set ``parent`` without its items that expect terminal ``term``; return the new set.
+
+    What the matcher reads once a token budget ends an occurrence of ``term`` where it stands
+    (``Grammar.token_budgets``): every other expectation of ``parent`` is kept, so a lexeme of
+    another terminal in progress from ``parent`` goes on. Completions still read ``parent``
+    (the copies keep their origins), which holds the same items but ``term``'s, never looked up
+    by a completion. Returns ``STATUS_CAPACITY`` (chart unchanged) when the items do not fit.
+    """
+    items, sets, set_bits, counts, scratch, _ = chart
+    saved_sets = counts[0]
+    saved_items = counts[1]
+    q = _open_set(parent, -2 - term, sets, set_bits, counts)
+    if q < 0:
+        return q
+    item_next_t = par[2]
+    for j in range(sets[START, parent], sets[END, parent]):
+        it = items[ITEM, j]
+        t = item_next_t[it]
+        if t == term:
+            continue
+        n = counts[1]
+        if n >= items.shape[1]:
+            counts[0] = saved_sets
+            counts[1] = saved_items
+            return STATUS_CAPACITY
+        items[ITEM, n] = it
+        items[ORIGIN, n] = items[ORIGIN, j]
+        items[CHAIN, n] = -1
+        counts[1] = n + 1
+        if t >= 0:
+            set_bits[q, t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    sets[ACC, q] = sets[ACC, parent]
     sets[END, q] = counts[1]
     return q
 

@@ -192,7 +192,7 @@ def test_text_before_a_region_is_fine_text_after_it_is_refused() -> None:
     ("fmt", "pointer"),
     [
         ({"type": "exclude_token", "exclude_tokens": [1]}, "#/format"),
-        ({"type": "any_tokens", "max_tokens": 4}, "#/format/max_tokens"),
+        ({"type": "any_tokens", "max_tokens": 2.5}, "#/format/max_tokens"),
         ({"type": "any_tokens", "exclude_tokens": [True]}, "#/format/exclude_tokens/0"),
         (
             {"type": "token_triggered_tags", "trigger_tokens": [], "tags": []},
