@@ -6,11 +6,12 @@ A reasoning model thinks before it answers: ``<think> ... </think>`` and then th
     start: REASONING answer          REASONING = "<think>" text "</think>" "\n"{0,2}
 
 where *text* is any text in which the end marker does not occur (so the block ends at the first
-``</think>``), optionally at most ``max_chars`` characters: a thinking budget, after which the
-grammar forces the end marker. The answer is the constraint's own grammar, embedded whole
-(:func:`constrain.frontends.compose.splice`), so masks stay exact across the boundary, and
-speculative decoding and jump-forward verify a draft that crosses ``</think>`` token by token
-like any other.
+``</think>``), optionally at most ``max_chars`` characters or ``max_tokens`` tokens: a thinking
+budget, after which the grammar forces the end marker. A token budget is counted by the matcher
+(:mod:`constrain.token_budgets`); the block's text is then a terminal of its own. The answer
+is the constraint's own grammar, embedded whole (:func:`constrain.frontends.compose.splice`),
+so masks stay exact across the boundary, and speculative decoding and jump-forward verify a
+draft that crosses ``</think>`` token by token like any other.
 
 When the chat template already opens the block in the prompt (DeepSeek-R1 writes ``<think>\n``
 after the assistant header) the grammar starts inside it; when it closes an empty block there
@@ -29,8 +30,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from constrain.errors import OutputValidationError
-from constrain.frontends.compose import splice, until_first
-from constrain.ir import Concat, Grammar, Literal, Repeat, Rule, Terminal
+from constrain.frontends.compose import ANY_TEXT, free_text, splice, until_first
+from constrain.ir import (
+    Alt,
+    Complement,
+    Concat,
+    Grammar,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+    Rule,
+    Terminal,
+)
 from constrain.output import OutputType
 
 __all__ = [
@@ -61,6 +73,10 @@ class Reasoning:
     max_chars : int, optional
         A thinking budget: at most this many characters of reasoning, after which the end marker
         is forced. ``None`` (default): unbounded, the model ends its reasoning itself.
+    max_tokens : int, optional
+        A thinking budget in tokens: at most this many tokens start inside the reasoning (the
+        one that opens it with its last bytes is not counted), then the end marker is forced.
+        ``None`` (default): unbounded. Both budgets may be given.
     newlines : int, optional
         Line breaks allowed between the end marker and the answer (default 2, as models write
         ``</think>\n\n``).
@@ -70,18 +86,19 @@ class Reasoning:
     end: str = "</think>"
     max_chars: int | None = None
     newlines: int = 2
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not self.start or not self.end:
             raise ValueError("Reasoning needs non-empty start and end markers")
         if self.end in self.start:
             raise ValueError(f"the end marker {self.end!r} occurs in the start marker")
-        if self.max_chars is not None and (
-            isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int)
-        ):
-            raise TypeError(f"max_chars must be an int or None, got {self.max_chars!r}")
-        if self.max_chars is not None and self.max_chars < 0:
-            raise ValueError(f"max_chars must be >= 0, got {self.max_chars}")
+        for name in ("max_chars", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{name} must be an int or None, got {value!r}")
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
         if isinstance(self.newlines, bool) or not isinstance(self.newlines, int):
             raise TypeError(f"newlines must be an int, got {self.newlines!r}")
         if self.newlines < 0:
@@ -196,21 +213,46 @@ def reasoning_grammar(answer: Grammar, plan: ReasoningPlan) -> Grammar:
         The composed grammar, normalised.
     """
     spec = plan.reasoning
-    body = until_first(spec.end, [spec.end], [], spec.max_chars)
-    pieces = (() if plan.opened else (Literal(spec.start),)) + (body,)
-    if spec.newlines:
-        pieces += (Repeat(Literal("\n"), 0, spec.newlines),)
-    block = Concat(pieces)
-    alternatives: tuple[tuple[str, ...], ...] = ((_BLOCK, _ANSWER),)
+    opening = () if plan.opened else (Literal(spec.start),)
+    closing = (Repeat(Literal("\n"), 0, spec.newlines),) if spec.newlines else ()
+    budgets: tuple[tuple[str, int], ...] = ()
+    if spec.max_tokens is None:  # one lexeme, start marker to the line breaks after the end
+        body = until_first(spec.end, [spec.end], [], spec.max_chars)
+        terminals: tuple[Terminal, ...] = (Terminal(_BLOCK, Concat((*opening, body, *closing))),)
+        block: tuple[str, ...] = (_BLOCK,)
+    else:  # the text is a lexeme of its own, whose tokens the matcher counts
+        pieces: list[tuple[str, Regex]] = [(_BLOCK + "_OPEN", opening[0])] if opening else []
+        if spec.max_tokens:
+            pieces.append((_BLOCK + "_TEXT", _text_before(spec.end, spec.max_chars)))
+            budgets = ((_BLOCK + "_TEXT", spec.max_tokens),)
+        pieces.append((_BLOCK + "_CLOSE", Concat((Literal(spec.end), *closing))))
+        terminals = tuple(Terminal(name, regex) for name, regex in pieces)
+        block = tuple(name for name, _ in pieces)
+    alternatives: tuple[tuple[str, ...], ...] = ((*block, _ANSWER),)
     if plan.optional:
         alternatives += ((_ANSWER,),)
     outer = Grammar(
         rules=(Rule("start", alternatives),),
-        terminals=(Terminal(_BLOCK, block),),
+        terminals=terminals,
         start="start",
         greedy=answer.greedy,
+        token_budgets=budgets,
     )
     return splice(outer, {_ANSWER: answer}).normalise()
+
+
+def _text_before(end: str, max_chars: int | None) -> Regex:
+    """Return the texts ``w`` for which ``end`` first occurs in ``w + end`` at its end.
+
+    ``w`` holds no ``end``, and does not end with a part of ``end`` that ``end`` would complete
+    early (``end`` = ``u + v`` with ``v`` both a prefix and a suffix of ``end``: ``w + u + v``
+    would hold ``end`` before its end).
+    """
+    early = [end[: len(end) - b] for b in range(1, len(end)) if end[:b] == end[-b:]]
+    parts: list[Regex] = [free_text([end], max_chars)]
+    if early:
+        parts.append(Complement(Concat((ANY_TEXT, Alt(tuple(Literal(u) for u in early))))))
+    return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
 
 
 def split_reasoning(text: str, plan: ReasoningPlan) -> list[tuple[str | None, str]]:

@@ -53,6 +53,8 @@ class BudgetTrack:
 
     def __init__(self, budgets: Sequence[tuple[int, int]]) -> None:
         self.budgets = tuple(budgets)
+        # per budget: its terminal's word and bit in the terminal bitsets, as Python ints
+        self._bits = tuple((term >> 6, 1 << (term & 63)) for term, _ in self.budgets)
         self.counts: _Counts = tuple((0, False) for _ in self.budgets)
         self.history: list[_Counts] = []  # the counts before each step, one per history row
 
@@ -105,17 +107,22 @@ class BudgetTrack:
             returns False, changing nothing, when that would leave no hypothesis.
         """
         hyp, set_bits = hyps()
+        pairs = list(zip(hyp[0].tolist(), hyp[1].tolist(), strict=True))  # a few: no numpy
         out = []
-        for (term, limit), (used, was_open) in zip(self.budgets, self.counts, strict=True):
+        for (term, limit), (used, was_open), (word, bit) in zip(
+            self.budgets, self.counts, self._bits, strict=True
+        ):
             if counted and was_open:
                 used += 1
-            word, bit = term >> 6, np.uint64(1) << np.uint64(term & 63)
-            inside = bool(np.any(alive_bits[hyp[1], word] & set_bits[hyp[0], word] & bit))
+            inside = any(
+                int(set_bits[p, word]) & bit and int(alive_bits[s, word]) & bit for p, s in pairs
+            )
             if not inside:
                 used = 0
             elif used >= limit and end(term):
                 used, inside = 0, False  # ended: a later occurrence is a new one
                 hyp, set_bits = hyps()
+                pairs = list(zip(hyp[0].tolist(), hyp[1].tolist(), strict=True))
             out.append((used, inside))
         self.counts = tuple(out)
 

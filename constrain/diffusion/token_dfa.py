@@ -26,7 +26,7 @@ import numpy as np
 from constrain._types import BoolArray, Int32Array
 from constrain.automata.dfa import Dfa, build_dfa
 from constrain.compiler import CompiledGrammar
-from constrain.errors import CompileLimitError, NotRegularError
+from constrain.errors import CompileLimitError, GrammarError, NotRegularError
 from constrain.ir import EMPTY, Alt, Concat, Grammar, Regex, Repeat
 from constrain.kernels.numba_diffusion import token_row_kernel
 from constrain.vocab.vocabulary import Vocabulary
@@ -277,7 +277,14 @@ class TokenDfa:
             If the grammar is context-free but not regular.
         CompileLimitError
             If the byte DFA needs more than ``compiled.limits.max_lexer_states`` states.
+        GrammarError
+            If the grammar has token budgets (they are counted by a matcher, per token).
         """
+        if compiled.token_budgets:
+            raise GrammarError(
+                "the grammar bounds a region's tokens (max_tokens, Grammar.token_budgets), which "
+                "only a Matcher counts: decode it autoregressively, or drop the budget"
+            )
         # A greedy grammar (%lexer basic) is read without greedy lexing here: its non-greedy
         # language, a superset (docs/diffusion.md).
         grammar, lexer = compiled.grammar, compiled.full_lexer()  # a lazy one built to the end

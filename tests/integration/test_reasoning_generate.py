@@ -70,6 +70,19 @@ def test_speculative_drafts_cross_the_boundary_exactly(model: Model, budget: int
         assert fast.details["accepted"]["grammar"] > 0
 
 
+def test_a_token_budget_ends_the_reasoning_even_in_speculative_drafts(model: Model) -> None:
+    spec = Reasoning(max_tokens=10)
+    plain = _generate(model, reasoning=spec)
+    fast = _generate(model, reasoning=spec, speculative=True)
+    assert fast.text == plain.text and fast.token_ids == plain.token_ids
+    assert isinstance(plain.value, Capital)
+    ids = list(plain.token_ids)
+    starts = [len(model.tokenizer.decode(ids[:k])) for k in range(len(ids))]
+    begin, end = len("<think>"), plain.text.index("</think>")
+    counted = sum(begin <= s < end for s in starts)
+    assert 0 < counted <= 10, (counted, plain.text)
+
+
 @pytest.fixture
 def template(model: Model) -> Iterator[list[str]]:
     """Swap the chat template for the test (the list's one item is the template to use)."""

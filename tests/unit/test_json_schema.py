@@ -605,6 +605,7 @@ def test_unique_items_over_finite_domains(
         assert not accepts(grammar, text), text
 
 
+@pytest.mark.slow  # long strings through the lazy lexer: minutes with NUMBA_DISABLE_JIT
 def test_long_string_bounds_are_exact() -> None:
     # maxLength/minLength far past what an eager lexer could count: enforced as written
     for schema, good, bad in (

@@ -139,6 +139,7 @@ def test_diffusion_reads_a_lazy_lexer_whole(byte_vocab: Vocabulary) -> None:
         assert state >= 0
 
 
+@pytest.mark.slow  # the Llama 3 vocabulary's suffix trie: slow with NUMBA_DISABLE_JIT
 def test_many_properties_stay_small_with_a_long_token() -> None:
     """Rows near the boundary follow token suffixes, not every lexeme a longest token deep.
 

@@ -104,7 +104,11 @@ PLANS = [
     ReasoningPlan(Reasoning(), opened=False, optional=False),
     ReasoningPlan(Reasoning(max_chars=4), opened=False, optional=True),
     ReasoningPlan(Reasoning(newlines=1), opened=True, optional=False),
+    # a token budget no walk here reaches: the block in three lexemes, the same language
+    ReasoningPlan(Reasoning(max_chars=4, max_tokens=1000), opened=False, optional=True),
+    ReasoningPlan(Reasoning(newlines=1, max_tokens=1000), opened=True, optional=False),
 ]
+PLAN_IDS = ["required", "optional-budget", "opened", "optional-tokens", "opened-tokens"]
 TEXTS = [
     "<think>hm</think>\n\n42",
     "<think>hm</think>42",
@@ -120,7 +124,7 @@ TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("plan", PLANS, ids=["required", "optional-budget", "opened"])
+@pytest.mark.parametrize("plan", PLANS, ids=PLAN_IDS)
 def test_language_is_the_definition(plan: ReasoningPlan) -> None:
     compiled = Compiler(byte_vocabulary()).compile(reasoning_output(ANSWER, plan).grammar)
     for text in TEXTS:
@@ -130,7 +134,7 @@ def test_language_is_the_definition(plan: ReasoningPlan) -> None:
         assert accepted == _in_language(data, plan, complete=True), (plan, text)
 
 
-@pytest.mark.parametrize("plan", PLANS, ids=["required", "optional-budget", "opened"])
+@pytest.mark.parametrize("plan", PLANS, ids=PLAN_IDS)
 def test_masks_equal_brute_force(plan: ReasoningPlan) -> None:
     vocab = tiny_vocabulary()
     compiled = Compiler(vocab).compile(reasoning_output(ANSWER, plan).grammar)
@@ -156,6 +160,46 @@ def test_masks_equal_brute_force(plan: ReasoningPlan) -> None:
             token = rng.choice(options)
             assert m.accept_token(token)
             prefix += vocab.token_bytes_of(token)
+
+
+def test_a_token_budget_forces_the_end_marker() -> None:
+    vocab = tiny_vocabulary()
+    single = {vocab.token_bytes_of(t): t for t in range(vocab.size)}
+    plan = ReasoningPlan(Reasoning(max_tokens=3), opened=False, optional=False)
+    m = Matcher(Compiler(vocab).compile(reasoning_output(ANSWER, plan).grammar))
+    assert m.accept_tokens([single[bytes([b])] for b in START + b"abc"]) == len(START) + 3
+    allowed = [vocab.token_bytes_of(t) for t in m.allowed_token_ids().tolist()]
+    assert allowed and all(END.startswith(t) for t in allowed)
+    assert not m.accept_token(single[b"a"])
+    assert m.accept_tokens([single[bytes([b])] for b in END + b"42"]) == len(END) + 2
+    assert m.is_accepting()
+    none = ReasoningPlan(Reasoning(max_tokens=0), opened=False, optional=False)  # no text
+    m = Matcher(Compiler(vocab).compile(reasoning_output(ANSWER, none).grammar))
+    assert m.accept_tokens([single[bytes([b])] for b in START + END + b"7"]) == 16
+    assert m.is_accepting()
+    m.rollback(9)
+    assert not m.accept_token(single[b"a"])
+
+
+def test_a_marker_that_overlaps_itself_ends_the_text_at_its_first_occurrence() -> None:
+    # "aba" ends "xab" + "aba" early (at "xababa"[1:4]): both forms of the block agree
+    vocab = byte_vocabulary()
+    spec = {"start": "<s>", "end": "aba", "newlines": 0}
+    grammars = [
+        Compiler(vocab).compile(
+            reasoning_output(ANSWER, ReasoningPlan(Reasoning(**spec, max_tokens=k), False, False))
+            .grammar
+        )
+        for k in (None, 1000)
+    ]  # fmt: skip
+    rng = random.Random(3)
+    for _ in range(300):
+        text = "<s>" + "".join(rng.choice("ab<s>1") for _ in range(rng.randint(0, 9)))
+        results = []
+        for compiled in grammars:
+            m = Matcher(compiled)
+            results.append(m.accept_bytes(text) and m.is_accepting())
+        assert results[0] == results[1], text
 
 
 def test_split_and_read() -> None:
@@ -202,5 +246,7 @@ def test_reasoning_spec_is_checked() -> None:
         Reasoning(start="<x></x>", end="</x>")
     with pytest.raises(ValueError, match="max_chars"):
         Reasoning(max_chars=-1)
+    with pytest.raises(TypeError, match="max_tokens"):
+        Reasoning(max_tokens=2.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="newlines"):
         Reasoning(newlines=1.5)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from constrain import Compiler, Grammar, GrammarError, Matcher, Vocabulary
+from constrain.diffusion.token_dfa import TokenDfa
 from constrain.ir.serial import grammar_from_data, grammar_to_data
 
 WORDS = [b"<", b"a", b">", b"<a>", b"x", b"xx", b"</", b"/a", b"a>", b"</a>", b"<a>x", b"x</a>"]
@@ -184,3 +185,9 @@ def test_budgets_survive_serialisation_and_bad_ones_are_refused(vocab: Vocabular
             rules=grammar.rules, terminals=grammar.terminals, start=grammar.start,
             token_budgets=(("NOPE", 2),),
         ).validate()  # fmt: skip
+
+
+def test_diffusion_refuses_a_budget(vocab: Vocabulary) -> None:
+    compiled = Compiler(vocab).compile(Grammar.from_structural_tag(_spec(2)))
+    with pytest.raises(GrammarError, match="only a Matcher counts"):
+        TokenDfa.from_compiled(compiled)
