@@ -37,7 +37,7 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	@export NUMBA_CACHE_DIR=$${NUMBA_CACHE_DIR:-$$(mktemp -d)}; \
-	$(BIN)/pytest -q -p no:cacheprovider tests --ignore=tests/vllm; rc=$$?; [ $$rc -eq 0 ] || exit $$rc; \
+	$(BIN)/pytest -q -p no:cacheprovider tests --ignore=tests/vllm --durations=15; rc=$$?; [ $$rc -eq 0 ] || exit $$rc; \
 	NUMBA_DISABLE_JIT=1 $(BIN)/pytest -q -p no:cacheprovider tests/unit tests/kernels -m "not slow and not triton"; rc=$$?; [ $$rc -eq 0 ] || exit $$rc; \
 	TRITON_INTERPRET=1 $(BIN)/pytest -q -p no:cacheprovider tests/kernels -m triton; rc=$$?; [ $$rc -eq 0 ] || exit $$rc
 

@@ -12,7 +12,13 @@ from constrain.automata.dfa import compile_regex
 from constrain.frontends.regex import parse_regex
 from constrain.ir import Alt, CharSet, Concat, Literal, Regex, Repeat, regex_to_pattern
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # the same examples every run: a fixed cost (hypothesis samples some
+    database=None,  # patterns with huge case-folded classes for minutes)
+)
 
 # ASCII-heavy, with digits, whitespace, newlines, case-folding traps and multi-byte characters.
 ALPHABET = list("abcxyzABKZ0179_-. \t\n/") + [
