@@ -37,6 +37,7 @@ from typing import Any
 
 from constrain.errors import GrammarError, OutputValidationError
 from constrain.frontends.lark import without_option_lines
+from constrain.frontends.lark_budgets import strip_budgets
 from constrain.ir import Alt, Grammar, Literal
 
 __all__ = ["DEFAULT_NUMBER_DIGITS", "OutputType", "output_type"]
@@ -311,8 +312,9 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
         else:
             grammar, label, text = Grammar.from_lark(spec), "Lark grammar", spec
     _refuse_special_tokens(grammar, label)
-    # lark does not read constrain's %lexer and %ignore_at_end lines: it checks a superset
-    text = without_option_lines(text)
+    # lark does not read constrain's %lexer and %ignore_at_end lines nor token budgets
+    # (name[max_tokens=N]): it checks a superset
+    text = strip_budgets(without_option_lines(text))[0]
     parser = _lark_parser(text, paths, start)
     byte_level = _byte_level_parser(grammar)
 

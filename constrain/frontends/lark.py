@@ -17,10 +17,12 @@ what they mean in Lark. What comes back is plain BNF: this module only maps it t
   replaced by the lookaround-free regex of the same language, found from the compiled pattern
   text, so it works under any name and for any one-character delimiter.
 
-Composition (``docs/grammars.md``): before lark's loader sees the text, ``%json`` (an inline or
-file JSON Schema) and ``%grammar`` (a ``.lark`` file) are replaced by placeholder terminals and
-their grammars spliced in afterwards (:func:`constrain.frontends.compose.splice`, which keeps
-the outer ``%ignore`` out of them); ``%regex "pattern"`` becomes the pattern's Lark literal.
+Token budgets (llguidance's ``name[max_tokens=N]:``) are read by
+:mod:`constrain.frontends.lark_budgets`. Composition (``docs/grammars.md``): before lark's
+loader sees the text, ``%json`` (an inline or file JSON Schema) and ``%grammar`` (a ``.lark``
+file) are replaced by placeholder terminals and their grammars spliced in afterwards
+(:func:`constrain.frontends.compose.splice`, which keeps the outer ``%ignore`` out of them);
+``%regex "pattern"`` becomes the pattern's Lark literal.
 
 Ignored on purpose, because they change which parse Lark picks, never the language: terminal
 and rule priorities (``A.2``, ``rule.2``), ``!rule``, ``?rule``, aliases and ``_``-prefixes.
@@ -54,6 +56,7 @@ from constrain.errors import (
     caret_context,
 )
 from constrain.frontends.compose import splice
+from constrain.frontends.lark_budgets import apply_budgets, strip_budgets
 from constrain.frontends.lark_terminals import (
     SPECIAL_TOKEN,
     definition_pattern,
@@ -164,7 +167,8 @@ def _parse(
     text: str, start: str, source: str, import_paths: list[ImportPath], stack: tuple[Path, ...]
 ) -> Grammar:
     """Return :func:`parse_lark` of ``text``; ``stack`` holds the files being embedded."""
-    lark_text, parts, options, specials = _embed_directives(text, stack)
+    stripped, budgets = strip_budgets(text)  # name[max_tokens=N]: (same offsets)
+    lark_text, parts, options, specials = _embed_directives(stripped, stack)
     lark_grammar = _load(lark_text, text, source, import_paths)
     _check_definitions(lark_grammar, text, start)
     term_defs, lark_rules, ignore = _call_lark(text, lambda: lark_grammar.compile([start], set()))
@@ -191,6 +195,7 @@ def _parse(
         ignore_at_end=options.get("ignore_at_end", True),
         special_names=tuple(specials.names),
     )
+    grammar = apply_budgets(grammar, budgets, text)
     if parts:
         grammar = splice(grammar, parts)
     try:

@@ -445,6 +445,7 @@ class Grammar:
             self,
             rules=tuple(Rule(n, kept_alts[n]) for n in reachable),
             terminals=tuple(t for t in self.terminals if t.name in used_terms),
+            token_budgets=tuple(b for b in self.token_budgets if b[0] in used_terms),
         )
 
     def _without_empty_terminals(self) -> Grammar:
@@ -483,6 +484,7 @@ class Grammar:
             rules=rules,
             terminals=terminals,
             ignore=tuple(n for n in self.ignore if n in kept),
+            token_budgets=tuple(b for b in self.token_budgets if b[0] in kept),
         )
 
     # -- printing ---------------------------------------------------------------------------
@@ -501,8 +503,9 @@ class Grammar:
         Returns
         -------
         str
-            Rules first (start rule first), then terminals, then ``%ignore`` lines, and
-            ``%lexer basic`` for a greedy grammar, ``%ignore_at_end false`` where it applies.
+            Rules first (start rule first), then terminals (a token budget as
+            ``NAME[max_tokens=N]``), then ``%ignore`` lines, and ``%lexer basic`` for a greedy
+            grammar, ``%ignore_at_end false`` where it applies.
 
         Raises
         ------
@@ -525,10 +528,12 @@ class Grammar:
         printed = [t for t in self.terminals if nullable.get(t.name, t.regex) is not None]
         if printed:
             lines.append("")
+        budgets = {name: f"[max_tokens={limit}]" for name, limit in self.token_budgets}
         for term in printed:
             regex = nullable.get(term.name, term.regex)
             assert regex is not None
-            lines.append(f"{names[term.name]}: {terminal_to_lark(regex, self.special_names)}")
+            head = names[term.name] + budgets.get(term.name, "")
+            lines.append(f"{head}: {terminal_to_lark(regex, self.special_names)}")
         lines.extend(
             f"%ignore {names[name]}"
             for name in dict.fromkeys(self.ignore)

@@ -191,3 +191,62 @@ def test_diffusion_refuses_a_budget(vocab: Vocabulary) -> None:
     compiled = Compiler(vocab).compile(Grammar.from_structural_tag(_spec(2)))
     with pytest.raises(GrammarError, match="only a Matcher counts"):
         TokenDfa.from_compiled(compiled)
+
+
+def test_a_saved_grammar_keeps_its_budgets(vocab: Vocabulary, tmp_path: Any) -> None:
+    from constrain.compiler import CompiledGrammar
+
+    compiled = Compiler(vocab).compile(Grammar.from_structural_tag(_spec(2)))
+    compiled.save(tmp_path / "budget.npz")
+    loaded = CompiledGrammar.load(tmp_path / "budget.npz", vocab)
+    assert loaded.token_budgets == compiled.token_budgets
+    m = Matcher(loaded)
+    assert m.accept_tokens(_ids(b"<a>", b"x", b"x")) == 3
+    assert not m.accept_token(_ids(b"x")[0])
+
+
+LARK = """
+start: "<a>" body "</a>" COUNT?
+body[max_tokens=2]: /[^<]+/
+COUNT[max_tokens=1]: /y+/
+"""
+
+
+def test_lark_budgets_on_a_rule_and_a_terminal(vocab: Vocabulary) -> None:
+    grammar = Grammar.from_lark(LARK)
+    assert dict(grammar.token_budgets) == {"BODY_BUDGET": 2, "COUNT": 1}
+    again = Grammar.from_lark(grammar.to_lark())
+    assert dict(again.token_budgets) == dict(grammar.token_budgets)
+    m = Matcher(Compiler(vocab).compile(grammar))
+    assert m.accept_tokens(_ids(b"<a>", b"xx", b"x")) == 3
+    assert set(m.allowed_token_ids().tolist()) == set(_ids(b"<", b"</", b"</a>"))
+    assert m.accept_tokens(_ids(b"</a>", b"y")) == 2
+    assert not m.accept_token(_ids(b"y")[0])  # COUNT took its one token
+    assert m.is_accepting()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('start: x\nx[stop="a"]: "a"', "unknown attribute"),
+        ('start: x\nx[max_tokens=0]: "a"', "at least 1 token"),
+        ('start: x\nx[max_tokens=2]: "a" "b"', "must be one lexeme"),
+        ('start: x\nx[max_tokens=2]: "a"\nx[max_tokens=3]: "b"', "two token budgets"),
+        ('start: "a" WS\nWS[max_tokens=2]: " "\n%ignore WS', "ignore"),
+    ],
+)
+def test_lark_budget_errors_say_where(text: str, message: str) -> None:
+    from constrain.errors import LarkGrammarError
+
+    with pytest.raises(LarkGrammarError, match=message) as info:
+        Grammar.from_lark(text)
+    assert info.value.line is not None
+
+
+def test_generate_checks_outputs_of_a_grammar_with_budgets() -> None:
+    from constrain.output import output_type
+
+    text = 'start: "<think>" thought "</think>" /[0-9]+/\nthought[max_tokens=3]: /[^<]+/\n'
+    for spec in (text, Grammar.from_lark(text)):
+        out = output_type(grammar=spec)
+        assert out.parse("<think> it is two</think>2") == "<think> it is two</think>2"
