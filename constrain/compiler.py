@@ -40,6 +40,7 @@ from constrain.ir import (
     Automaton,
     CharSet,
     Grammar,
+    Literal,
     Regex,
     Terminal,
     special_token,
@@ -640,15 +641,22 @@ def special_chars(grammar: Grammar) -> tuple[frozenset[int], frozenset[int]]:
     names: set[int] = set()
     seen: set[int] = set()
     stack: list[Regex] = [t.regex for t in grammar.terminals]
-    while stack:
+    while stack:  # every node once; a literal is text (no pseudo character is a str's)
         node = stack.pop()
-        if id(node) in seen:
+        if isinstance(node, Literal) or id(node) in seen:
             continue
         seen.add(id(node))
-        sets = [node] if isinstance(node, CharSet) else []
-        if isinstance(node, Automaton):
+        if isinstance(node, CharSet):
+            sets = [node]
+        elif isinstance(node, Automaton):
             sets = [cs for _, cs, _ in node.edges]
+        else:
+            items = getattr(node, "items", None)
+            stack.extend(items if items is not None else (node.item,))  # type: ignore[union-attr]
+            continue
         for cs in sets:
+            if not cs.ranges or cs.ranges[-1][1] < SPECIAL_BASE:  # ranges are sorted
+                continue
             if is_open_set(cs):  # "any special token but ...": resolved against a vocabulary
                 names.add(MAX_SPECIAL_TOKENS - 1)
                 continue
@@ -656,8 +664,6 @@ def special_chars(grammar: Grammar) -> tuple[frozenset[int], frozenset[int]]:
                 for cp in range(max(lo, SPECIAL_BASE), hi + 1):
                     kind, k = special_token_id(cp) or ("", 0)
                     (ids if kind == "id" else names).add(k)
-        items = getattr(node, "items", None)
-        stack.extend(items if items is not None else [getattr(node, "item", node)])
     return frozenset(ids), frozenset(names)
 
 
