@@ -2,6 +2,7 @@
 
 :func:`fill_next_token_bitmasks` fills a batch's rows in a process-wide thread pool (the mask
 kernels release the GIL); :mod:`constrain.matcher` re-exports it next to the Matcher.
+:func:`bitmask_rows` checks a caller's bitmask and gives the kernels its rows.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from constrain.matcher import Matcher
 
-__all__ = ["fill_next_token_bitmasks"]
+__all__ = ["bitmask_rows", "fill_next_token_bitmasks"]
 
 _CPUS = os.cpu_count() or 1
 _MIN_PARALLEL_ROWS = 4
@@ -74,3 +77,30 @@ def fill_next_token_bitmasks(
 
     chunk = -(-len(pairs) // workers)
     list(_fill_pool(workers).map(fill, range(0, len(pairs), chunk)))
+
+
+def bitmask_rows(bitmask: Any) -> np.ndarray:
+    """Return a writable uint32 numpy view of a CPU int32 bitmask (torch or numpy).
+
+    Only a C-contiguous, writable int32 array reaches the fill kernel, which is compiled for that
+    one type (a read-only or strided array would compile another specialisation, or fail).
+    """
+    if isinstance(bitmask, np.ndarray):
+        arr = bitmask
+    else:
+        device = getattr(bitmask, "device", None)
+        if device is not None and getattr(device, "type", "cpu") != "cpu":
+            raise ValueError(
+                f"the bitmask must live on the CPU (got device {device}); fill a CPU bitmask "
+                "(allocate_token_bitmask) and copy it with .to(device, non_blocking=True)"
+            )
+        arr = bitmask.numpy()
+    if arr.dtype != np.int32:
+        raise TypeError(f"bitmask must be int32, got {arr.dtype}; use allocate_token_bitmask()")
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2 or not arr.flags.c_contiguous:
+        raise ValueError(f"bitmask must be a contiguous (batch, words) array, got {arr.shape}")
+    if not arr.flags.writeable:
+        raise ValueError("bitmask is read-only; pass a writable array (allocate_token_bitmask)")
+    return arr.view(np.uint32)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from constrain._types import Int32Array
-from constrain.batch import fill_next_token_bitmasks
+from constrain.batch import bitmask_rows, fill_next_token_bitmasks
 from constrain.canonical_track import CanonicalTrack
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
@@ -59,33 +59,6 @@ _MAX_FORCED = 4096
 # jump-forward probes' bytes, read-only as accept_bytes' (simulate_kernel takes read-only data)
 _EVERY_BYTE = np.arange(256, dtype=np.uint8)
 _EVERY_BYTE.flags.writeable = False
-
-
-def _bitmask_rows(bitmask: Any) -> np.ndarray:
-    """Return a writable uint32 numpy view of a CPU int32 bitmask (torch or numpy).
-
-    Only a C-contiguous, writable int32 array reaches the fill kernel, which is compiled for that
-    one type (a read-only or strided array would compile another specialisation, or fail).
-    """
-    if isinstance(bitmask, np.ndarray):
-        arr = bitmask
-    else:
-        device = getattr(bitmask, "device", None)
-        if device is not None and getattr(device, "type", "cpu") != "cpu":
-            raise ValueError(
-                f"the bitmask must live on the CPU (got device {device}); fill a CPU bitmask "
-                "(allocate_token_bitmask) and copy it with .to(device, non_blocking=True)"
-            )
-        arr = bitmask.numpy()
-    if arr.dtype != np.int32:
-        raise TypeError(f"bitmask must be int32, got {arr.dtype}; use allocate_token_bitmask()")
-    if arr.ndim == 1:
-        arr = arr.reshape(1, -1)
-    if arr.ndim != 2 or not arr.flags.c_contiguous:
-        raise ValueError(f"bitmask must be a contiguous (batch, words) array, got {arr.shape}")
-    if not arr.flags.writeable:
-        raise ValueError("bitmask is read-only; pass a writable array (allocate_token_bitmask)")
-    return arr.view(np.uint32)
 
 
 class Matcher:
@@ -521,16 +494,20 @@ class Matcher:
     def _budget_step(self, rows: int, before: Any, *, counted: bool) -> None:
         """Keep the token counts of the step saved at history row ``rows``; update them."""
         assert self._budget is not None
+        first = -1  # for a token, the chart's sets before it (self._hist row: H_SETS)
         if rows < int(self._hist_len[0]):
             self._budget.record(rows, before)
-        self._budget.boundary(
-            lambda: (self._hyp[:, : self._n], self._set_bits), self._grammar[0][3], counted,
-            self._end_terminal,
-        )  # fmt: skip
+            first = int(self._hist[rows, H_SETS]) if counted else -1
+        lex = self._grammar[0]
+        self._budget.boundary(self._budget_view, (lex[3], lex[6]), first, self._end_terminal)
 
-    def _end_terminal(self, term: int) -> bool:
-        """End the occurrences of a budgeted terminal where they stand (False: none would live)."""
-        n = end_terminal(term, self._hyp, self._n, self._grammar, lambda: self._chart, self._check)
+    def _budget_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        return self._hyp[:, : self._n], self._sets, self._set_bits, int(self._counts[0])
+
+    def _end_terminal(self, term: int, mark: int) -> bool:
+        """End an occurrence of a budgeted terminal where it stands (False: none would live)."""
+        chart, hyp = (lambda: self._chart), self._hyp
+        n = end_terminal(term, mark, hyp, self._n, self._grammar, chart, self._check)
         self._n = n or self._n
         return n > 0
 
@@ -632,7 +609,7 @@ class Matcher:
             if bitmask is self._last_bitmask:
                 rows = self._last_rows
             else:
-                rows = _bitmask_rows(bitmask)
+                rows = bitmask_rows(bitmask)
                 self._last_bitmask, self._last_rows = bitmask, rows
             if not 0 <= index < rows.shape[0]:
                 raise IndexError(

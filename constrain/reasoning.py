@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from constrain.errors import OutputValidationError
+from constrain.errors import GrammarError, OutputValidationError
 from constrain.frontends.compose import ANY_TEXT, free_text, splice, until_first
 from constrain.ir import (
     Alt,
@@ -220,6 +220,11 @@ def reasoning_grammar(answer: Grammar, plan: ReasoningPlan) -> Grammar:
         body = until_first(spec.end, [spec.end], [], spec.max_chars)
         terminals: tuple[Terminal, ...] = (Terminal(_BLOCK, Concat((*opening, body, *closing))),)
         block: tuple[str, ...] = (_BLOCK,)
+    elif answer.greedy:  # longest match would never end the free text before the marker
+        raise GrammarError(
+            "Reasoning(max_tokens=...) needs an answer grammar without greedy lexing (%lexer "
+            "basic): the reasoning text would be one longest lexeme; use max_chars instead"
+        )
     else:  # the text is a lexeme of its own, whose tokens the matcher counts
         pieces: list[tuple[str, Regex]] = [(_BLOCK + "_OPEN", opening[0])] if opening else []
         if spec.max_tokens:

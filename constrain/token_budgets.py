@@ -38,8 +38,17 @@ from constrain.kernels.numba_earley import earley_drop_kernel
 
 __all__ = ["BudgetTrack", "end_terminal"]
 
-_Counts = tuple[tuple[int, bool], ...]
-"""Per budget: the tokens counted in the open occurrence, and whether it is open."""
+_Counts = tuple[tuple[int, int], ...]
+"""Per budget: the tokens counted in the open occurrence and its mark, the chart's last set uid
+when it opened (its sets have uids up to it; -1: no occurrence open)."""
+
+_CLOSED = (0, -1)
+_PARENT, _TERM, _ACC, _UID = 2, 3, 4, 5  # rows of the chart's sets (kernels/numba_earley.py)
+
+View = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+"""What :meth:`BudgetTrack.boundary` reads of a matcher: the hypotheses ``(2, n)`` (Earley set,
+lexer state), the chart's sets ``(6, cap)``, the terminals each set expects, the number of
+sets."""
 
 
 class BudgetTrack:
@@ -55,12 +64,12 @@ class BudgetTrack:
         self.budgets = tuple(budgets)
         # per budget: its terminal's word and bit in the terminal bitsets, as Python ints
         self._bits = tuple((term >> 6, 1 << (term & 63)) for term, _ in self.budgets)
-        self.counts: _Counts = tuple((0, False) for _ in self.budgets)
+        self.counts: _Counts = tuple(_CLOSED for _ in self.budgets)
         self.history: list[_Counts] = []  # the counts before each step, one per history row
 
     def reset(self) -> None:
         """Forget every count and the history (the matcher's reset)."""
-        self.counts = tuple((0, False) for _ in self.budgets)
+        self.counts = tuple(_CLOSED for _ in self.budgets)
         self.history = []
 
     def copy(self) -> BudgetTrack:
@@ -86,67 +95,102 @@ class BudgetTrack:
 
     def boundary(
         self,
-        hyps: Callable[[], tuple[np.ndarray, np.ndarray]],
-        alive_bits: np.ndarray,
-        counted: bool,
-        end: Callable[[int], bool],
+        view: Callable[[], View],
+        lex: tuple[np.ndarray, np.ndarray],
+        first: int,
+        end: Callable[[int, int], bool],
     ) -> None:
         """Update the counts at a token boundary; end the occurrences past their budget.
 
         Parameters
         ----------
-        hyps : callable
-            Returns the current hypotheses, ``(2, n)`` int32 (Earley set, lexer state), and the
-            terminals each Earley set expects (uint64 rows).
-        alive_bits : uint64 array
-            The terminals each lexer state can still complete.
-        counted : bool
-            Whether the step was a token (``accept_bytes`` text is not counted).
+        view : callable
+            Returns the matcher's :data:`View` (it changes when an occurrence ends).
+        lex : (alive_bits, restart)
+            The terminals each lexer state can still complete, and each state's boundary state
+            (a state that is its own is a lexeme boundary).
+        first : int
+            For a token, the number of chart sets before it (the sets made while reading it
+            follow); -1 for a step that is not counted (``accept_bytes`` text, the reset).
         end : callable
-            Ends the occurrences of a terminal where they stand (:func:`end_terminal`);
-            returns False, changing nothing, when that would leave no hypothesis.
+            ``end(terminal, mark)`` ends the occurrence whose sets have uids up to ``mark``
+            where it stands (:func:`end_terminal`); returns False, changing nothing, when that
+            would leave no hypothesis.
         """
-        hyp, set_bits = hyps()
-        pairs = list(zip(hyp[0].tolist(), hyp[1].tolist(), strict=True))  # a few: no numpy
+        hyp, sets, set_bits, n_sets = view()
         out = []
-        for (term, limit), (used, was_open), (word, bit) in zip(
+        for (term, limit), (used, mark), (word, bit) in zip(
             self.budgets, self.counts, self._bits, strict=True
         ):
-            if counted and was_open:
-                used += 1
-            inside = any(
-                int(set_bits[p, word]) & bit and int(alive_bits[s, word]) & bit for p, s in pairs
-            )
-            if not inside:
-                used = 0
-            elif used >= limit and end(term):
-                used, inside = 0, False  # ended: a later occurrence is a new one
-                hyp, set_bits = hyps()
-                pairs = list(zip(hyp[0].tolist(), hyp[1].tolist(), strict=True))
-            out.append((used, inside))
+            inside = _inside(hyp, sets, set_bits, lex, word, bit)
+            if first >= 0 and mark >= 0:  # a token read while an occurrence was open
+                lexeme = any(uid <= mark and mid for uid, mid in inside)
+                if lexeme or _scanned(term, mark, sets, first, n_sets):
+                    used += 1  # it put bytes in the occurrence's lexeme
+            if not any(uid <= mark for uid, _ in inside):  # the occurrence is over
+                used, mark = 0, _last_uid(sets, n_sets) if inside else -1
+            elif used >= limit and end(term, mark):
+                hyp, sets, set_bits, n_sets = view()
+                inside = _inside(hyp, sets, set_bits, lex, word, bit)
+                used, mark = 0, _last_uid(sets, n_sets) if inside else -1
+            out.append((used, mark))
         self.counts = tuple(out)
+
+
+def _inside(
+    hyp: np.ndarray,
+    sets: np.ndarray,
+    set_bits: np.ndarray,
+    lex: tuple[np.ndarray, np.ndarray],
+    word: int,
+    bit: int,
+) -> list[tuple[int, bool]]:
+    """Return (set uid, lexeme in progress) of each hypothesis where the terminal may go on."""
+    alive, restart = lex
+    return [
+        (int(sets[_UID, p]), int(restart[s]) != s)
+        for p, s in zip(hyp[0].tolist(), hyp[1].tolist(), strict=True)
+        if int(set_bits[p, word]) & bit and int(alive[s, word]) & bit
+    ]
+
+
+def _scanned(term: int, mark: int, sets: np.ndarray, first: int, n_sets: int) -> bool:
+    """Whether a set made by the last token scanned ``term`` from one of the occurrence's."""
+    return any(
+        int(sets[_TERM, q]) == term and int(sets[_UID, int(sets[_PARENT, q])]) <= mark
+        for q in range(first, n_sets)
+    )
+
+
+def _last_uid(sets: np.ndarray, n_sets: int) -> int:
+    """Return the largest set uid in the chart (every set there has one up to it)."""
+    return int(sets[_UID, :n_sets].max(initial=0))
 
 
 def end_terminal(
     term: int,
+    mark: int,
     hyp: np.ndarray,
     n: int,
     grammar: tuple[Any, ...],
     chart: Callable[[], tuple[Any, ...]],
     check: Callable[[int], bool],
 ) -> int:
-    """End every occurrence of terminal ``term`` in progress: the hypotheses that remain.
+    """End the occurrence of terminal ``term`` whose sets have uids up to ``mark``: survivors.
 
-    Each hypothesis whose Earley set expects ``term`` moves to a copy of the set without those
-    items; one left with a lexeme in progress that no expected terminal (nor an ignored one)
-    can complete, or at a lexeme boundary expecting nothing and not accepting, is dropped. The
+    Each hypothesis in one of those sets that expects ``term`` moves to a copy of the set
+    without those items (sets made later hold a later occurrence, which keeps its own count).
+    A hypothesis is dropped when its set then expects no terminal and does not accept, or its
+    lexeme in progress is one no expected terminal (nor an ignored one) can complete. The
     survivors are written to the front of ``hyp`` and their number returned; 0 means nothing
-    would survive, and then ``hyp`` is unchanged.
+    would survive, and then ``hyp`` and the chart are as they were.
 
     Parameters
     ----------
     term : int
         The terminal.
+    mark : int
+        The occurrence's mark (:class:`BudgetTrack`).
     hyp : (2, cap) int32
         The matcher's hypotheses; the first ``n`` are current.
     n : int
@@ -161,11 +205,14 @@ def end_terminal(
     lex, par = grammar[0], grammar[1]
     alive_bits, ignore_bits, restart = lex[3], lex[4], lex[6]
     word, bit = term >> 6, np.uint64(1) << np.uint64(term & 63)
+    counts = chart()[3]
+    saved = int(counts[0]), int(counts[1])
     moved: dict[int, int] = {}
     kept: list[tuple[int, int]] = []
     for k in range(n):
         p, s = int(hyp[0, k]), int(hyp[1, k])
-        if chart()[2][p, word] & bit:
+        _, sets, set_bits, _, _, _ = chart()
+        if set_bits[p, word] & bit and sets[_UID, p] <= mark:
             q = moved.get(p)
             if q is None:
                 while True:
@@ -175,13 +222,15 @@ def end_terminal(
                 moved[p] = q
             p = q
         _, sets, set_bits, _, _, _ = chart()
-        expects = set_bits[p] | ignore_bits
-        if restart[s] == s:
-            live = bool(np.any(expects & alive_bits[s])) or bool(sets[4, p])
-        else:
-            live = bool(np.any(expects & alive_bits[s]))
+        live = bool(np.any(set_bits[p])) or bool(sets[_ACC, p])  # something may follow
+        if live and restart[s] != s:  # and the lexeme in progress can end as one of them
+            live = bool(np.any((set_bits[p] | ignore_bits) & alive_bits[s]))
         if live and (p, s) not in kept:
             kept.append((p, s))
+    if not kept:
+        counts = chart()[3]
+        counts[0], counts[1] = saved  # the copies go (their uids are never reused)
+        return 0
     for k, (p, s) in enumerate(kept):
         hyp[0, k], hyp[1, k] = p, s
     return len(kept)

@@ -250,3 +250,44 @@ def test_generate_checks_outputs_of_a_grammar_with_budgets() -> None:
     for spec in (text, Grammar.from_lark(text)):
         out = output_type(grammar=spec)
         assert out.parse("<think> it is two</think>2") == "<think> it is two</think>2"
+
+
+def test_ignored_text_before_the_lexeme_is_not_counted() -> None:
+    words = [b"<", b">", b" ", b"a", b"b", b"ab"]
+    v = Vocabulary.from_bytes([*words, None], eos_ids=[len(words)])
+    lark = 'start: "<" TEXT ">"\nTEXT[max_tokens=1]: /[ab]{2,}/\n%ignore " "\n'
+    m = Matcher(Compiler(v).compile(Grammar.from_lark(lark)))
+    assert m.accept_tokens([0, 2, 2, 5]) == 4  # two blanks, then the one token of TEXT
+    assert not m.accept_token(3)  # TEXT has had its token
+    assert m.accept_token(1) and m.is_accepting()
+
+
+def test_adjacent_occurrences_are_counted_apart() -> None:
+    words = [b"xa", b"xb", b"c", b"d", b"x"]
+    v = Vocabulary.from_bytes([*words, None], eos_ids=[len(words)])
+    m = Matcher(Compiler(v).compile(Grammar.from_lark("start: T T\nT[max_tokens=1]: /x[a-z]*/")))
+    assert m.accept_token(0) and not m.accept_token(2)  # the first T has had its token
+    assert m.accept_token(1) and not m.accept_token(3) and m.is_accepting()
+    words = [b"a", b"b", b"bx", b"x", b"c"]
+    v = Vocabulary.from_bytes([*words, None], eos_ids=[len(words)])
+    text = {"type": "any_text", "max_tokens": 2}
+    body = {"type": "sequence", "elements": [text, {"type": "const_string", "value": "x"}]}
+    spec = {"type": "structural_tag", "format": {"type": "plus", "content": body}}
+    compiled = Compiler(v).compile(Grammar.from_structural_tag(spec))
+    masks = []
+    for tokens in ([0, 2], [0, 1, 3]):  # "abx" in two tokens and in three: a new region
+        m = Matcher(compiled)
+        assert m.accept_tokens(tokens) == len(tokens)
+        masks.append(m.allowed_token_ids().tolist())
+        assert m.accept_tokens([0, 1]) == 2 and not m.accept_token(4)
+    assert masks[0] == masks[1] == list(range(len(words) + 1))
+
+
+def test_a_token_budget_needs_a_lexer_that_is_not_greedy() -> None:
+    from constrain.output import output_type
+    from constrain.reasoning import Reasoning, ReasoningPlan, reasoning_output
+
+    greedy = output_type(grammar="start: /[0-9]+/\n%lexer basic\n")
+    plan = ReasoningPlan(Reasoning(max_tokens=5), opened=False, optional=False)
+    with pytest.raises(GrammarError, match="greedy"):
+        reasoning_output(greedy, plan)
