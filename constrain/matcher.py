@@ -501,8 +501,9 @@ class Matcher:
         lex = self._grammar[0]
         self._budget.boundary(self._budget_view, (lex[3], lex[6]), first, self._end_terminal)
 
-    def _budget_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        return self._hyp[:, : self._n], self._sets, self._set_bits, int(self._counts[0])
+    def _budget_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+        counts = self._counts  # sets, items, the last set uid given, memo entries
+        return self._hyp[:, : self._n], self._sets, self._set_bits, int(counts[0]), int(counts[2])
 
     def _end_terminal(self, term: int, mark: int) -> bool:
         """End an occurrence of a budgeted terminal where it stands (False: none would live)."""

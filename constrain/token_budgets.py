@@ -45,10 +45,10 @@ when it opened (its sets have uids up to it; -1: no occurrence open)."""
 _CLOSED = (0, -1)
 _PARENT, _TERM, _ACC, _UID = 2, 3, 4, 5  # rows of the chart's sets (kernels/numba_earley.py)
 
-View = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+View = tuple[np.ndarray, np.ndarray, np.ndarray, int, int]
 """What :meth:`BudgetTrack.boundary` reads of a matcher: the hypotheses ``(2, n)`` (Earley set,
 lexer state), the chart's sets ``(6, cap)``, the terminals each set expects, the number of
-sets."""
+sets and the last set uid given (every set has one up to it)."""
 
 
 class BudgetTrack:
@@ -117,7 +117,7 @@ class BudgetTrack:
             where it stands (:func:`end_terminal`); returns False, changing nothing, when that
             would leave no hypothesis.
         """
-        hyp, sets, set_bits, n_sets = view()
+        hyp, sets, set_bits, n_sets, last = view()
         out = []
         for (term, limit), (used, mark), (word, bit) in zip(
             self.budgets, self.counts, self._bits, strict=True
@@ -128,11 +128,11 @@ class BudgetTrack:
                 if lexeme or _scanned(term, mark, sets, first, n_sets):
                     used += 1  # it put bytes in the occurrence's lexeme
             if not any(uid <= mark for uid, _ in inside):  # the occurrence is over
-                used, mark = 0, _last_uid(sets, n_sets) if inside else -1
+                used, mark = 0, last if inside else -1
             elif used >= limit and end(term, mark):
-                hyp, sets, set_bits, n_sets = view()
+                hyp, sets, set_bits, n_sets, last = view()
                 inside = _inside(hyp, sets, set_bits, lex, word, bit)
-                used, mark = 0, _last_uid(sets, n_sets) if inside else -1
+                used, mark = 0, last if inside else -1
             out.append((used, mark))
         self.counts = tuple(out)
 
@@ -160,11 +160,6 @@ def _scanned(term: int, mark: int, sets: np.ndarray, first: int, n_sets: int) ->
         int(sets[_TERM, q]) == term and int(sets[_UID, int(sets[_PARENT, q])]) <= mark
         for q in range(first, n_sets)
     )
-
-
-def _last_uid(sets: np.ndarray, n_sets: int) -> int:
-    """Return the largest set uid in the chart (every set there has one up to it)."""
-    return int(sets[_UID, :n_sets].max(initial=0))
 
 
 def end_terminal(
