@@ -5,26 +5,27 @@ XGrammar's ``max_tokens`` (``any_text``, ``any_tokens``; a reasoning budget) is 
 by the matcher, as XGrammar keeps it, per terminal of :attr:`Grammar.token_budgets
 <constrain.ir.Grammar.token_budgets>`:
 
-- at each token boundary (after the reset and after every accepted token) the region is
-  *open* when some hypothesis is inside an occurrence of the terminal: a lexeme of it in
-  progress, or a lexeme boundary where the parser expects it (the next token starts the
-  occurrence). The token that then follows is counted; a token that began before the
-  occurrence (whose last bytes start it) is not;
-- once ``max_tokens`` tokens are counted and the region is still open, the occurrence ends where
-  it stands: every hypothesis stops expecting the terminal
+- at each token boundary (after the reset and after every accepted token) an *occurrence* of
+  the terminal is open when some hypothesis is inside it: a lexeme of it in progress, or a
+  lexeme boundary where the parser expects it. It is marked with the chart's last set uid:
+  its parser states have uids up to the mark, a later occurrence's are newer;
+- a token read while an occurrence is open counts when it put bytes in the occurrence's
+  lexeme (the lexeme goes on after it, or it ended inside it): a token that began before the
+  occurrence (whose last bytes start it) does not count, nor one of ignored text before it;
+- once ``max_tokens`` tokens are counted and the occurrence is still open, it ends where it
+  stands: its parser states stop expecting the terminal
   (:func:`~constrain.kernels.numba_earley.earley_drop_kernel`), so its lexeme in progress
-  dies, while the hypotheses in which it already ended (split when it could end) go on. Other
-  lexemes in progress from the same parser state go on too;
-- when no hypothesis is inside, the count starts again at 0 (the next occurrence is a new one);
+  dies, while the hypotheses in which it already ended (split when it could end) go on, as do
+  other lexemes in progress from the same states and a later occurrence (``T T``, a loop);
+- when no hypothesis is inside the occurrence it is over, and the count starts again at 0;
 - text given to ``accept_bytes`` is not counted (XGrammar's ``accept_string`` neither), though
-  the region is looked at again after it;
+  the occurrences are looked at again after it;
 - if ending the occurrence would leave no hypothesis (the text stops inside a multi-byte
   character that the region's lexeme must finish), the budget is exceeded until it can end, at
   the next token boundary where it can, as XGrammar relaxes it.
 
-Counts are per terminal and per matcher: a structural tag gives each bounded format a terminal
-of its own, and two occurrences of one terminal are never open together there (a tag's end or a
-trigger separates them). The state is saved per step, so ``rollback`` and ``fork`` restore it.
+Counts are per terminal and per matcher (a structural tag gives each bounded format a terminal
+of its own). The state is saved per step, so ``rollback`` and ``fork`` restore it.
 """
 
 from __future__ import annotations
