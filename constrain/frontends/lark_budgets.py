@@ -93,7 +93,7 @@ def apply_budgets(grammar: Grammar, budgets: dict[str, tuple[int, int]], text: s
         if rule is None:
             raise error_at_offset(
                 f"{name}[max_tokens={limit}]: no rule or terminal {name!r} is left after Lark's "
-                "compile (a ?rule is inlined: drop the ?)",
+                "compile (one that Lark inlined or dropped: make it a plain rule or a terminal)",
                 text,
                 at,
             )
