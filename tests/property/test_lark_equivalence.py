@@ -271,7 +271,10 @@ def test_corpus_agrees_with_lark(key: str) -> None:
 
 
 # Lark's dynamic_complete lexer is slow on sql (a ~2 KB NAME pattern tried at every length).
-RANDOM_SIZES = {"arithmetic": (30, 3), "csv": (30, 3), "json": (30, 3), "sql": (8, 2)}
+RANDOM_SIZES = {"arithmetic": (30, 3), "csv": (30, 3), "json": (30, 3), "sql": (16, 2)}
+# The naive greedy oracle takes 20-90 s on a 400-1,000 byte SQL text (it was 9 of the main
+# pass's 30 minutes): a greedy grammar's texts are kept to this length.
+GREEDY_MAX_TEXT = 300
 
 
 @pytest.mark.parametrize("key", SHIPPED)
@@ -279,7 +282,11 @@ def test_random_texts_agree_with_lark(key: str) -> None:
     num, num_mutations = RANDOM_SIZES[key]
     sentences, mutants = random_texts(key, seed=2024, num=num, num_mutations=num_mutations)
     g = grammar(key)
-    for text in sentences + mutants:
+    texts = sentences + mutants
+    if g.greedy:
+        texts = [t for t in texts if len(t) <= GREEDY_MAX_TEXT]
+        assert len(texts) >= 10
+    for text in texts:
         # greedy grammars (%lexer basic): the marker oracle decides; lark, which checks the
         # non-greedy language, must accept whatever it accepts
         expected = reference.naive_greedy_accepts(g, text) if g.greedy else lark_accepts(key, text)
