@@ -342,10 +342,7 @@ class _Builder:
     def free_tokens(
         self, excluded: Sequence[TokenRef], path: str, fmt: Mapping[str, Any] | None = None
     ) -> Fragment:
-        """Return the token-level region of any text and special tokens but ``excluded``.
-
-        With ``fmt``, its ``max_tokens`` bounds the region (:meth:`budgeted`).
-        """
+        """Return the token-level region of any text and specials but ``excluded``."""
         ids = [k for kind, k in excluded if kind == "id"]
         names = [k for kind, k in excluded if kind == "name"]
         fragment = self.budgeted(open_text(ids, names), fmt or {}, path)
@@ -354,19 +351,13 @@ class _Builder:
         return fragment
 
     def budgeted(self, regex: Regex, fmt: Mapping[str, Any], path: str) -> Fragment:
-        """Return the fragment of a free region, bounded to ``max_tokens`` tokens when given.
-
-        A bounded region gets a terminal of its own (never interned: the matcher counts the
-        tokens of each budgeted terminal); a budget of 0 tokens is the empty string, as in
-        XGrammar (not even a token that began before the region may put text in it).
-        """
+        """Return a free region; with ``max_tokens``, a terminal the matcher counts (0: none)."""
         limit = fmt.get("max_tokens")
         if limit is None:
             return (self.term(regex),)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**31:
             raise GrammarError(
-                f"max_tokens must be an integer in [0, 2147483647], got {limit!r}",
-                f"{path}/max_tokens",
+                f"max_tokens: an int in [0, 2**31), not {limit!r}", f"{path}/max_tokens"
             )
         if limit == 0:
             return ()
