@@ -231,6 +231,8 @@ def parity_specs() -> list[tuple[str, dict[str, Any]]]:
         ),  # fmt: skip
         *token_level_specs(),
         *budget_specs(),
+        *aligned_specs(),
+        *ebnf_specs(),
         *qwen_xml_specs(),
         *other_xml_specs(),
         *m3_specs(),
@@ -350,6 +352,95 @@ def budget_specs() -> list[tuple[str, dict[str, Any]]]:
                 ],
             },
         ),  # fmt: skip
+    ]
+
+
+def aligned_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the specs where a region ends at a token boundary (``exclude_token``, text after
+    ``any_tokens``): ``Grammar.token_aligned``."""
+    one = {"type": "exclude_token"}
+    nope = {"type": "exclude_token", "exclude_tokens": [128004, "<|python_tag|>"]}
+    free = {"type": "any_tokens", "exclude_tokens": [128010]}
+    seq = lambda *e: {"type": "sequence", "elements": list(e)}  # noqa: E731
+    return [
+        ("aligned_one", seq(_const("x"), one, _const("y"))),
+        ("aligned_one_excludes", seq(_const("Name: "), nope, _const("."))),
+        ("aligned_one_top", one),
+        ("aligned_one_twice", seq(one, one, _const("!"))),
+        ("aligned_one_or", seq({"type": "or", "elements": [one, _const("abc")]}, _const(";"))),
+        ("aligned_one_tag", _tag("<w>", one, "</w>")),
+        ("aligned_one_star", seq({"type": "star", "content": seq(one, _const(","))}, _const("."))),
+        ("aligned_free_text", seq(free, _const("END"))),
+        ("aligned_free_json", seq(_const("<"), free, _const(">"), _json(WEATHER))),
+        ("aligned_free_budget", seq({**free, "max_tokens": 3}, _const("|"))),
+        ("aligned_free_tag", _tag("<a>", free, "</a>")),
+        (
+            "aligned_tok_triggered_text",
+            seq(
+                {
+                    "type": "token_triggered_tags",
+                    "trigger_tokens": ["<|python_tag|>"],
+                    "tags": [_token_tag("<|python_tag|>", _json(WEATHER), "<|eom_id|>")],
+                    "stop_after_first": True,
+                },
+                _const("\nDone."),
+            ),
+        ),
+    ]
+
+
+JSON_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= "" | " " | "\n" [ \t]{0,20}
+"""
+
+ARITH_GBNF = r"""
+root  ::= (expr "=" ws term "\n")+
+expr  ::= term ([-+*/] term)*
+term  ::= ident | num | "(" ws expr ")" ws
+ident ::= [a-z] [a-z0-9_]* ws
+num   ::= [0-9]+ ws
+ws    ::= [ \t\n]*
+"""
+
+LIST_GBNF = r"""
+root ::= "Items:" ( "\n- " item ){1,4} "\n"
+item ::= name-part ( ", " name-part )? | "\u00e9t\u00e9 " Regex("[0-9]{2,3}")
+name-part ::= [A-Z] [a-z\-]{0,8} | "x\x41"
+"""
+
+
+def ebnf_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Return the specs with grammars in XGrammar's EBNF (its default ``grammar`` syntax)."""
+    grammar = lambda text: {"type": "grammar", "grammar": text}  # noqa: E731
+    return [
+        ("ebnf_json", grammar(JSON_GBNF)),
+        ("ebnf_arithmetic", grammar(ARITH_GBNF)),
+        ("ebnf_list", grammar(LIST_GBNF)),
+        ("ebnf_in_tag", _triggered([_tag("<calc>", grammar(ARITH_GBNF), "</calc>")], ["<calc>"])),
     ]
 
 

@@ -183,6 +183,11 @@ class CompiledGrammar:
     token_budgets : tuple of (int, int)
         ``(terminal, max tokens)`` of the grammar's token budgets (``Grammar.token_budgets``),
         enforced by its matchers.
+    token_aligned : tuple of (int, str)
+        ``(terminal, "end" | "token")`` of the grammar's token-aligned terminals
+        (``Grammar.token_aligned``): the kernels end them only at a token's end (the lexer's
+        ``inner_ends`` leave them out inside a token, and the token tables read a lexer that
+        never accepts them), and the matcher ends a ``"token"`` one at every token boundary.
     """
 
     def __init__(
@@ -212,16 +217,25 @@ class CompiledGrammar:
         ignored = [lexer.names.index(n) for n in grammar.ignore if n in lexer.names]
         self.kernel_lexer, self.restart = lexer_restarts(lexer, grammar.greedy, ignored)
         klex = self.kernel_lexer
-        self.tables = MaskTables(
-            vocab, klex, parser, max_bytes=limits.mask_cache_bytes, restart=self.restart,
-            lazy=lazy is not None,
-        )  # fmt: skip
         self.terminal_names = tuple(lexer.names)
         # (terminal, max tokens) of the grammar's token budgets, which its matchers enforce
         index = {name: t for t, name in enumerate(self.terminal_names)}
         self.token_budgets = tuple(
             (index[name], limit) for name, limit in grammar.token_budgets if name in index
         )
+        self.token_aligned = tuple(
+            (index[name], kind) for name, kind in grammar.token_aligned if name in index
+        )
+        # the terminals a lexeme may end as inside a token (all but the token-aligned ones)
+        inner = np.full(klex.accept_bits.shape[1], ~np.uint64(0), dtype=np.uint64)
+        for term, _ in self.token_aligned:
+            inner[term >> 6] &= ~(np.uint64(1) << np.uint64(term & 63))
+        inner.flags.writeable = False
+        self.inner_ends = inner
+        self.tables = MaskTables(
+            vocab, self._table_lexer(klex), parser, max_bytes=limits.mask_cache_bytes,
+            restart=self.restart, lazy=lazy is not None,
+        )  # fmt: skip
         self.cont_bits = continuation_bits(klex)
         self._lazy_version = 0 if lazy is None else lazy.version
         self._lazy_lock = threading.Lock()
@@ -233,6 +247,17 @@ class CompiledGrammar:
         # every matcher of this grammar passes arrays of the same types
         self.kernel_entries: dict[str, Any] = {}
 
+    def _table_lexer(self, lexer: LexerDfa) -> LexerDfa:
+        """Return the lexer the token tables walk: one that ends no token-aligned terminal.
+
+        A table describes what a token does inside its bytes; a token-aligned lexeme may only
+        end at the token's end, where the matcher's own step (not the table) ends it.
+        """
+        if not self.token_aligned:
+            return lexer
+        bits = lexer.accept_bits & self.inner_ends
+        return LexerDfa(lexer.byte_class, lexer.trans, bits, lexer.alive_bits, lexer.names)
+
     def _match_arrays(self) -> tuple[Any, ...]:
         """Return the matcher kernels' ``grammar`` structure (constrain.kernels.numba_match).
 
@@ -242,7 +267,7 @@ class CompiledGrammar:
         klex, parser, vocab = self.kernel_lexer, self.parser, self.vocab
         return (
             (klex.byte_class, klex.trans, klex.accept_bits, klex.alive_bits,
-             parser.ignore_bits, self.cont_bits, self.restart),
+             parser.ignore_bits, self.cont_bits, self.restart, self.inner_ends),
             (parser.item_rule, parser.item_next_nt, parser.item_next_t, parser.rule_lhs,
              parser.rule_first_item, parser.nt_rules_indptr, parser.nt_rules, parser.nullable,
              parser.final_item, parser.num_terminals, self.limits.max_set_items),
@@ -321,7 +346,7 @@ class CompiledGrammar:
             restart.flags.writeable = False
             self.lexer = self.kernel_lexer = lexer
             self.cont_bits, self.restart, self._cont_rows = cont, restart, expanded
-            self.tables.set_lexer(lexer, restart)
+            self.tables.set_lexer(self._table_lexer(lexer), restart)
             self.match_arrays = self._match_arrays()
             self._lazy_version = version
 
@@ -667,6 +692,29 @@ def special_chars(grammar: Grammar) -> tuple[frozenset[int], frozenset[int]]:
     return frozenset(ids), frozenset(names)
 
 
+def _refuse_ordinary_exclusions(cs: CharSet, vocab: Vocabulary) -> None:
+    """Raise if an open special-token set leaves out an ordinary token by id.
+
+    Only special tokens can be left out of a token-level region: an ordinary token's text can
+    be written by other tokens, so leaving the id out would not keep its text out.
+    """
+    lo = SPECIAL_BASE
+    for start, end in [*cs.ranges, (SPECIAL_BASE + MAX_SPECIAL_TOKENS, 0)]:
+        for tid in range(
+            lo - SPECIAL_BASE, min(start - SPECIAL_BASE, vocab.size, MAX_SPECIAL_TOKENS)
+        ):
+            length = int(vocab.token_lengths[tid])
+            if length and vocab.token_bytes_of(tid) != special_bytes(tid):
+                raise GrammarError(
+                    f"exclude_tokens names token id {tid} "
+                    f"({vocab.token_bytes_of(tid).decode('utf-8', 'replace')!r}), an ordinary "
+                    "token: only special tokens can be excluded from a token-level region (other "
+                    "tokens can write an ordinary token's text); leave it out, or exclude its "
+                    "text with an any_text region's excludes"
+                )
+        lo = max(lo, end + 1)
+
+
 def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar, frozenset[int]]:
     """Return ``grammar`` with its special token names replaced by ids, and the ids it uses.
 
@@ -755,6 +803,7 @@ def resolve_special_tokens(grammar: Grammar, vocab: Vocabulary) -> tuple[Grammar
 
     def finite(node: Regex) -> Regex:
         if isinstance(node, CharSet) and is_open_set(node):
+            _refuse_ordinary_exclusions(node, vocab)
             node = resolve_open_set(node, matchable, by_index)
             open_ids.update(
                 cp - SPECIAL_BASE

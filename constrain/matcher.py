@@ -105,6 +105,8 @@ class Matcher:
         self._track = None if canonical is None else CanonicalTrack(canonical)
         budgets = compiled.token_budgets  # counted here: constrain.token_budgets
         self._budget = BudgetTrack(budgets) if budgets else None
+        # terminals that never span a token boundary (Grammar.token_aligned, "token")
+        self._one_token = tuple(t for t, kind in compiled.token_aligned if kind == "token")
         self.compiled = compiled
         self.vocab = compiled.vocab
         self._vocab_size = compiled.vocab.size
@@ -443,6 +445,8 @@ class Matcher:
         if track is not None:
             track.push(canon)  # type: ignore[arg-type]
         self._grow_ahead()
+        if self._one_token:
+            self._end_one_token_lexemes()
         if self._budget is not None:
             self._budget_step(rows, self._budget.counts, counted=True)
         return True
@@ -487,9 +491,26 @@ class Matcher:
             self._commit(n)
         if self._track is not None:
             self._track.push(START)
+        if self._one_token:
+            self._end_one_token_lexemes()
         if self._budget is not None:
             self._budget_step(rows, self._budget.counts, counted=False)
         return True
+
+    def _end_one_token_lexemes(self) -> None:
+        """End every lexeme of a one-token terminal that the last step left in progress.
+
+        Such a lexeme is the rest of the token it starts in (``Grammar.token_aligned``); the
+        hypotheses where it ended at the token's end go on. If none would survive (the token
+        stops inside a character the lexeme must finish), it goes on into the next token.
+        """
+        chart = lambda: self._chart  # noqa: E731 (the chart is replaced when it grows)
+        for term in self._one_token:
+            n = end_terminal(
+                term, 1 << 62, self._hyp, self._n, self._grammar, chart, self._check,
+                lexemes_only=True,
+            )  # fmt: skip
+            self._n = n or self._n
 
     def _budget_step(self, rows: int, before: Any, *, counted: bool) -> None:
         """Keep the token counts of the step saved at history row ``rows``; update them."""

@@ -171,6 +171,8 @@ def end_terminal(
     grammar: tuple[Any, ...],
     chart: Callable[[], tuple[Any, ...]],
     check: Callable[[int], bool],
+    *,
+    lexemes_only: bool = False,
 ) -> int:
     """End the occurrence of terminal ``term`` whose sets have uids up to ``mark``: survivors.
 
@@ -197,6 +199,11 @@ def end_terminal(
         Returns the matcher's current chart structure (it changes when the chart grows).
     check : callable
         The matcher's status handler: True when the kernel must run again after growing.
+    lexemes_only : bool, optional
+        Move only the hypotheses with a lexeme in progress that may still be one of ``term``
+        (a lexeme that spans the token boundary: a ``"token"`` alignment,
+        ``Grammar.token_aligned``); a hypothesis at a lexeme boundary keeps the terminal, which
+        may start there.
     """
     lex, par = grammar[0], grammar[1]
     alive_bits, ignore_bits, restart = lex[3], lex[4], lex[6]
@@ -208,7 +215,8 @@ def end_terminal(
     for k in range(n):
         p, s = int(hyp[0, k]), int(hyp[1, k])
         _, sets, set_bits, _, _, _ = chart()
-        if set_bits[p, word] & bit and sets[_UID, p] <= mark:
+        inside = not lexemes_only or (restart[s] != s and bool(alive_bits[s, word] & bit))
+        if inside and set_bits[p, word] & bit and sets[_UID, p] <= mark:
             q = moved.get(p)
             if q is None:
                 while True:

@@ -278,12 +278,14 @@ class TokenDfa:
         CompileLimitError
             If the byte DFA needs more than ``compiled.limits.max_lexer_states`` states.
         GrammarError
-            If the grammar has token budgets (they are counted by a matcher, per token).
+            If the grammar has token budgets or token-aligned terminals (a matcher counts
+            tokens and places token boundaries, left to right).
         """
-        if compiled.token_budgets:
+        if compiled.token_budgets or compiled.token_aligned:
             raise GrammarError(
-                "the grammar bounds a region's tokens (max_tokens, Grammar.token_budgets), which "
-                "only a Matcher counts: decode it autoregressively, or drop the budget"
+                "the grammar bounds a region's tokens (max_tokens, Grammar.token_budgets) or ends "
+                "a region at a token boundary (any_tokens, exclude_token, Grammar.token_aligned), "
+                "which only a Matcher places: decode it autoregressively"
             )
         # A greedy grammar (%lexer basic) is read without greedy lexing here: its non-greedy
         # language, a superset (docs/diffusion.md).

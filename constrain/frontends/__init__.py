@@ -1,1 +1,1 @@
-"""Stage 1: front ends turning user input (regex, Lark, JSON Schema, pydantic) into the IR."""
+"""Stage 1: front ends turning user input (regex, Lark, EBNF, JSON Schema, pydantic) into the IR."""

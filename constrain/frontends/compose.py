@@ -74,12 +74,15 @@ class Embedded:
         Its terminals, renamed.
     token_budgets : tuple of (str, int)
         Its terminals' token budgets (:attr:`Grammar.token_budgets`), renamed.
+    token_aligned : tuple of (str, str)
+        Its token-aligned terminals (:attr:`Grammar.token_aligned`), renamed.
     """
 
     start: str
     rules: tuple[Rule, ...]
     terminals: tuple[Terminal, ...]
     token_budgets: tuple[tuple[str, int], ...] = ()
+    token_aligned: tuple[tuple[str, str], ...] = ()
 
 
 def embed(grammar: Grammar, prefix: str) -> Embedded:
@@ -123,7 +126,8 @@ def embed(grammar: Grammar, prefix: str) -> Embedded:
             start = prefix + "top_"
     terminals = tuple(Terminal(names[t.name], t.regex) for t in grammar.terminals)
     budgets = tuple((names[name], limit) for name, limit in grammar.token_budgets)
-    return Embedded(start, tuple(rules), terminals, budgets)
+    aligned = tuple((names[name], kind) for name, kind in grammar.token_aligned)
+    return Embedded(start, tuple(rules), terminals, budgets, aligned)
 
 
 def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
@@ -155,6 +159,7 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
     rules: list[Rule] = []
     terminals: list[Terminal] = list(grammar.terminals)
     budgets = list(grammar.token_budgets)
+    aligned = list(grammar.token_aligned)
     warnings = list(grammar.warnings)
     special_names = list(grammar.special_names)
     k = 0
@@ -167,6 +172,7 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
         rules.extend(embedded.rules)
         terminals.extend(embedded.terminals)
         budgets.extend(embedded.token_budgets)
+        aligned.extend(embedded.token_aligned)
         warnings.extend(part.warnings)
     outer = [
         Rule(r.name, tuple(tuple(starts.get(s, s) for s in alt) for alt in r.alternatives))
@@ -197,6 +203,7 @@ def splice(grammar: Grammar, parts: Mapping[str, Grammar]) -> Grammar:
         ignore_at_end=grammar.ignore_at_end,
         special_names=tuple(special_names),
         token_budgets=tuple(budgets),
+        token_aligned=tuple(aligned),
         _meta=meta,
     )
 
@@ -371,12 +378,15 @@ def without_trailing(grammar: Grammar, chars: CharSet) -> Grammar:
         new_rules.append(Rule(final[name], tuple(dict.fromkeys(alts))))
     limits = dict(grammar.token_budgets)  # a budgeted terminal's final copy keeps its budget
     copies = tuple((final[name], limits[name]) for name in limits if name in final)
+    kinds = dict(grammar.token_aligned)  # and a token-aligned one its alignment
+    aligned = tuple((final[name], kinds[name]) for name in kinds if name in final)
     return Grammar(
         rules=(*new_rules, *grammar.rules),
         terminals=(*grammar.terminals, *new_terms),
         start=final[grammar.start],
         special_names=grammar.special_names,
         token_budgets=grammar.token_budgets + copies,
+        token_aligned=grammar.token_aligned + aligned,
         _meta=grammar._meta,
     )
 

@@ -1,4 +1,4 @@
-"""Stage 1: open special-token sets, "any special token except these", and token boundaries.
+"""Stage 1: open special-token sets, "any special token except these".
 
 XGrammar's token-level structural-tag formats (``any_tokens``, ``token_triggered_tags``,
 ``token_dispatch``) accept any token except a few. constrain's grammars read ordinary tokens as
@@ -22,7 +22,6 @@ from constrain.ir import (
     MAX_SPECIAL_TOKENS,
     SPECIAL_BASE,
     CharSet,
-    Grammar,
     Regex,
     Repeat,
     special_token,
@@ -34,7 +33,6 @@ __all__ = [
     "open_special_set",
     "open_text",
     "resolve_open_set",
-    "token_boundary_errors",
 ]
 
 _PLACEHOLDER_BASE = SPECIAL_BASE + MAX_SPECIAL_TOKENS
@@ -115,83 +113,3 @@ def resolve_open_set(
     for tid in kept:
         out = out.union(special_token(tid))
     return out
-
-
-def token_boundary_errors(grammar: Grammar, token_level: Iterable[str]) -> list[str]:
-    """Return the token-level terminals that text may follow (empty: the grammar is exact).
-
-    XGrammar matches a token-level region (``any_tokens``, the free part of
-    ``token_triggered_tags`` and ``token_dispatch``) whole token by whole token: a token that
-    starts in such a region ends in it, so text after a region starts at a token boundary
-    (XGrammar 0.2.9 with ``any_tokens`` then ``"abc"``: the one token `` abc`` is all region,
-    and ``abc`` is still owed). A token may still end text before a region and begin the
-    region. constrain's grammars read bytes, where one token may also end a region and begin
-    the text after it, so the two agree when whatever follows a region is a special token,
-    another token-level region, or the end of the output; this returns the names of the
-    terminals for which that fails.
-
-    Parameters
-    ----------
-    grammar : Grammar
-        The grammar, before normalisation.
-    token_level : iterable of str
-        Names of its token-level terminals.
-
-    Returns
-    -------
-    list of str
-        The token-level terminals with a text neighbour, sorted.
-    """
-    regions = set(token_level)
-    if not regions:
-        return []
-    rules = {r.name: r.alternatives for r in grammar.rules}
-    terms = {t.name: t.regex for t in grammar.terminals}
-    safe = regions | {n for n, r in terms.items() if _special_only(r)}
-    nullable: set[str] = set()
-    first: dict[str, set[str]] = {n: set() for n in rules}
-
-    def ends(seq: Sequence[str], table: dict[str, set[str]]) -> set[str]:
-        out: set[str] = set()
-        for sym in seq:
-            out |= table[sym] if sym in rules else {sym}
-            if sym not in nullable:
-                break
-        return out
-
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in rules.items():
-            for alt in alts:
-                if name not in nullable and all(s in nullable for s in alt):
-                    nullable.add(name)
-                    changed = True
-                new = ends(alt, first) - first[name]
-                if new:
-                    first[name] |= new
-                    changed = True
-    after: dict[str, set[str]] = {n: set() for n in rules}
-    after[grammar.start].add("")
-    bad: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in rules.items():
-            for alt in alts:
-                for i, sym in enumerate(alt):
-                    right = ends(alt[i + 1 :], first)
-                    if all(s in nullable for s in alt[i + 1 :]):
-                        right |= after[name]
-                    if sym in rules:
-                        if not right <= after[sym]:
-                            after[sym] |= right
-                            changed = True
-                    elif sym in regions and any(n and n not in safe for n in right):
-                        bad.add(sym)
-    return sorted(bad)
-
-
-def _special_only(regex: Regex) -> bool:
-    """Whether a terminal is special tokens only (one pseudo character of a set)."""
-    return isinstance(regex, CharSet) and bool(regex.ranges) and regex.ranges[0][0] >= SPECIAL_BASE

@@ -8,7 +8,7 @@ spellings are read:
   ``const_string``, ``json_schema``, ``regex``, ``grammar`` (Lark syntax), ``any_text``,
   ``sequence``, ``or``, ``tag``, ``triggered_tags``, ``tags_with_separator``, ``optional``,
   ``star``, ``plus``, ``repeat``, ``dispatch``, ``token`` (special tokens only), and the
-  token-level ``any_tokens``, ``token_triggered_tags`` and ``token_dispatch``;
+  token-level ``any_tokens``, ``exclude_token``, ``token_triggered_tags``, ``token_dispatch``;
 - the legacy one, ``{"triggers": [...], "tags": [{"begin", "schema", "end"}, ...]}`` (also with
   ``"structures"`` for ``"tags"``), which means ``triggered_tags`` over JSON Schema tags.
 
@@ -22,13 +22,12 @@ id (an int) or by its string (resolved against the vocabulary when the grammar i
 also as a ``tag``'s begin or end. A token-level region (``any_tokens``, the free part of
 ``token_triggered_tags`` and ``token_dispatch``) is any text and any special token except the
 excluded ones, the trigger tokens and the enclosing tag's end token
-(:mod:`constrain.frontends.special_sets`); XGrammar reads it whole token by whole token, so
-text may not follow one (refused: a grammar over bytes cannot place that token boundary).
-``max_tokens`` of ``any_text`` and ``any_tokens`` bounds the region's tokens
-(:attr:`~constrain.ir.Grammar.token_budgets`, counted by the matcher as XGrammar counts them).
-Refused with :class:`~constrain.errors.GrammarError` naming the JSON pointer of the format:
-``exclude_token`` (exactly one whole token) and, inside the argument styles, what each cannot
-enforce. The
+(:mod:`constrain.frontends.special_sets`), read whole token by whole token: it ends where a
+token ends (``exclude_token``: the rest of the token it starts in), which the matcher places
+(:attr:`~constrain.ir.Grammar.token_aligned`). ``max_tokens`` of ``any_text`` and
+``any_tokens`` bounds the region's tokens (:attr:`~constrain.ir.Grammar.token_budgets`,
+counted by the matcher as XGrammar counts them). Inside the argument styles, what a style
+cannot enforce is refused with a :class:`~constrain.errors.GrammarError` at its pointer. The
 argument styles: ``qwen_xml`` (``qwen_xml_parameter``), ``minimax_xml``, ``glm_xml``,
 ``deepseek_xml``, ``deepseek_v4_1_xml``, ``kimi_k3_xml`` (``xml_arguments``),
 ``minimax_m3_xml`` and ``cohere_xml`` (``xml_elements``), and ``gemma`` (``gemma_json``).
@@ -50,7 +49,7 @@ from constrain.frontends.compose import (
     with_special_names,
     without_trailing,
 )
-from constrain.frontends.special_sets import open_text, token_boundary_errors
+from constrain.frontends.special_sets import open_text
 from constrain.ir import (
     Alt,
     CharSet,
@@ -289,7 +288,7 @@ class _Builder:
         self.num_embedded = 0
         self.special_names: list[str] = []
         self.end_token: TokenRef | None = None  # of the innermost tag, when a special token
-        self.token_level: dict[str, str] = {}  # token-level terminal -> pointer of its format
+        self.aligned: dict[str, str] = {}  # token-level terminal -> "end" or "token"
         self.budgets: list[tuple[str, int]] = []  # (terminal, max_tokens) of bounded regions
 
     def grammar(self, top: Fragment) -> Grammar:
@@ -301,16 +300,8 @@ class _Builder:
             start="start",
             special_names=tuple(self.special_names),
             token_budgets=tuple(self.budgets),
+            token_aligned=tuple(self.aligned.items()),
         )
-        for name in token_boundary_errors(grammar, self.token_level):
-            raise GrammarError(
-                "text may follow a token-level region (any_tokens, or the free part of "
-                "token_triggered_tags or token_dispatch) here: XGrammar starts that text at a "
-                "token boundary (a token that begins in the region ends in it), which a "
-                "grammar over bytes cannot express; end the region with a special token (a "
-                "'token' format, a tag's token end, a trigger token) or the end of the output",
-                self.token_level[name],
-            )
         return grammar.normalise()
 
     def token_ref(self, value: Any, path: str) -> TokenRef:
@@ -346,9 +337,22 @@ class _Builder:
         ids = [k for kind, k in excluded if kind == "id"]
         names = [k for kind, k in excluded if kind == "name"]
         fragment = self.budgeted(open_text(ids, names), fmt or {}, path)
-        for name in fragment:
-            self.token_level.setdefault(name, path)
+        for name in fragment:  # read whole token by whole token: it ends where a token ends
+            self.aligned.setdefault(name, "end")
         return fragment
+
+    def exclude_token(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
+        """One token but the excluded special tokens (``Grammar.token_aligned``, "token")."""
+        excluded = self.token_refs(fmt, "exclude_tokens", path)
+        excluded += [self.end_token] if self.end_token is not None else []
+        ids = [k for kind, k in excluded if kind == "id"]
+        names = [k for kind, k in excluded if kind == "name"]
+        free = open_text(ids, names)
+        assert isinstance(free, Repeat)
+        name = f"X{sum(kind == 'token' for kind in self.aligned.values())}"
+        self.extra_terminals.append(Terminal(name, Repeat(free.item, 1, None)))
+        self.aligned[name] = "token"
+        return (name,)
 
     def budgeted(self, regex: Regex, fmt: Mapping[str, Any], path: str) -> Fragment:
         """Return a free region; with ``max_tokens``, a terminal the matcher counts (0: none)."""
@@ -396,6 +400,7 @@ class _Builder:
         self.rules.extend(part.rules)
         self.extra_terminals.extend(part.terminals)
         self.budgets.extend(part.token_budgets)
+        self.aligned.update(part.token_aligned)
         return (part.start,)
 
     # -- dispatch on the format type ---------------------------------------------------------
@@ -412,12 +417,6 @@ class _Builder:
         handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             return handler(self, fmt, path, ends)
-        if kind == "exclude_token":
-            raise GrammarError(
-                "format 'exclude_token' matches exactly one token, ordinary or special, which a "
-                "grammar over text cannot count; 'any_tokens' (any number) is supported",
-                path,
-            )
         if kind == "qwen_xml_parameter":  # XGrammar's older spelling of style 'qwen_xml'
             return self.json_schema({**fmt, "style": "qwen_xml"}, path, ends)
         known = ", ".join(sorted(_HANDLERS))
@@ -481,16 +480,14 @@ class _Builder:
 
         text = _field(fmt, "grammar", str, path)
         syntax = fmt.get("syntax", "ebnf")
-        if syntax != "lark":
-            raise GrammarError(
-                f"grammar syntax {syntax!r} is not supported; give the grammar in Lark syntax "
-                'with "syntax": "lark"',
-                f"{path}/syntax",
-            )
+        if syntax not in ("ebnf", "lark"):
+            raise GrammarError(f"syntax is 'ebnf' or 'lark', not {syntax!r}", f"{path}/syntax")
         try:
-            grammar = Grammar.from_lark(text)
+            grammar = Grammar.from_lark(text) if syntax == "lark" else Grammar.from_ebnf(text)
         except LarkGrammarError as err:
             raise GrammarError(f"invalid Lark grammar: {err}", f"{path}/grammar") from err
+        except GrammarError as err:  # EBNF: "line L, column C" within the grammar
+            raise GrammarError(str(err), f"{path}/grammar") from err
         return self.add_embedded(grammar)
 
     def any_text(self, fmt: Mapping[str, Any], path: str, ends: tuple[str, ...] | None) -> Fragment:
@@ -788,6 +785,7 @@ _HANDLERS: dict[str, Callable[[_Builder, Mapping[str, Any], str, Any], Fragment]
     "tags_with_separator": _Builder.tags_with_separator,
     "dispatch": _Builder.dispatch,
     "any_tokens": _Builder.any_tokens,
+    "exclude_token": _Builder.exclude_token,
     "token_triggered_tags": _Builder.token_triggered_tags,
     "token_dispatch": _Builder.token_dispatch,
     "optional": _Builder.repeat,

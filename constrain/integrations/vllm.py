@@ -12,7 +12,7 @@ A request asks for constrained output with one entry of ``SamplingParams.extra_a
 OpenAI server fills it from ``extra_body={"vllm_xargs": {...}}``), built by
 :func:`request_args`::
 
-    {"constrain": '{"json_schema": {...}}'}     # or "regex", "grammar" (Lark), "choices",
+    {"constrain": '{"json_schema": {...}}'}     # or "regex", "grammar" (Lark, EBNF), "choices",
                                                 # "structural_tag" (XGrammar's structural tag)
 
 The value is JSON text because ``vllm_xargs`` only carries strings, numbers and lists. On an
@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -90,6 +91,7 @@ SPEC_KEY = "constrain"
 """The ``SamplingParams.extra_args`` / ``vllm_xargs`` key of a constrained request."""
 
 KINDS = ("json_schema", "regex", "grammar", "choices", "structural_tag")
+_EBNF_HEAD = re.compile(r"^[ \t]*[A-Za-z_.\-][\w.\-]*(?:\[[^\]\n]*\])?[ \t]*::=", re.M)
 """The constraint kinds a spec may name (exactly one per request)."""
 
 _MAX_SPECS = 1024  # compile jobs kept per worker, by spec text
@@ -261,10 +263,15 @@ def spec_grammar(spec: str) -> Grammar:
     elif "grammar" in data:
         text = data["grammar"]
         if not isinstance(text, str):
-            raise ValueError("grammar must be Lark text or a shipped grammar's name")
-        # a bare word names a shipped grammar; file paths are never read (requests are remote)
-        is_name = "\n" not in text and ":" not in text
-        grammar = Grammar.builtin(text) if is_name else Grammar.from_lark(text)
+            raise ValueError("grammar must be Lark or EBNF text, or a shipped grammar's name")
+        # a bare word names a shipped grammar; file paths are never read (requests are remote);
+        # a rule head "name ::=" is EBNF (XGrammar's and llama.cpp's syntax), else Lark
+        if "\n" not in text and ":" not in text:
+            grammar = Grammar.builtin(text)
+        elif _EBNF_HEAD.search(text):
+            grammar = Grammar.from_ebnf(text)
+        else:
+            grammar = Grammar.from_lark(text)
     else:
         options = data["choices"]
         if not isinstance(options, list):

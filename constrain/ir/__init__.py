@@ -10,7 +10,7 @@ theirs when called.
 """
 
 from constrain.ir.casefold import ignorecase_charset, ignorecase_literal
-from constrain.ir.grammar import Grammar, Rule, Terminal, is_terminal_name
+from constrain.ir.grammar import TOKEN_ALIGNMENTS, Grammar, Rule, Terminal, is_terminal_name
 from constrain.ir.nodes import (
     ANY_CHAR,
     ANY_SPECIAL,
@@ -36,6 +36,7 @@ from constrain.ir.nodes import (
 from constrain.ir.printer import regex_to_pattern
 
 __all__ = [
+    "TOKEN_ALIGNMENTS",
     "ANY_CHAR",
     "ANY_SPECIAL",
     "EMPTY",

@@ -19,7 +19,7 @@ documented way in while the IR itself depends on no front end.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,10 @@ from constrain.errors import GrammarError
 from constrain.ir.nodes import Regex, matches_empty, non_empty
 from constrain.ir.printer import expand_nullable, lark_names, terminal_to_lark
 
-__all__ = ["Grammar", "Rule", "Terminal", "is_terminal_name"]
+__all__ = ["TOKEN_ALIGNMENTS", "Grammar", "Rule", "Terminal", "is_terminal_name"]
+
+TOKEN_ALIGNMENTS = {"end": "token_end", "token": "one_token"}
+"""The kinds of :attr:`Grammar.token_aligned`, and the Lark attribute that spells each."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,6 +114,13 @@ class Grammar:
         the occurrence ends where it stands. A byte grammar cannot count tokens, so the
         :class:`~constrain.Matcher` enforces them; each such terminal is used at one place of
         the grammar (see :class:`~constrain.Matcher`).
+    token_aligned : tuple of (str, str), optional
+        Terminals whose lexemes end only where a token ends, as XGrammar reads its token-level
+        regions: ``(name, "end")`` (``any_tokens``: text after the region starts at a token
+        boundary); ``(name, "token")`` also keeps a lexeme from spanning a token boundary, so
+        it is the rest of the token it starts in (``exclude_token``). A byte grammar has no
+        token boundaries, so the :class:`~constrain.Matcher` places them; text given to
+        ``accept_bytes`` is read as one token.
     """
 
     rules: tuple[Rule, ...]
@@ -121,6 +131,7 @@ class Grammar:
     ignore_at_end: bool = True
     special_names: tuple[str, ...] = ()
     token_budgets: tuple[tuple[str, int], ...] = ()
+    token_aligned: tuple[tuple[str, str], ...] = ()
     _meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # -- construction -----------------------------------------------------------------------
@@ -181,6 +192,22 @@ class Grammar:
         from constrain.frontends.lark import parse_lark
 
         return parse_lark(text, start=start, lexer=lexer)
+
+    @classmethod
+    def from_ebnf(cls, text: str, *, root: str = "root") -> Grammar:
+        """Return the grammar of an EBNF text in XGrammar's syntax (llama.cpp's GBNF).
+
+        ``name ::= body`` rules with strings, character classes, groups, ``|``, ``* + ?`` and
+        ``{m,n}``; see :mod:`constrain.frontends.ebnf` for what is read and refused.
+
+        Raises
+        ------
+        GrammarError
+            With ``"line L, column C"`` when the grammar is invalid or uses what is refused.
+        """
+        from constrain.frontends.ebnf import parse_ebnf
+
+        return parse_ebnf(text, root)
 
     @classmethod
     def from_lark_file(
@@ -291,8 +318,10 @@ class Grammar:
             ``{"type": "structural_tag", "format": {...}}`` (format types ``const_string``,
             ``json_schema``, ``regex``, ``grammar``, ``any_text``, ``sequence``, ``or``,
             ``tag``, ``triggered_tags``, ``tags_with_separator``, ``optional``, ``star``,
-            ``plus``, ``repeat``, ``dispatch``), the legacy ``{"triggers": [...], "tags":
-            [{"begin", "schema", "end"}]}``, or either as JSON text. The language is
+            ``plus``, ``repeat``, ``dispatch``, ``token``, and the token-level ``any_tokens``,
+            ``exclude_token``, ``token_triggered_tags``, ``token_dispatch``), the legacy
+            ``{"triggers": [...], "tags": [{"begin", "schema", "end"}]}``, or either as JSON
+            text. The language is
             XGrammar's on the same spec (docs/tool_calling.md).
 
         Raises
@@ -342,10 +371,23 @@ class Grammar:
         )
         terminals = tuple(t for t in self.terminals if t.name not in gone)
         ignore = tuple(n for n in self.ignore if n not in gone)
-        budgets = tuple(b for b in self.token_budgets if b[0] not in gone)
         return dataclasses.replace(
-            self, rules=rules, terminals=terminals, ignore=ignore, token_budgets=budgets
+            self,
+            rules=rules,
+            terminals=terminals,
+            ignore=ignore,
+            **self.token_attributes(lambda name: name not in gone),
         )
+
+    def token_attributes(self, keep: Callable[[str], bool]) -> dict[str, Any]:
+        """Return ``token_budgets`` and ``token_aligned`` of the terminals ``keep`` keeps.
+
+        The keyword arguments of :func:`dataclasses.replace` for a grammar that drops terminals.
+        """
+        return {
+            "token_budgets": tuple(b for b in self.token_budgets if keep(b[0])),
+            "token_aligned": tuple(a for a in self.token_aligned if keep(a[0])),
+        }
 
     # -- normalisation ----------------------------------------------------------------------
 
@@ -391,6 +433,19 @@ class Grammar:
                 raise GrammarError(
                     f"the token budget of {name!r} must be an integer of at least 1, got "
                     f"{limit!r} (a budget of 0 tokens is the empty string: leave the terminal out)"
+                )
+        aligned = [name for name, _ in self.token_aligned]
+        if len(set(aligned)) != len(aligned):
+            raise GrammarError("token_aligned names a terminal twice")
+        for name, kind in self.token_aligned:
+            if name not in terms or name in self.ignore:
+                raise GrammarError(
+                    f"token_aligned names {name!r}, which is not a terminal of the grammar (or is "
+                    "an ignored one)"
+                )
+            if kind not in TOKEN_ALIGNMENTS:
+                raise GrammarError(
+                    f"the token alignment of {name!r} is 'end' or 'token', got {kind!r}"
                 )
 
     def normalise(self) -> Grammar:
@@ -445,7 +500,7 @@ class Grammar:
             self,
             rules=tuple(Rule(n, kept_alts[n]) for n in reachable),
             terminals=tuple(t for t in self.terminals if t.name in used_terms),
-            token_budgets=tuple(b for b in self.token_budgets if b[0] in used_terms),
+            **self.token_attributes(used_terms.__contains__),
         )
 
     def _without_empty_terminals(self) -> Grammar:
@@ -484,7 +539,7 @@ class Grammar:
             rules=rules,
             terminals=terminals,
             ignore=tuple(n for n in self.ignore if n in kept),
-            token_budgets=tuple(b for b in self.token_budgets if b[0] in kept),
+            **self.token_attributes(kept.__contains__),
         )
 
     # -- printing ---------------------------------------------------------------------------
@@ -504,7 +559,8 @@ class Grammar:
         -------
         str
             Rules first (start rule first), then terminals (a token budget as
-            ``NAME[max_tokens=N]``), then ``%ignore`` lines, and ``%lexer basic`` for a greedy
+            ``NAME[max_tokens=N]``, a token alignment as ``NAME[token_end]`` or
+            ``NAME[one_token]``), then ``%ignore`` lines, and ``%lexer basic`` for a greedy
             grammar, ``%ignore_at_end false`` where it applies.
 
         Raises
@@ -528,11 +584,16 @@ class Grammar:
         printed = [t for t in self.terminals if nullable.get(t.name, t.regex) is not None]
         if printed:
             lines.append("")
-        budgets = {name: f"[max_tokens={limit}]" for name, limit in self.token_budgets}
+        attributes: dict[str, list[str]] = {}
+        for name, limit in self.token_budgets:
+            attributes.setdefault(name, []).append(f"max_tokens={limit}")
+        for name, kind in self.token_aligned:
+            attributes.setdefault(name, []).append(TOKEN_ALIGNMENTS[kind])
         for term in printed:
             regex = nullable.get(term.name, term.regex)
             assert regex is not None
-            head = names[term.name] + budgets.get(term.name, "")
+            attrs = attributes.get(term.name)
+            head = names[term.name] + (f"[{', '.join(attrs)}]" if attrs else "")
             lines.append(f"{head}: {terminal_to_lark(regex, self.special_names)}")
         lines.extend(
             f"%ignore {names[name]}"

@@ -9,6 +9,7 @@ so shared subtrees stay shared and reading needs no recursion::
     {"start": "start", "ignore": ["WS"], "greedy": false, "meta": {"warnings": [...]},
      "special_names": ["<|im_end|>"],              # only when the grammar names special tokens
      "token_budgets": [["S3", 256]],               # only when a terminal has a token budget
+     "token_aligned": [["S4", "end"]],             # only when a terminal is token-aligned
      "rules": [["start", [["A", "b"], []]], ...],
      "terminals": [["A", 3], ...],                 # the index of the terminal's root node
      "nodes": [["set", [[48, 57]]],                # CharSet ranges
@@ -42,7 +43,9 @@ from constrain.ir.nodes import (
 __all__ = ["grammar_from_data", "grammar_to_data"]
 
 _META_KEYS = frozenset({"warnings", "source"})
-_OPTIONAL = frozenset({"greedy", "ignore_at_end", "special_names", "token_budgets"})
+_OPTIONAL = frozenset(
+    {"greedy", "ignore_at_end", "special_names", "token_budgets", "token_aligned"}
+)
 _MAX_COUNT = 2**31 - 1  # repetition bounds and automaton sizes: what the builders can index
 
 
@@ -126,6 +129,8 @@ def grammar_to_data(grammar: Grammar) -> dict[str, Any]:
         names["special_names"] = list(grammar.special_names)
     if grammar.token_budgets:  # likewise
         names["token_budgets"] = [[name, limit] for name, limit in grammar.token_budgets]
+    if grammar.token_aligned:  # likewise
+        names["token_aligned"] = [[name, kind] for name, kind in grammar.token_aligned]
     return {
         "start": grammar.start,
         "ignore": list(grammar.ignore),
@@ -253,7 +258,7 @@ def grammar_from_data(data: Any) -> Grammar:
         raise r.fail(
             "",
             "expected the fields start, ignore, meta, rules, terminals, nodes "
-            "(and greedy, ignore_at_end, special_names, token_budgets)",
+            "(and greedy, ignore_at_end, special_names, token_budgets, token_aligned)",
         )
     nodes: list[Regex] = []
     for i, entry in enumerate(r.seq(data["nodes"], "nodes")):
@@ -297,6 +302,10 @@ def grammar_from_data(data: Any) -> Grammar:
         name, limit = r.seq(entry, "token_budgets", 2)
         where = f"token budget of {r.text(name, 'token_budgets')[:40]!r}"
         budgets.append((name, r.integer(limit, where, 1, 2**31 - 1)))
+    aligned = []
+    for entry in r.seq(data.get("token_aligned", []), "token_aligned"):
+        name, kind = r.seq(entry, "token_aligned", 2)
+        aligned.append((r.text(name, "token_aligned"), r.text(kind, "token_aligned")))
     grammar = Grammar(
         rules=tuple(rules),
         terminals=tuple(terminals),
@@ -306,6 +315,7 @@ def grammar_from_data(data: Any) -> Grammar:
         ignore_at_end=ignore_at_end,
         special_names=special_names,
         token_budgets=tuple(budgets),
+        token_aligned=tuple(aligned),
         _meta=meta,
     )
     grammar.validate()

@@ -21,10 +21,12 @@ hot loop makes none; only a memo miss calls into the Earley scanner.
 Kernel parameters are grouped into plain tuples of arrays (``kernels/README.md``, section 5):
 
 - ``grammar`` (per compiled grammar, ``CompiledGrammar.match_arrays``): ``(lex, par, vocab)``
-  with ``lex = (byte_class, trans, accept_bits, alive_bits, ignore_bits, cont_bits, restart)``
+  with ``lex = (byte_class, trans, accept_bits, alive_bits, ignore_bits, cont_bits, restart,
+  inner_ends)``
   (see ``constrain.automata.lexer``; ``restart[s]`` is the boundary state a lexeme ended at
   ``s`` restarts from: 0, or under greedy lexing a copy of 0 without the bytes that would have
-  continued the lexeme; a boundary state is its own restart), ``par`` the parser tables of
+  continued the lexeme; a boundary state is its own restart; ``inner_ends`` the terminals a
+  lexeme may end as inside a token, all but the token-aligned ones), ``par`` the parser tables of
   ``numba_earley`` (with ``num_terminals`` and ``max_set_items``; the Earley kernels get
   ``par`` alone) and ``vocab = (token_indptr, token_bytes, eos_ids)``;
 - ``chart`` (per matcher): the Earley chart and scan memo of ``numba_earley``;
@@ -149,7 +151,7 @@ def simulate_kernel(
     hypotheses when ``strict``), in which case the results are void.
     """
     job_hyp_lo, job_hyp_hi, job_lo, job_hi, job_lcp = jobs
-    byte_class, trans, accept_bits, alive_bits, ignore, _, restart = grammar[0]
+    byte_class, trans, accept_bits, alive_bits, ignore, _, restart, inner = grammar[0]
     par = grammar[1]
     num_terminals = par[9]
     sets, set_bits, counts, memo = chart[1], chart[2], chart[3], chart[5]
@@ -204,7 +206,8 @@ def simulate_kernel(
                 if s0 < 0:
                     continue
                 for w in range(num_words):
-                    bits = accept_bits[s, w] & (set_bits[p, w] | ignore[w])
+                    # (a token-aligned terminal ends only at a token's end: _normalize)
+                    bits = accept_bits[s, w] & (set_bits[p, w] | ignore[w]) & inner[w]
                     t = w * 64
                     while bits != 0 and m >= 0:
                         if bits & np.uint64(1):
@@ -511,7 +514,7 @@ def accept_token_kernel(
     saved_sets, saved_items = counts[0], counts[1]
     n_new = -1
     if n_hyp == 1:
-        byte_class, trans, accept_bits, alive_bits, ignore, _, _ = grammar[0]
+        byte_class, trans, accept_bits, alive_bits, ignore, _, _, _ = grammar[0]
         p = hyp[0, 0]
         s = hyp[1, 0]
         fast = True

@@ -142,7 +142,7 @@ def test_legacy_form_is_triggered_tags() -> None:
 @pytest.mark.parametrize(
     ("fmt", "pointer"),
     [
-        ({"type": "exclude_token"}, "#/format"),
+        ({"type": "exclude_token", "exclude_tokens": "x"}, "#/format/exclude_tokens"),
         ({"type": "token", "token": -1}, "#/format/token"),
         ({"type": "sequence", "elements": [X, {"type": "nope"}]}, "#/format/elements/1"),
         (_tag("<a>", {"type": "any_text"}, ""), "#/format/end"),
@@ -150,7 +150,8 @@ def test_legacy_form_is_triggered_tags() -> None:
             {"type": "triggered_tags", "triggers": ["<f", "<fu"], "tags": [_tag("<fun>", X, "E")]},
             "#/format/tags/0/begin",
         ),  # fmt: skip
-        ({"type": "grammar", "grammar": 'root ::= "a"'}, "#/format/syntax"),
+        ({"type": "grammar", "grammar": 'root ::= "a"', "syntax": "gbnf"}, "#/format/syntax"),
+        ({"type": "grammar", "grammar": 'root ::= "a" (= "b")'}, "#/format/grammar"),
         ({"type": "regex", "pattern": "(?<=a)b"}, "#/format/pattern"),
     ],
 )
@@ -228,6 +229,9 @@ def _parity_module() -> Any:
         "budget_text",  # token budgets: the region ends after the same token on both sides
         "budget_loop",
         "budget_any_tokens",
+        "aligned_one_star",  # token-aligned regions end after the same token on both sides
+        "aligned_free_json",
+        "ebnf_list",  # a grammar in XGrammar's EBNF
     ],
 )
 def test_walks_and_masks_match_xgrammar(name: str) -> None:

@@ -189,7 +189,7 @@ def test_budgets_survive_serialisation_and_bad_ones_are_refused(vocab: Vocabular
 
 def test_diffusion_refuses_a_budget(vocab: Vocabulary) -> None:
     compiled = Compiler(vocab).compile(Grammar.from_structural_tag(_spec(2)))
-    with pytest.raises(GrammarError, match="only a Matcher counts"):
+    with pytest.raises(GrammarError, match="only a Matcher places"):
         TokenDfa.from_compiled(compiled)
 
 
@@ -228,10 +228,10 @@ def test_lark_budgets_on_a_rule_and_a_terminal(vocab: Vocabulary) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('start: x\nx[stop="a"]: "a"', "unknown attribute"),
+        ('start: x\nx[stop="a"]: "a"', "unknown or repeated attribute"),
         ('start: x\nx[max_tokens=0]: "a"', "at least 1 token"),
         ('start: x\nx[max_tokens=2]: "a" "b"', "must be one lexeme"),
-        ('start: x\nx[max_tokens=2]: "a"\nx[max_tokens=3]: "b"', "two token budgets"),
+        ('start: x\nx[max_tokens=2]: "a"\nx[max_tokens=3]: "b"', "two attribute lists"),
         ('start: "a" WS\nWS[max_tokens=2]: " "\n%ignore WS', "ignore"),
     ],
 )

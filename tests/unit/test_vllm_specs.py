@@ -40,3 +40,14 @@ def test_admission_check_caches_successes_only() -> None:
     for _ in range(2):  # raises every time: a refusal is never cached as a success
         with pytest.raises(constrain.JsonSchemaError):
             _check_spec(bad)
+
+
+def test_a_grammar_is_lark_or_ebnf() -> None:
+    vocab = byte_vocabulary()
+    ebnf = spec_grammar(_spec(grammar='root ::= "a" digits\ndigits ::= [0-9]{1,2}'))
+    lark = spec_grammar(_spec(grammar='start: "a" /[0-9]{1,2}/'))
+    for grammar in (ebnf, lark):
+        compiled = constrain.Compiler(vocab).compile(grammar)
+        for text, ok in ((b"a1", True), (b"a12", True), (b"a123", False), (b"b1", False)):
+            m = constrain.Matcher(compiled)
+            assert (m.accept_bytes(text) and m.is_accepting()) is ok, text
