@@ -441,6 +441,8 @@ def ebnf_specs() -> list[tuple[str, dict[str, Any]]]:
         ("ebnf_arithmetic", grammar(ARITH_GBNF)),
         ("ebnf_list", grammar(LIST_GBNF)),
         ("ebnf_in_tag", _triggered([_tag("<calc>", grammar(ARITH_GBNF), "</calc>")], ["<calc>"])),
+        ("json_any_order", _json(SEARCH, any_order=True)),
+        ("json_any_order_nested", _json({**NESTED, "required": ["flag"]}, any_order=True)),
     ]
 
 

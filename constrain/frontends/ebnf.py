@@ -477,7 +477,10 @@ class _Parser:
         ids, names = self.token_refs(self.arguments())
         if not ids and not names:
             raise self.fail("Token takes one or more special tokens, by id or by string", tok)
-        sets = [special_token(t) for t in ids] + [special_placeholder(k) for k in names]
+        try:
+            sets = [special_token(t) for t in ids] + [special_placeholder(k) for k in names]
+        except ValueError as err:  # an id out of range
+            raise self.fail(str(err), tok) from err
         out = sets[0]
         for cs in sets[1:]:
             out = out.union(cs)
@@ -485,6 +488,8 @@ class _Parser:
 
     def exclude_token_macro(self, tok: _Tok) -> Part:
         ids, names = self.token_refs(self.arguments())
+        if any(not 0 <= t < 2**18 for t in ids):
+            raise self.fail("a token id is in [0, 2**18)", tok)
         name = f"X{len(self.aligned)}"
         self.extra.append(Terminal(name, Repeat(ANY_CHAR.union(open_special_set(ids, names)), 1)))
         self.aligned.append((name, "token"))

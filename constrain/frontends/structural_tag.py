@@ -132,7 +132,9 @@ def parse_structural_tag(spec: Any) -> Grammar:
     return builder.grammar(top)
 
 
-def xgrammar_json_schema(schema: Any, max_whitespace: int | None, pointer: str) -> Grammar:
+def xgrammar_json_schema(
+    schema: Any, max_whitespace: int | None, pointer: str, *, any_order: bool = False
+) -> Grammar:
     r"""Return the grammar of the JSON XGrammar's structural tags accept for a schema.
 
     XGrammar's ``json_schema`` format reads the schema in strict mode (an object schema that
@@ -148,6 +150,9 @@ def xgrammar_json_schema(schema: Any, max_whitespace: int | None, pointer: str) 
         Longest whitespace run; None: unbounded.
     pointer : str
         The JSON pointer of the schema in its document, prefixed to error pointers.
+    any_order : bool, optional
+        Declared properties in any order (XGrammar's ``any_order``), each at most once and the
+        required ones all present, as the schema says (XGrammar checks neither).
 
     Returns
     -------
@@ -170,6 +175,7 @@ def xgrammar_json_schema(schema: Any, max_whitespace: int | None, pointer: str) 
             whitespace="flexible" if bound > 0 else "compact",
             max_whitespace=max(bound, 1),
             python_compatible=True,  # XGrammar writes integers plainly (no 1.0, no 1e2)
+            any_order=any_order,
         )
     except JsonSchemaError as err:
         message = str(err).removesuffix(f" (at {err.location})")
@@ -452,12 +458,9 @@ class _Builder:
             raise GrammarError(f"style {style!r} is not supported: only {only}", f"{path}/style")
         if fmt.get("excludes"):
             raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
-        if fmt.get("any_order"):
-            raise GrammarError(
-                "any_order in json_schema is not supported (XGrammar's any_order drops the "
-                "required and uniqueness checks)",
-                f"{path}/any_order",
-            )
+        any_order = _optional_bool(fmt, "any_order", path)
+        if any_order and style != "json":
+            raise GrammarError(f"any_order with style {style!r} is not supported", path)
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
         if style == "gemma":
@@ -473,7 +476,8 @@ class _Builder:
             return self.add_embedded(
                 xml_arguments_grammar(style, schema, max_ws, where, xgrammar_json_schema)
             )
-        return self.add_embedded(xgrammar_json_schema(schema, max_ws, f"{path}/json_schema"))
+        where = f"{path}/json_schema"
+        return self.add_embedded(xgrammar_json_schema(schema, max_ws, where, any_order=any_order))
 
     def grammar_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         from constrain.errors import LarkGrammarError

@@ -376,10 +376,10 @@ class Grammar:
             rules=rules,
             terminals=terminals,
             ignore=ignore,
-            **self.token_attributes(lambda name: name not in gone),
+            **self._token_attributes(lambda name: name not in gone),
         )
 
-    def token_attributes(self, keep: Callable[[str], bool]) -> dict[str, Any]:
+    def _token_attributes(self, keep: Callable[[str], bool]) -> dict[str, Any]:
         """Return ``token_budgets`` and ``token_aligned`` of the terminals ``keep`` keeps.
 
         The keyword arguments of :func:`dataclasses.replace` for a grammar that drops terminals.
@@ -500,7 +500,7 @@ class Grammar:
             self,
             rules=tuple(Rule(n, kept_alts[n]) for n in reachable),
             terminals=tuple(t for t in self.terminals if t.name in used_terms),
-            **self.token_attributes(used_terms.__contains__),
+            **self._token_attributes(used_terms.__contains__),
         )
 
     def _without_empty_terminals(self) -> Grammar:
@@ -539,7 +539,7 @@ class Grammar:
             rules=rules,
             terminals=terminals,
             ignore=tuple(n for n in self.ignore if n in kept),
-            **self.token_attributes(kept.__contains__),
+            **self._token_attributes(kept.__contains__),
         )
 
     # -- printing ---------------------------------------------------------------------------

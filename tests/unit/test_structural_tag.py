@@ -245,3 +245,23 @@ def test_walks_and_masks_match_xgrammar(name: str) -> None:
     result = parity.compare(spec, vocab, compiler, encode, decode, walks=2, steps=12, seed=1)
     assert result.masks > 0
     assert (result.mask_diffs, result.rejected) == (0, 0), result.notes
+
+
+def test_any_order_is_every_order_of_a_valid_object() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["a", "b"],
+    }
+    fmt = {"type": "json_schema", "json_schema": schema, "any_order": True}
+    grammar = constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    for text in ('{"b": "x", "a": 1}', '{"c": true, "a": 1, "b": ""}', '{"a":1,"c":false,"b":"y"}'):
+        assert _accepts(grammar, text), text
+    # XGrammar's any_order also lets a key repeat and a required key be missing: not here
+    for text in ('{"a": 1}', '{"a": 1, "b": "x", "a": 2}', '{"b": "x", "d": 1, "a": 1}'):
+        assert not _accepts(grammar, text), text
+    with pytest.raises(constrain.GrammarError) as info:
+        constrain.Grammar.from_structural_tag(
+            {"type": "structural_tag", "format": {**fmt, "style": "qwen_xml"}}
+        )
+    assert info.value.location == "#/format"
