@@ -54,6 +54,16 @@ SEARCH = {
     "properties": {"query": {"type": "string", "maxLength": 20}, "top_k": {"type": "integer"}},
     "required": ["query", "top_k"],
 }
+SEARCH_FREE = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "site": {"enum": ["http://a.org", "docs", "wiki"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+    },
+    "required": ["query"],
+    "additionalProperties": {"type": "string"},
+}
 NESTED = {
     "type": "object",
     "properties": {
@@ -443,6 +453,13 @@ def ebnf_specs() -> list[tuple[str, dict[str, Any]]]:
         ("ebnf_in_tag", _triggered([_tag("<calc>", grammar(ARITH_GBNF), "</calc>")], ["<calc>"])),
         ("json_any_order", _json(SEARCH, any_order=True)),
         ("json_any_order_nested", _json({**NESTED, "required": ["flag"]}, any_order=True)),
+        ("json_excludes", _json(SEARCH_FREE, excludes=["</", "\\n", "http"])),
+        (
+            "json_excludes_tag",
+            _triggered(
+                [_tag("<call>", _json(SEARCH_FREE, excludes=["</call>"]), "</call>")], ["<call>"]
+            ),
+        ),  # fmt: skip
     ]
 
 

@@ -35,24 +35,21 @@ argument styles: ``qwen_xml`` (``qwen_xml_parameter``), ``minimax_xml``, ``glm_x
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from constrain.errors import GrammarError, JsonSchemaError
+from constrain.errors import GrammarError
 from constrain.frontends.compose import (
     embed,
     free_text,
-    map_regex,
     until_first,
     with_special_names,
-    without_trailing,
 )
 from constrain.frontends.special_sets import open_text
+from constrain.frontends.xgrammar_json import xgrammar_json_schema
 from constrain.ir import (
     Alt,
-    CharSet,
     Grammar,
     Literal,
     Regex,
@@ -63,24 +60,17 @@ from constrain.ir import (
     special_token,
 )
 
-__all__ = ["parse_structural_tag", "xgrammar_json_schema"]
+__all__ = ["parse_structural_tag"]
 
 Fragment = tuple[str, ...]
 """A sequence of grammar symbols, the IR of one format."""
 
-_JSON_WS = CharSet(((9, 10), (13, 13), (32, 32)))
 _UNBOUNDED = frozenset(
     {"any_text", "triggered_tags", "dispatch", "any_tokens", "token_triggered_tags"}
     | {"token_dispatch"}
 )
 TokenRef = tuple[str, int]
 """A special token of a spec: ``("id", token_id)`` or ``("name", index into special_names)``."""
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SUBSCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
-_SUBSCHEMAS = (
-    "additionalProperties unevaluatedProperties items additionalItems unevaluatedItems contains "
-    "propertyNames not if then else"
-).split()
 
 
 def parse_structural_tag(spec: Any) -> Grammar:
@@ -130,106 +120,6 @@ def parse_structural_tag(spec: Any) -> Grammar:
             "#",
         )
     return builder.grammar(top)
-
-
-def xgrammar_json_schema(
-    schema: Any, max_whitespace: int | None, pointer: str, *, any_order: bool = False
-) -> Grammar:
-    r"""Return the grammar of the JSON XGrammar's structural tags accept for a schema.
-
-    XGrammar's ``json_schema`` format reads the schema in strict mode (an object schema that
-    declares ``properties`` or ``patternProperties`` admits no other key unless it says so; a
-    ``prefixItems`` array no other item) and allows any run of ``[ \t\n\r]`` between tokens
-    (at most ``max_whitespace`` characters when given) but none before or after the value.
-
-    Parameters
-    ----------
-    schema : dict or bool
-        The JSON Schema.
-    max_whitespace : int or None
-        Longest whitespace run; None: unbounded.
-    pointer : str
-        The JSON pointer of the schema in its document, prefixed to error pointers.
-    any_order : bool, optional
-        Declared properties in any order (XGrammar's ``any_order``), each at most once and the
-        required ones all present, as the schema says (XGrammar checks neither).
-
-    Returns
-    -------
-    Grammar
-        The grammar, not normalised.
-
-    Raises
-    ------
-    JsonSchemaError
-        With the pointer of the keyword (from ``pointer``) when the schema cannot be enforced.
-    """
-    if max_whitespace is not None and (
-        isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
-    ):
-        raise JsonSchemaError(f"max_whitespace_cnt must be an integer, got {max_whitespace!r}")
-    bound = 1 if max_whitespace is None else max_whitespace
-    try:
-        grammar = Grammar.from_json_schema(
-            _strict(schema),
-            whitespace="flexible" if bound > 0 else "compact",
-            max_whitespace=max(bound, 1),
-            python_compatible=True,  # XGrammar writes integers plainly (no 1.0, no 1e2)
-            any_order=any_order,
-        )
-    except JsonSchemaError as err:
-        message = str(err).removesuffix(f" (at {err.location})")
-        raise JsonSchemaError(message, pointer + err.pointer.removeprefix("#")) from err
-    if bound > 0:
-        if max_whitespace is None:  # XGrammar's default: any run of whitespace
-            grammar = _unbounded_whitespace(grammar, bound)
-        grammar = without_trailing(grammar, _JSON_WS)
-    return grammar
-
-
-def _unbounded_whitespace(grammar: Grammar, bound: int) -> Grammar:
-    r"""Return the JSON grammar with its layout runs ``[ \t\n\r]{0,bound}`` unbounded.
-
-    JSON string bodies never hold raw ``\n``, so a repeat of exactly this set is layout.
-    """
-
-    def rewrite(node: Regex) -> Regex:
-        if (
-            isinstance(node, Repeat)
-            and node.item == _JSON_WS
-            and (node.min, node.max) == (0, bound)
-        ):
-            return Repeat(_JSON_WS, 0, None)
-        return node
-
-    terminals = tuple(Terminal(t.name, map_regex(t.regex, rewrite)) for t in grammar.terminals)
-    return dataclasses.replace(grammar, terminals=terminals)
-
-
-def _strict(schema: Any) -> Any:
-    """Return the schema with XGrammar's strict mode written out as keywords (a copy)."""
-    if isinstance(schema, list):
-        return [_strict(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    for key in _SUBSCHEMA_MAPS:
-        if isinstance(out.get(key), dict):
-            out[key] = {k: _strict(v) for k, v in out[key].items()}
-    for key in (*_SUBSCHEMA_LISTS, *_SUBSCHEMAS):
-        if key in out and key not in _SUBSCHEMA_MAPS:
-            out[key] = _strict(out[key])
-    if (
-        ("properties" in out or "patternProperties" in out)
-        and "additionalProperties" not in out
-        and "unevaluatedProperties" not in out
-    ):
-        out["additionalProperties"] = False
-    if "prefixItems" in out and "items" not in out and "unevaluatedItems" not in out:
-        out["items"] = False
-    if isinstance(out.get("items"), list) and "additionalItems" not in out:
-        out["additionalItems"] = False
-    return out
 
 
 def _legacy_format(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -456,11 +346,10 @@ class _Builder:
         if style not in known:
             only = ", ".join(repr(s) for s in known)
             raise GrammarError(f"style {style!r} is not supported: only {only}", f"{path}/style")
-        if fmt.get("excludes"):
-            raise GrammarError("excludes in json_schema is not supported", f"{path}/excludes")
+        excludes = _strings(fmt.get("excludes", []), f"{path}/excludes")
         any_order = _optional_bool(fmt, "any_order", path)
-        if any_order and style != "json":
-            raise GrammarError(f"any_order with style {style!r} is not supported", path)
+        if (any_order or excludes) and style != "json":
+            raise GrammarError(f"any_order or excludes with style {style!r}: not supported", path)
         schema = _field(fmt, "json_schema", (dict, bool), path)
         max_ws = fmt.get("max_whitespace_cnt")
         if style == "gemma":
@@ -477,7 +366,9 @@ class _Builder:
                 xml_arguments_grammar(style, schema, max_ws, where, xgrammar_json_schema)
             )
         where = f"{path}/json_schema"
-        return self.add_embedded(xgrammar_json_schema(schema, max_ws, where, any_order=any_order))
+        return self.add_embedded(
+            xgrammar_json_schema(schema, max_ws, where, any_order=any_order, excludes=excludes)
+        )
 
     def grammar_format(self, fmt: Mapping[str, Any], path: str, ends: Any) -> Fragment:
         from constrain.errors import LarkGrammarError

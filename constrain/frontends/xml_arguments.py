@@ -46,7 +46,7 @@ XGrammar 0.2.9's ``XMLToolCallingConverter`` (``cpp/json_schema_converter_ext.cc
   value as the JSON text XGrammar prints for it (compact, keys in the schema's order, integers
   plainly, ``1.0`` as ``1``).
 - **Other values** (integers, numbers, booleans, null, arrays and objects, nested or not) are
-  XGrammar's JSON for the property's schema (:func:`~constrain.frontends.structural_tag.
+  XGrammar's JSON for the property's schema (:func:`~constrain.frontends.xgrammar_json.
   xgrammar_json_schema`): strings inside them are quoted JSON strings. A property with no type
   (``{}``) is a plain string, a JSON array or a JSON object; ``anyOf``, ``oneOf`` and a list of
   types join their options' languages; a ``$ref`` into ``$defs``/``definitions`` is followed.
@@ -169,7 +169,7 @@ def qwen_xml_grammar(
         The JSON pointer of the schema in its document, prefixed to error pointers.
     json_grammar : callable
         Returns the grammar of the JSON values of a schema, no whitespace around them
-        (:func:`~constrain.frontends.structural_tag.xgrammar_json_schema`, passed in by the
+        (:func:`~constrain.frontends.xgrammar_json.xgrammar_json_schema`, passed in by the
         structural-tag front end, which imports this module).
 
     Returns

@@ -265,3 +265,36 @@ def test_any_order_is_every_order_of_a_valid_object() -> None:
             {"type": "structural_tag", "format": {**fmt, "style": "qwen_xml"}}
         )
     assert info.value.location == "#/format"
+
+
+@pytest.mark.parametrize(
+    ("schema", "accepted", "rejected"),
+    [
+        ({"type": "string"}, ['"xa"', '"x\\u0061b"', '"a\\nb"'], ['"xab"', '"ab"']),
+        ({"type": "string", "pattern": "^x.*$"}, ['"xab"'], []),  # a pattern is not filtered
+        ({"enum": ["ab", "cd", 1]}, ['"cd"', "1"], ['"ab"']),
+        ({"anyOf": [{"const": "zab"}, {"type": "integer"}]}, ["1"], ['"zab"']),
+        (
+            {"type": "object", "properties": {"kab": {"type": "integer"}, "b": {}}},
+            ['{"b": 1}', "{}"],
+            ['{"kab": 1}'],
+        ),
+        ({"additionalProperties": {"type": "integer"}}, ['{"b": 1}'], ['{"kab": 1}']),
+        ({"type": "string", "maxLength": 3}, ['"xyz"'], ['"xyzw"', '"xab"']),  # length kept
+    ],
+)
+def test_excludes_as_xgrammar_reads_them(
+    schema: Any, accepted: list[str], rejected: list[str]
+) -> None:
+    fmt = {"type": "json_schema", "json_schema": schema, "excludes": ["ab"]}
+    grammar = constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    assert [t for t in accepted if not _accepts(grammar, t)] == []
+    assert [t for t in rejected if _accepts(grammar, t)] == []
+
+
+def test_an_excluded_required_property_is_refused() -> None:
+    schema = {"properties": {"kab": {}}, "required": ["kab"]}
+    fmt = {"type": "json_schema", "json_schema": schema, "excludes": ["ab"]}
+    with pytest.raises(constrain.JsonSchemaError) as info:
+        constrain.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    assert info.value.pointer == "#/format/json_schema/required"
