@@ -342,7 +342,7 @@ def _grammar_output(spec: str | Path | Grammar) -> OutputType:
 
 def _refuse_special_tokens(grammar: Grammar, label: str) -> None:
     """Raise GrammarError before decoding if ``grammar`` requires special tokens by id."""
-    from constrain.compiler import special_chars  # the numba-backed compiler loads on use
+    from constrain.vocab.grammar_specials import special_chars
 
     ids, names = special_chars(grammar)
     if ids or names:

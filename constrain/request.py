@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from constrain.compiler import special_chars
 from constrain.decoding.autoregressive import TokenMethod
 from constrain.decoding.method import DecodeJob, DecodingMethod, MethodOutcome, SamplingOptions
 from constrain.decoding.registry import resolve_method
@@ -53,6 +52,7 @@ from constrain.tools import (
     tool_structural_tag,
     tool_system_prompt,
 )
+from constrain.vocab.grammar_specials import special_chars
 
 __all__ = [
     "GenerationOptions",

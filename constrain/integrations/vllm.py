@@ -295,7 +295,8 @@ def _check_spec(spec: str) -> None:
     A grammar with special tokens (a structural tag's ``token`` format) is only built: its
     tokens are looked up in the model's vocabulary, in the worker.
     """
-    from constrain.compiler import Compiler, special_chars
+    from constrain.compiler import Compiler
+    from constrain.vocab.grammar_specials import special_chars
     from constrain.vocab.vocabulary import Vocabulary
 
     if not _BYTE_COMPILER:
