@@ -379,6 +379,7 @@ def aligned_specs() -> list[tuple[str, dict[str, Any]]]:
         ("aligned_one_twice", seq(one, one, _const("!"))),
         ("aligned_one_or", seq({"type": "or", "elements": [one, _const("abc")]}, _const(";"))),
         ("aligned_one_tag", _tag("<w>", one, "</w>")),
+        ("aligned_one_token_tag", _token_tag(128002, one, 128003)),
         ("aligned_one_star", seq({"type": "star", "content": seq(one, _const(","))}, _const("."))),
         ("aligned_free_text", seq(free, _const("END"))),
         ("aligned_free_json", seq(_const("<"), free, _const(">"), _json(WEATHER))),

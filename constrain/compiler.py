@@ -31,9 +31,7 @@ from constrain.automata.nfa import FoldableRepeat
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiled_file import read_compiled_file, write_compiled_file
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError, VocabularyError
-from constrain.ir import (
-    Grammar,
-)
+from constrain.ir import Grammar
 from constrain.kernels.numba_dfa import continuation_bits_kernel
 from constrain.tables import MaskTables
 from constrain.vocab.grammar_specials import resolve_special_tokens, special_chars

@@ -331,8 +331,8 @@ def generate(
     regex : str, optional
         Returns a string that fully matches the Python regular expression.
     grammar : str, Path or Grammar, optional
-        A shipped grammar by name (``"sql"``, ``"json"``, ...), a ``.lark`` path, Lark text or a
-        :class:`~constrain.Grammar`. Returns the string.
+        A shipped grammar by name (``"sql"``, ``"json"``, ...), a ``.lark`` path, Lark text,
+        EBNF text (``root ::= ...``) or a :class:`~constrain.Grammar`. Returns the string.
     choices : sequence of str, optional
         Returns one of the strings.
     model : Model, DiffusionModel, path or None, optional

@@ -13,6 +13,7 @@ pydantic's ``TypeAdapter`` accepts)
 ``schema={...}``, JSON text, a path    ``Grammar.from_json_schema``         the parsed JSON value
 ``regex="..."``                        ``Grammar.from_regex``               ``str``
 ``grammar="sql"``, Lark text, a path   ``Grammar.builtin`` / ``from_lark``  ``str``
+``grammar="root ::= ..."`` (EBNF)      ``Grammar.from_ebnf``                ``str``
 ``choices=["a", "b"]``                 the alternation of the literals      ``str``
 =====================================  ===================================  ======================
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from constrain.errors import GrammarError, OutputValidationError
+from constrain.frontends.ebnf import is_ebnf
 from constrain.frontends.lark import without_option_lines
 from constrain.frontends.lark_budgets import strip_budgets
 from constrain.ir import Alt, Grammar, Literal
@@ -286,6 +288,8 @@ def _regex_output(pattern: str) -> OutputType:
 def _grammar_output(spec: str | Path | Grammar) -> OutputType:
     paths: list[str] = []
     start = "start"
+    if isinstance(spec, str) and is_ebnf(spec):  # XGrammar's / llama.cpp's "root ::= ..."
+        spec = Grammar.from_ebnf(spec)
     if isinstance(spec, Grammar):
         from constrain.ir.printer import lark_names
 

@@ -47,7 +47,7 @@ from constrain.ir import (
     special_token,
 )
 
-__all__ = ["parse_ebnf"]
+__all__ = ["is_ebnf", "parse_ebnf"]
 
 _NAME = re.compile(r"[A-Za-z_.\-][A-Za-z0-9_.\-]*")
 _SIMPLE = {"n": 10, "t": 9, "r": 13, "b": 8, "f": 12, "v": 11, "0": 0, "a": 7, "e": 27}
@@ -59,6 +59,7 @@ _CLASS_ESCAPES = {
 }
 _MAX_EXPANSION = 10_000  # copies of a non-regular element a bounded repetition writes out
 _RULE_MACROS = ("TagDispatch", "TokenTagDispatch")
+_EBNF_HEAD = re.compile(r"^[ \t]*[A-Za-z_.\-][\w.\-]*(?:\[[^\]\n]*\])?[ \t]*::=", re.M)
 
 Part = Regex | tuple[str, ...]
 """A parsed element: a regex while it is regular, else a sequence of grammar symbols."""
@@ -501,6 +502,11 @@ _MACROS: dict[str, Callable[[_Parser, _Tok], Part]] = {
     "Token": _Parser.token_macro,
     "ExcludeToken": _Parser.exclude_token_macro,
 }
+
+
+def is_ebnf(text: str) -> bool:
+    """Return whether grammar text is EBNF rather than Lark: a line begins with ``name ::=``."""
+    return _EBNF_HEAD.search(text) is not None
 
 
 def parse_ebnf(text: str, root: str = "root") -> Grammar:

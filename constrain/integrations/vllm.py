@@ -45,7 +45,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from constrain.errors import ConstrainError
+from constrain.frontends.ebnf import is_ebnf
 from constrain.integrations.vllm_reasoning import (
     REASONING_KEY,
     prompt_reasoning,
@@ -91,7 +91,6 @@ SPEC_KEY = "constrain"
 """The ``SamplingParams.extra_args`` / ``vllm_xargs`` key of a constrained request."""
 
 KINDS = ("json_schema", "regex", "grammar", "choices", "structural_tag")
-_EBNF_HEAD = re.compile(r"^[ \t]*[A-Za-z_.\-][\w.\-]*(?:\[[^\]\n]*\])?[ \t]*::=", re.M)
 """The constraint kinds a spec may name (exactly one per request)."""
 
 _MAX_SPECS = 1024  # compile jobs kept per worker, by spec text
@@ -268,7 +267,7 @@ def spec_grammar(spec: str) -> Grammar:
         # a rule head "name ::=" is EBNF (XGrammar's and llama.cpp's syntax), else Lark
         if "\n" not in text and ":" not in text:
             grammar = Grammar.builtin(text)
-        elif _EBNF_HEAD.search(text):
+        elif is_ebnf(text):
             grammar = Grammar.from_ebnf(text)
         else:
             grammar = Grammar.from_lark(text)

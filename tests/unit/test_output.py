@@ -263,6 +263,12 @@ def test_shipped_grammars_by_name() -> None:
         output_type(grammar="no_such_grammar")
 
 
+def test_ebnf_text_is_read_as_ebnf() -> None:
+    ebnf = output_type(grammar='root ::= pair ("," pair)*\npair ::= [a-z]+ "=" [0-9]+')
+    assert ebnf.kind == "grammar"
+    assert _check(ebnf, "a=1,bc=22", "a=1,") == "a=1,bc=22"
+
+
 LARK_TEXT = """
 start: pair ("," pair)*
 pair: KEY "=" VALUE
