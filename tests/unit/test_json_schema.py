@@ -235,7 +235,7 @@ def test_limits_raise_compile_limit_error() -> None:
     with pytest.raises(CompileLimitError):
         Grammar.from_json_schema({"allOf": [nested, nested, nested]}, max_branches=100)
     with pytest.raises(CompileLimitError):
-        Grammar.from_json_schema({"type": "array", "minItems": 10**6})
+        Grammar.from_json_schema({"type": "array", "contains": {}, "minContains": 10**6})
     with pytest.raises(CompileLimitError) as info:
         Grammar.from_json_schema({"allOf": [nested, nested]}, max_combinations=50)
     assert info.value.limit_name == "max_combinations"
@@ -628,6 +628,91 @@ def test_long_string_bounds_are_exact() -> None:
             Grammar.from_json_schema({"type": "string", key: 9}, max_string_length=8)
         assert info.value.limit_name == "max_string_length"
         assert key in str(info.value)
+
+
+def _count_cases(top: int) -> range:
+    return range(top + 3)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "fixed"),
+    [
+        (0, 33, 0),
+        (0, 34, 0),
+        (5, 45, 0),
+        (37, None, 0),
+        (40, 41, 0),
+        (3, 70, 3),
+        (35, 35, 0),
+        (36, 36, 1),
+        (0, 100, 0),
+    ],  # fmt: skip
+)
+def test_large_item_counts_are_exact(lo: int, hi: int | None, fixed: int) -> None:
+    # counts past CHAIN_LIMIT are written in binary (counted.py): every count from 0 to
+    # past the bound is accepted exactly when minItems <= count <= maxItems
+    from constrain.frontends.json_schema.counted import CHAIN_LIMIT
+
+    schema: dict[str, Any] = {"type": "array", "items": {"type": "integer"}, "minItems": lo}
+    if hi is not None:
+        schema["maxItems"] = hi
+    if fixed:
+        schema["prefixItems"] = [{"const": "x"}] * fixed
+    assert max(lo, hi or 0) - max(fixed, 1) > CHAIN_LIMIT or hi == 33
+    grammar = Grammar.from_json_schema(schema)
+    for n in _count_cases(hi if hi is not None else lo):
+        items = ["x"] * min(n, fixed) + list(range(max(0, n - fixed)))
+        want = lo <= n and (hi is None or n <= hi)
+        assert accepts(grammar, json.dumps(items, separators=(",", ":"))) == want, n
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "declared", "required"),
+    [
+        (0, 40, 2, 0),
+        (0, 40, 2, 1),
+        (5, 45, 0, 0),
+        (37, None, 0, 0),
+        (40, 41, 3, 2),
+        (35, 35, 0, 0),
+        (0, 100, 1, 0),
+    ],  # fmt: skip
+)
+def test_large_member_counts_are_exact(
+    lo: int, hi: int | None, declared: int, required: int
+) -> None:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {f"d{i}": {"type": "integer"} for i in range(declared)},
+        "required": [f"d{i}" for i in range(required)],
+        "additionalProperties": {"type": "integer"},
+        "minProperties": lo,
+    }
+    if hi is not None:
+        schema["maxProperties"] = hi
+    grammar = Grammar.from_json_schema(schema)
+    for n in _count_cases(hi if hi is not None else lo):
+        for written in sorted({0, required, declared}):
+            if required <= written <= n:
+                value = {f"d{i}": i for i in range(written)}
+                value.update({f"k{k}": k for k in range(n - written)})
+                want = lo <= n and (hi is None or n <= hi)
+                text = json.dumps(value, separators=(",", ":"))
+                assert accepts(grammar, text) == want, (n, written)
+
+
+def test_a_million_items_is_a_few_rules() -> None:
+    for schema in (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 999, "maxItems": 10**6},
+        {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 10**6},
+    ):
+        grammar = Grammar.from_json_schema(schema)
+        assert len(grammar.rules) < 100, schema
+    items = Grammar.from_json_schema(
+        {"type": "array", "items": {"type": "integer"}, "minItems": 999, "maxItems": 10**6}
+    )
+    for n in (998, 999, 3000):
+        assert accepts(items, json.dumps(list(range(n)), separators=(",", ":"))) == (n >= 999)
 
 
 def test_hashed_enum_agrees_with_jsonschema() -> None:

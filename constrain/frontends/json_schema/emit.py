@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from constrain.errors import CompileLimitError, JsonSchemaError
+from constrain.frontends.json_schema.counted import CHAIN_LIMIT, Counted
 from constrain.frontends.json_schema.logic import number_language, value_number_text
 from constrain.frontends.json_schema.normal_form import NormalForm
 from constrain.frontends.json_schema.objects import object_alternatives
@@ -450,7 +451,13 @@ class Emitter:
         # Items are counted exactly up to cap_i; past it (no maxItems) every state is the same.
         cap_i = max(fixed, lo, hi or 0, 1)
         cap_c = max(cmin, (cmax + 1) if cmax is not None else 0)
+        # Past the fixed items, plain items (no contains, no uniqueItems) are one unit counted
+        # in binary from t0 on when the count is large (counted.py).
+        t0 = max(fixed, 1)
+        binary = not contains and not domain and cap_i - t0 > CHAIN_LIMIT
         limit = self.options.max_repeat
+        if binary:
+            cap_i = t0
         if cap_i > limit or cap_c > limit or cap_i * (cap_c + 1) > 8 * limit:
             raise CompileLimitError(
                 "max_repeat",
@@ -481,6 +488,12 @@ class Emitter:
             key = ("as", tuple(p.key() for p in pieces), i, c, used)
 
             def build(_: str) -> list[Alternative]:
+                if binary and i == t0:
+                    rule = item_rules(i)[0][0]
+                    unit = self.item_symbols(rule, True)
+                    more = Counted(self.rule, ("ai", key[1]), unit)
+                    count = more.between(max(lo - t0, 0), None if hi is None else hi - t0)
+                    return [(*count, close_t)]
                 alts: list[Alternative] = []
                 if i >= lo and c >= cmin and (cmax is None or c <= cmax):
                     alts.append((close_t,))

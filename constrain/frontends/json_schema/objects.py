@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from constrain.errors import CompileLimitError, JsonSchemaError
+from constrain.frontends.json_schema.counted import CHAIN_LIMIT, Counted
 from constrain.frontends.json_schema.patterns import check_pattern, pattern_dfa
 from constrain.frontends.json_schema.shapes import SOME_KEY, Piece, non_negative_int
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
@@ -278,6 +279,12 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
         declared.append((name, conj))
     regions = merged.regions()
     cap = max(1, lo, (hi + 1) if hi is not None else 0)
+    witnesses = merged.witnesses()
+    # Without witnesses, the members past the declared ones are one unit, counted in binary
+    # (counted.py) when the count is large; in declaration order only.
+    binary = not witnesses and not em.options.any_order and cap - len(declared) > CHAIN_LIMIT
+    if binary:
+        cap = len(declared) + 1
     if cap > em.options.max_repeat:
         raise CompileLimitError(
             "max_repeat", em.options.max_repeat, cap, "minProperties/maxProperties are too large"
@@ -286,7 +293,6 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
     close_t = em.lexeme(Literal("}"))
     required = {i for i, (name, _) in enumerate(declared) if name in merged.required}
     key = tuple(p.key() for p in pieces)
-    witnesses = merged.witnesses()
     done = (1 << len(witnesses)) - 1
     # Member options: (key language, value schemas, witness bits the member sets).
     named: list[list[tuple[Regex, tuple[Piece, ...], int]]] = []
@@ -310,8 +316,19 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
 
     if not em.options.any_order:
 
+        def more(c: int) -> list[Alternative]:
+            """Members after ``c`` written ones, counted in binary, then ``}``."""
+            units = [member(content, conj, False) for content, conj, _ in extra_opts]
+            if not units:
+                return [(close_t,)] if c >= lo else []
+            unit = units[0] if len(units) == 1 else (em.rule(("om", key), lambda _: units),)
+            count = Counted(em.rule, ("om", key), unit)
+            return [(*count.between(max(lo - c, 0), None if hi is None else hi - c), close_t)]
+
         def ordered(i: int, c: int, f: int) -> str:
             def build(_: str) -> list[Alternative]:
+                if binary and i == len(declared) and c > 0:
+                    return more(c)
                 alts: list[Alternative] = []
                 room = hi is None or c < hi
                 if i < len(declared):
