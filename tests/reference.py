@@ -286,6 +286,16 @@ def naive_minimize(trans: Sequence[Sequence[int]], init_block: Sequence[int]) ->
         block = new
 
 
+def naive_acyclic_states(texts: Sequence[bytes]) -> int:
+    """Count the states of the minimal acyclic automaton of ``texts``, its start excluded.
+
+    One state per distinct right language (the set of rests) of a non-empty prefix.
+    """
+    found = set(texts)
+    prefixes = {t[:i] for t in found for i in range(1, len(t) + 1)}
+    return len({frozenset(t[len(p) :] for t in found if t.startswith(p)) for p in prefixes})
+
+
 def naive_bounded_classes(
     trans: Sequence[Sequence[int]], outputs: Sequence[Hashable], depth: int
 ) -> list[int]:

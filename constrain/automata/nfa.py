@@ -38,6 +38,7 @@ from constrain.automata.nfa_parts import (
     Nfa,
     check_automaton,
     literal_text,
+    literal_trie,
     nullable,
     simplify_repeat,
 )
@@ -167,6 +168,14 @@ _SHARED_CACHE_SIZE = 4096
 # (node, max NFA states, limit name, limit) -> fragment; a limit error is never cached
 _SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], _Template | None] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def _literal_bytes(items: tuple[Regex, ...]) -> list[bytes] | None:
+    """Return the UTF-8 texts of ``items`` if every one is a :class:`Literal`, else None."""
+    try:
+        return [item.text.encode("utf-8") for item in items]  # type: ignore[union-attr]
+    except (AttributeError, UnicodeEncodeError):  # not a literal, or a lone surrogate
+        return None
 
 
 def _utf8(text: str) -> bytes | None:
@@ -558,33 +567,34 @@ class NfaBuilder:
         return end
 
     def _alt(self, node: Alt, start: int) -> int:
-        if not all(literal_text(item) is not None for item in node.items):
+        texts = _literal_bytes(node.items)
+        if texts is None and not all(literal_text(item) is not None for item in node.items):
             tpl = self._shared(node)
             if tpl is not None:
                 return self._place(tpl, start)
-        return self._alt_direct(node, start)
+        return self._alt_direct(node, start, texts)
 
-    def _alt_direct(self, node: Alt, start: int) -> int:
+    def _alt_direct(self, node: Alt, start: int, texts: list[bytes] | None = None) -> int:
+        """Build an alternation: its literal alternatives as one minimal acyclic automaton."""
         join = self.new_state()
-        trie: dict[tuple[int, int], int] = {}
-        ends: set[int] = set()
-        for item in node.items:
-            text = literal_text(item)
-            data = _utf8(text) if text is not None else None
-            if data is not None:  # share prefixes of literal alternatives (enums: a trie)
-                cur = start
-                for byte in data:
-                    nxt = trie.get((cur, byte))
-                    if nxt is None:
-                        nxt = self.new_state()
-                        trie[(cur, byte)] = nxt
-                        self._edges.extend((cur, byte, byte, nxt))
-                    cur = nxt
-                if cur not in ends:
-                    ends.add(cur)
-                    self.add_eps(cur, join)
-            else:
-                self.add_eps(self.build(item, start), join)
+        if texts is None:
+            texts = []
+            for item in node.items:
+                text = literal_text(item)
+                data = _utf8(text) if text is not None else None
+                if data is not None:
+                    texts.append(data)
+                else:
+                    self.add_eps(self.build(item, start), join)
+        if texts:
+            edges, ends, count = literal_trie(texts, start, self.num_states)
+            self._check(count)
+            self.num_states += count
+            self._edges.frombytes(edges.tobytes())
+            pairs = np.empty((ends.shape[0], 2), dtype=np.int32)
+            pairs[:, 0] = ends
+            pairs[:, 1] = join
+            self._eps.frombytes(pairs.tobytes())
         return join
 
     def _repeat(self, node: Repeat, start: int) -> int:

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from constrain._types import Int32Array
 from constrain.errors import GrammarError
 from constrain.ir import NOTHING, Automaton, Concat, Literal, Regex, Repeat, matches_empty
+from constrain.kernels.numba_minimize import acyclic_classes_kernel
 
-__all__ = ["Nfa", "check_automaton", "literal_text", "nullable", "simplify_repeat"]
+__all__ = [
+    "Nfa",
+    "check_automaton",
+    "literal_text",
+    "literal_trie",
+    "nullable",
+    "simplify_repeat",
+]
 
 
 def nullable(node: Regex) -> bool:
@@ -28,6 +38,80 @@ def literal_text(node: Regex) -> str | None:
     if isinstance(node, Concat) and all(isinstance(item, Literal) for item in node.items):
         return "".join(item.text for item in node.items)  # type: ignore[union-attr]
     return None
+
+
+def literal_trie(texts: list[bytes], start: int, first: int) -> tuple[Int32Array, Int32Array, int]:
+    """Return the minimal acyclic automaton of byte strings from ``start``.
+
+    The strings are sorted, so a string's trie node at depth ``j`` is new exactly where ``j``
+    is at least its common prefix with the string before it, else the one above it in the
+    sorted order (numpy over a padded byte matrix). Trie nodes with the same right language
+    are then merged (:func:`~constrain.kernels.numba_minimize.acyclic_classes_kernel`), so
+    common suffixes are shared too: an enum of 65,536 codes is a few states per code, not
+    one per byte.
+
+    Parameters
+    ----------
+    texts : list of bytes
+        The strings (duplicates and ``b""`` allowed).
+    start : int
+        The state every string starts from.
+    first : int
+        The id of the first new state (new states are numbered consecutively).
+
+    Returns
+    -------
+    edges : ndarray of int32, shape (E, 4)
+        ``(src, byte, byte, dst)`` per edge.
+    ends : ndarray of int32
+        The distinct states where some string ends (``start`` for ``b""``).
+    count : int
+        The number of new states.
+    """
+    order = sorted(set(texts))
+    if order == [b""]:
+        return np.zeros((0, 4), dtype=np.int32), np.array([start], dtype=np.int32), 0
+    n = len(order)
+    lengths = np.fromiter(map(len, order), dtype=np.int64, count=n)
+    width = int(lengths.max())
+    grid = np.zeros((n, width), dtype=np.int32)
+    cols = np.arange(width)[None, :]
+    valid = cols < lengths[:, None]
+    grid[valid] = np.frombuffer(b"".join(order), dtype=np.uint8)
+    # common prefix with the string before: the first column where they differ or one ends
+    same = np.zeros((n, width), dtype=bool)
+    same[1:] = (grid[1:] == grid[:-1]) & valid[1:] & valid[:-1]
+    lcp = np.where(same.all(axis=1), width, np.argmin(same, axis=1))
+    new = valid & (cols >= lcp[:, None])
+    size = int(new.sum())
+    # trie nodes 1..size numbered row by row (a child after its parent); root 0. A cell that
+    # is not new is the node of the cell above it (the latest new one in its column).
+    ids = np.zeros((n, width), dtype=np.int64)
+    ids[new] = 1 + np.arange(size)
+    rows = np.where(new, np.arange(n)[:, None], 0)
+    np.maximum.accumulate(rows, axis=0, out=rows)
+    node = np.take_along_axis(ids, rows, axis=0)
+    parent = np.zeros_like(node)
+    parent[:, 1:] = node[:, :-1]
+    src, label, dst = parent[new], grid[new], node[new].astype(np.int32)
+    by_src = np.argsort(src, kind="stable")  # rows are sorted: labels ascend per parent
+    src, label, dst = src[by_src], label[by_src], dst[by_src]
+    indptr = np.zeros(size + 2, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=size + 1), out=indptr[1:])
+    is_end = np.zeros(size + 1, dtype=np.bool_)
+    is_end[np.where(lengths > 0, node[np.arange(n), np.maximum(lengths - 1, 0)], 0)] = True
+    cls = np.empty(size + 1, dtype=np.int32)
+    count = int(acyclic_classes_kernel(indptr, dst, label, is_end, cls)) - 1  # root: its own
+    # one copy of each class's edges: those of its representative (the node that made it)
+    rep = np.zeros(count + 1, dtype=np.int64)
+    np.maximum.at(rep, cls, np.arange(size + 1))
+    state = (first + cls).astype(np.int64)
+    state[0] = start
+    keep = rep[cls[src]] == src
+    edges = np.stack([state[src[keep]], label[keep], label[keep], state[dst[keep]]], axis=1).astype(
+        np.int32
+    )
+    return edges, np.unique(state[is_end]).astype(np.int32), count
 
 
 def simplify_repeat(node: Repeat) -> Regex:

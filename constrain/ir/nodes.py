@@ -341,8 +341,8 @@ def matches_empty(node: Regex) -> bool:
         return not node.text
     if isinstance(node, (Concat, Intersect)):
         return all(matches_empty(i) for i in node.items)
-    if isinstance(node, Alt):
-        return any(matches_empty(i) for i in node.items)
+    if isinstance(node, Alt):  # literals inline: an enum's alternation is many of them
+        return any(not i.text if type(i) is Literal else matches_empty(i) for i in node.items)
     if isinstance(node, Repeat):
         if node.max is not None and node.min > node.max:
             return False  # item{5,3} matches nothing

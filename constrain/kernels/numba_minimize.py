@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "acyclic_classes_kernel",
     "column_hashes_kernel",
     "merge_classes_kernel",
     "minimize_kernel",
@@ -391,3 +392,53 @@ def take_columns_kernel(trans, cols, out):  # type: ignore[no-untyped-def]
     for s in range(trans.shape[0]):
         for j in range(cols.shape[0]):
             out[s, j] = trans[s, cols[j]]
+
+
+@njit(cache=True, nogil=True)
+def acyclic_classes_kernel(indptr, child, label, is_end, out_cls):  # type: ignore[no-untyped-def]
+    """Give the nodes of a tree automaton (a trie) classes by right language; return their count.
+
+    Node ``v``'s edges are ``indptr[v]:indptr[v + 1]``, sorted by ``label``, to children with
+    larger ids; ``is_end[v]``: a string ends at ``v``. Nodes are taken children first (ids
+    descending), each keyed by ``(is_end, (label, class of child)...)`` in a hash table of
+    representatives, a key compared in full on every hash match: ``out_cls[v]`` is then equal
+    for two nodes exactly when the same strings lead from both to an end (the minimal acyclic
+    automaton's states). Node 0, the root, keeps a class of its own. Hashes stay below 2**52.
+    """
+    n = is_end.shape[0]
+    size = 1
+    while size < 2 * n + 2:
+        size *= 2
+    table = np.full(size, -1, np.int64)
+    count = 0
+    for v in range(n - 1, -1, -1):
+        if v == 0:
+            out_cls[v] = count
+            count += 1
+            break
+        h = np.int64(1 + is_end[v])
+        for e in range(indptr[v], indptr[v + 1]):
+            h = (h * 1000003 + label[e] + 1) % 2147483647
+            h = (h * 1000003 + out_cls[child[e]] + 1) % 2147483647
+        slot = h & (size - 1)
+        while True:
+            r = table[slot]
+            if r < 0:
+                table[slot] = v
+                out_cls[v] = count
+                count += 1
+                break
+            same = is_end[r] == is_end[v] and (
+                indptr[r + 1] - indptr[r] == indptr[v + 1] - indptr[v]
+            )
+            if same:
+                d = indptr[r] - indptr[v]
+                for e in range(indptr[v], indptr[v + 1]):
+                    if label[e] != label[e + d] or out_cls[child[e]] != out_cls[child[e + d]]:
+                        same = False
+                        break
+            if same:
+                out_cls[v] = out_cls[r]
+                break
+            slot = (slot + 1) & (size - 1)
+    return count

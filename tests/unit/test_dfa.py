@@ -459,3 +459,50 @@ def test_merge_classes_kernel_is_exact_under_hash_collisions() -> None:
     assert count == 3
     assert new_class.tolist() == [0, 1, 0, 2]
     assert keep[:count].tolist() == [0, 1, 3]
+
+
+def test_literal_alternatives_are_the_minimal_acyclic_automaton() -> None:
+    # literal_trie (numpy trie + acyclic_classes_kernel) against the naive right-language count
+    # and the language read back from its edges, on random sets with shared prefixes/suffixes
+    from constrain.automata.nfa_parts import literal_trie
+
+    rng = random.Random(0)
+    for _ in range(400):
+        texts = [
+            bytes(rng.choice(b"abc") for _ in range(rng.randint(0, 6)))
+            for _ in range(rng.randint(1, 15))
+        ]
+        edges, ends, count = literal_trie(texts, 3, 10)
+        assert count == reference.naive_acyclic_states(texts), texts
+        out: dict[int, list[tuple[int, int]]] = {}
+        for src, lo, hi, dst in edges.tolist():
+            assert lo == hi and 10 <= dst < 10 + count
+            out.setdefault(src, []).append((lo, dst))
+        assert all(len({b for b, _ in v}) == len(v) for v in out.values())  # deterministic
+        language: set[bytes] = set()
+        stack: list[tuple[int, bytes]] = [(3, b"")]
+        while stack:  # acyclic: every path ends
+            state, text = stack.pop()
+            if state in set(ends.tolist()):
+                language.add(text)
+            stack.extend((dst, text + bytes([b])) for b, dst in out.get(state, []))
+        assert language == set(texts)
+
+
+def test_a_large_enum_shares_suffixes() -> None:
+    # 65,536 codes ending in one suffix: the lexer stays far below one state per byte
+    values = Alt(tuple(Literal(f"code-{i:05x}-end") for i in range(65_536)))
+    dfa = compile_regex(values)
+    classes, trans, accept = as_lists(dfa)
+    assert len(trans) < 100_000
+
+    def accepts(text: bytes) -> bool:
+        state = 0
+        for byte in text:
+            state = trans[state][classes[byte]]
+            if state < 0:
+                return False
+        return accept[state]
+
+    assert accepts(b"code-0abcd-end") and accepts(b"code-00000-end")
+    assert not accepts(b"code-10000-end") and not accepts(b"code-0abcd-en")

@@ -12,6 +12,7 @@ enforced (:meth:`SchemaContext.unsupported`). The normal form
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import referencing
@@ -38,7 +39,9 @@ def _enum_keys(enums: list[Any]) -> frozenset[Any] | None:
     entry = _ENUM_KEYS.get(id(enums))
     if entry is None or entry[0] is not enums:
         try:
-            keys: frozenset[Any] | None = frozenset(json_equal_key(v) for v in enums)
+            keys: frozenset[Any] | None = frozenset(
+                ("s", v) if type(v) is str else json_equal_key(v) for v in enums
+            )
         except TypeError:
             keys = None
         if keys is not None and any(k[0] == "f" for k in keys):
@@ -243,6 +246,32 @@ class SchemaContext:
             if not found:
                 return False
         return True
+
+    def valid_values(self, values: Sequence[Any], pieces: tuple[Piece, ...]) -> list[Any]:
+        """Return the ``values`` valid against every piece, in order (:meth:`is_valid` each).
+
+        A bare ``enum`` piece is checked for all values at once by hashed membership (an enum
+        of 4,096 strings: one set lookup each, not a memoised call).
+        """
+        out = list(values)
+        for piece in pieces:
+            schema = piece.schema
+            enums = schema.get("enum") if isinstance(schema, dict) else None
+            keys = None
+            if isinstance(enums, list) and len(enums) > 16 and _ENUM_ONLY.issuperset(schema):
+                keys = _enum_keys(enums)
+            try:
+                if keys is not None:
+                    out = [
+                        v
+                        for v in out
+                        if (("s", v) if type(v) is str else json_equal_key(v)) in keys
+                    ]
+                    continue
+            except TypeError:
+                pass
+            out = [v for v in out if self.is_valid(v, (piece,))]
+        return out
 
     def _piece_valid(self, value: Any, piece: Piece) -> bool:
         """Whether ``value`` validates against one piece (uncached :meth:`is_valid`)."""

@@ -34,7 +34,7 @@ from constrain.frontends.json_schema.shapes import (
     json_equal_key,
     non_negative_int,
 )
-from constrain.frontends.json_schema.strings import quoted, whitespace_regex
+from constrain.frontends.json_schema.strings import quoted, quoted_text, whitespace_regex
 from constrain.ir import (
     ANY_CHAR,
     NOTHING,
@@ -292,8 +292,10 @@ class Emitter:
         alts: list[Alternative] = []
         for shape in shapes:
             if shape.values is not None:
-                for value in shape.values:
-                    if self.ctx.is_valid(value, shape.pieces):
+                for value in self.ctx.valid_values(shape.values, shape.pieces):
+                    if type(value) is str:  # the common case, inline: enums of many strings
+                        scalars.append(quoted_text(value))
+                    else:
                         self._const(value, shape.pieces[0], scalars, alts)
                 continue
             if shape.null:
@@ -323,7 +325,7 @@ class Emitter:
                 alts.append((self.array(shape.arr),))
             if shape.obj is not None:
                 alts.append((self.object(shape.obj),))
-        scalars = [s for s in dict.fromkeys(scalars) if s != NOTHING]
+        scalars = [s for s in dict.fromkeys(scalars) if type(s) is Literal or s != NOTHING]
         scalar = None
         if scalars:
             scalar = scalars[0] if len(scalars) == 1 else Alt(tuple(scalars))
@@ -352,7 +354,7 @@ class Emitter:
         elif isinstance(value, (int, float)):
             scalars.append(value_number_text(value))
         elif isinstance(value, str):
-            scalars.append(quoted(Literal(value)))
+            scalars.append(quoted_text(value))
         else:
             alts.append(
                 (

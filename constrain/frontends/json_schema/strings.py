@@ -30,7 +30,7 @@ from constrain.ir import (
     Repeat,
 )
 
-__all__ = ["encode_content", "quoted", "whitespace_regex"]
+__all__ = ["encode_content", "quoted", "quoted_text", "whitespace_regex"]
 
 _RAW = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)))
 # the characters outside _RAW: those a JSON string must escape, and lone surrogates
@@ -209,8 +209,17 @@ def encode_content(node: Regex) -> Regex:
 ANY_STRING_BODY: Regex = Repeat(_encode_charset(ANY_CHAR), 0, None)
 
 
+def quoted_text(text: str) -> Regex:
+    """Return the IR of the JSON string literals whose decoded text is ``text``."""
+    if _NOT_RAW.search(text) is None:
+        return Literal(f'"{text}"')  # one literal: enums of many strings stay cheap
+    return Concat((Literal('"'), _encode_text(text), Literal('"')))
+
+
 def quoted(content: Regex) -> Regex:
     """Return the IR of a JSON string literal (quotes included) with the given content."""
+    if isinstance(content, Literal):
+        return quoted_text(content.text)
     return Concat((Literal('"'), encode_content(content), Literal('"')))
 
 
