@@ -83,6 +83,8 @@ def _grammars() -> list[Grammar]:
         Grammar.from_regex("[a-z]{1,3000}"),
         # a count the lexer folds and builds as it is reached (constrain.automata.lazy_lexer)
         Grammar.from_regex("[a-z0-9]{1,100000}!"),
+        # an enum past a few strings: its minimal acyclic automaton (nfa_parts.literal_trie)
+        Grammar.from_json_schema({"enum": [f"code-{i}" for i in range(100)]}),
         # a token budget, which ends its region after two tokens (constrain.token_budgets)
         Grammar.from_structural_tag(_BUDGET),
     ]

@@ -40,15 +40,38 @@ def literal_text(node: Regex) -> str | None:
     return None
 
 
-def literal_trie(texts: list[bytes], start: int, first: int) -> tuple[Int32Array, Int32Array, int]:
-    """Return the minimal acyclic automaton of byte strings from ``start``.
+_SMALL_ALT = 64
+"""Up to this many strings a trie is built in Python (numpy's overhead is dearer); the DFA
+they end up in is minimised as a whole anyway."""
 
-    The strings are sorted, so a string's trie node at depth ``j`` is new exactly where ``j``
-    is at least its common prefix with the string before it, else the one above it in the
-    sorted order (numpy over a padded byte matrix). Trie nodes with the same right language
-    are then merged (:func:`~constrain.kernels.numba_minimize.acyclic_classes_kernel`), so
-    common suffixes are shared too: an enum of 65,536 codes is a few states per code, not
-    one per byte.
+
+def _small_trie(texts: list[bytes], start: int, first: int) -> tuple[Int32Array, Int32Array, int]:
+    """Return :func:`literal_trie` for a few strings: the plain trie, in Python."""
+    trie: dict[tuple[int, int], int] = {}
+    edges: list[tuple[int, int, int, int]] = []
+    ends: set[int] = set()
+    for data in texts:
+        cur = start
+        for byte in data:
+            nxt = trie.get((cur, byte))
+            if nxt is None:
+                nxt = trie[(cur, byte)] = first + len(trie)
+                edges.append((cur, byte, byte, nxt))
+            cur = nxt
+        ends.add(cur)
+    table = np.array(edges, dtype=np.int32).reshape(-1, 4)
+    return table, np.array(sorted(ends), dtype=np.int32), len(trie)
+
+
+def literal_trie(texts: list[bytes], start: int, first: int) -> tuple[Int32Array, Int32Array, int]:
+    """Return an acyclic automaton of byte strings from ``start`` (minimal past a few).
+
+    Up to :data:`_SMALL_ALT` strings this is the plain trie (Python). Past it, the strings are
+    sorted, so a string's trie node at depth ``j`` is new exactly where ``j`` is at least its
+    common prefix with the string before it, else the one above it in the sorted order (numpy
+    over a padded byte matrix), and trie nodes with the same right language are merged
+    (:func:`~constrain.kernels.numba_minimize.acyclic_classes_kernel`), so common suffixes are
+    shared too: an enum of 65,536 codes is a few states per code, not one per byte.
 
     Parameters
     ----------
@@ -69,8 +92,8 @@ def literal_trie(texts: list[bytes], start: int, first: int) -> tuple[Int32Array
         The number of new states.
     """
     order = sorted(set(texts))
-    if order == [b""]:
-        return np.zeros((0, 4), dtype=np.int32), np.array([start], dtype=np.int32), 0
+    if len(order) <= _SMALL_ALT:
+        return _small_trie(order, start, first)
     n = len(order)
     lengths = np.fromiter(map(len, order), dtype=np.int64, count=n)
     width = int(lengths.max())

@@ -464,16 +464,18 @@ def test_merge_classes_kernel_is_exact_under_hash_collisions() -> None:
 def test_literal_alternatives_are_the_minimal_acyclic_automaton() -> None:
     # literal_trie (numpy trie + acyclic_classes_kernel) against the naive right-language count
     # and the language read back from its edges, on random sets with shared prefixes/suffixes
-    from constrain.automata.nfa_parts import literal_trie
+    # (a few strings: the plain trie, its language only)
+    from constrain.automata.nfa_parts import _SMALL_ALT, literal_trie
 
     rng = random.Random(0)
-    for _ in range(400):
+    for trial in range(300):
         texts = [
-            bytes(rng.choice(b"abc") for _ in range(rng.randint(0, 6)))
-            for _ in range(rng.randint(1, 15))
+            bytes(rng.choice(b"abcd") for _ in range(rng.randint(0, 7)))
+            for _ in range(rng.randint(1, 15) if trial % 3 == 0 else rng.randint(80, 200))
         ]
         edges, ends, count = literal_trie(texts, 3, 10)
-        assert count == reference.naive_acyclic_states(texts), texts
+        if len(set(texts)) > _SMALL_ALT:
+            assert count == reference.naive_acyclic_states(texts), texts
         out: dict[int, list[tuple[int, int]]] = {}
         for src, lo, hi, dst in edges.tolist():
             assert lo == hi and 10 <= dst < 10 + count
