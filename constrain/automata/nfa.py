@@ -575,7 +575,7 @@ class NfaBuilder:
         return self._alt_direct(node, start, texts)
 
     def _alt_direct(self, node: Alt, start: int, texts: list[bytes] | None = None) -> int:
-        """Build an alternation: its literal alternatives as one minimal acyclic automaton."""
+        """Build an alternation: its literal alternatives as one acyclic automaton (a trie)."""
         join = self.new_state()
         if texts is None:
             texts = []
