@@ -411,11 +411,7 @@ def acyclic_classes_kernel(indptr, child, label, is_end, out_cls):  # type: igno
         size *= 2
     table = np.full(size, -1, np.int64)
     count = 0
-    for v in range(n - 1, -1, -1):
-        if v == 0:
-            out_cls[v] = count
-            count += 1
-            break
+    for v in range(n - 1, 0, -1):
         h = np.int64(1 + is_end[v])
         for e in range(indptr[v], indptr[v + 1]):
             h = (h * 1000003 + label[e] + 1) % 2147483647
@@ -441,4 +437,5 @@ def acyclic_classes_kernel(indptr, child, label, is_end, out_cls):  # type: igno
                 out_cls[v] = out_cls[r]
                 break
             slot = (slot + 1) & (size - 1)
-    return count
+    out_cls[0] = count  # the root
+    return count + 1

@@ -39,9 +39,7 @@ def _enum_keys(enums: list[Any]) -> frozenset[Any] | None:
     entry = _ENUM_KEYS.get(id(enums))
     if entry is None or entry[0] is not enums:
         try:
-            keys: frozenset[Any] | None = frozenset(
-                ("s", v) if type(v) is str else json_equal_key(v) for v in enums
-            )
+            keys: frozenset[Any] | None = frozenset(json_equal_key(v) for v in enums)
         except TypeError:
             keys = None
         if keys is not None and any(k[0] == "f" for k in keys):
@@ -262,11 +260,7 @@ class SchemaContext:
                 keys = _enum_keys(enums)
             try:
                 if keys is not None:
-                    out = [
-                        v
-                        for v in out
-                        if (("s", v) if type(v) is str else json_equal_key(v)) in keys
-                    ]
+                    out = [v for v in out if json_equal_key(v) in keys]
                     continue
             except TypeError:
                 pass

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from constrain.errors import CompileLimitError, JsonSchemaError
-from constrain.frontends.json_schema.counted import CHAIN_LIMIT, Counted
+from constrain.frontends.json_schema.counted import CHAIN_LIMIT, Alternative, Counted
 from constrain.frontends.json_schema.logic import number_language, value_number_text
 from constrain.frontends.json_schema.normal_form import NormalForm
 from constrain.frontends.json_schema.objects import object_alternatives
@@ -56,7 +56,6 @@ NUMBER_DIGITS_NOTE = "(max_number_digits)"
 """How a warning about ``max_number_digits`` ends (the other warnings name keywords not
 enforced)."""
 
-Alternative = tuple[str, ...]
 
 _BUSY = object()
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from constrain.errors import CompileLimitError, JsonSchemaError
-from constrain.frontends.json_schema.counted import CHAIN_LIMIT, Counted
+from constrain.frontends.json_schema.counted import CHAIN_LIMIT, Alternative, Counted
 from constrain.frontends.json_schema.patterns import check_pattern, pattern_dfa
 from constrain.frontends.json_schema.shapes import SOME_KEY, Piece, non_negative_int
 from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, Repeat
 
 if TYPE_CHECKING:
-    from constrain.frontends.json_schema.emit import Alternative, Emitter
+    from constrain.frontends.json_schema.emit import Emitter
 
 __all__ = ["key_language", "object_alternatives", "pattern_matches"]
 
@@ -315,15 +315,18 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
         return em.member_symbols(content, conj, first)
 
     if not em.options.any_order:
+        counted: list[Counted] = []  # the members past the declared ones, built once
 
         def more(c: int) -> list[Alternative]:
             """Members after ``c`` written ones, counted in binary, then ``}``."""
-            units = [member(content, conj, False) for content, conj, _ in extra_opts]
-            if not units:
+            if not extra_opts:
                 return [(close_t,)] if c >= lo else []
-            unit = units[0] if len(units) == 1 else (em.rule(("om", key), lambda _: units),)
-            count = Counted(em.rule, ("om", key), unit)
-            return [(*count.between(max(lo - c, 0), None if hi is None else hi - c), close_t)]
+            if not counted:
+                units = [member(content, conj, False) for content, conj, _ in extra_opts]
+                unit = units[0] if len(units) == 1 else (em.rule(("om", key), lambda _: units),)
+                counted.append(Counted(em.rule, ("om", key), unit))
+            count = counted[0].between(max(lo - c, 0), None if hi is None else hi - c)
+            return [(*count, close_t)]
 
         def ordered(i: int, c: int, f: int) -> str:
             def build(_: str) -> list[Alternative]:

@@ -223,14 +223,14 @@ def json_equal_key(value: Any) -> Any:
     TypeError
         If ``value`` is not a JSON value.
     """
+    if isinstance(value, str):  # first: enums of many strings
+        return ("s", value)
     if isinstance(value, bool) or value is None:
         return ("b", value)
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             return ("f", repr(value))
         return ("n", Decimal(value).normalize() if value else Decimal(0))
-    if isinstance(value, str):
-        return ("s", value)
     if isinstance(value, list):
         return ("a", tuple(json_equal_key(v) for v in value))
     if isinstance(value, dict):
