@@ -53,6 +53,26 @@ def soft(results: dict[str, Any], section: str, fn: Any, *args: Any) -> None:
     results.setdefault("section_seconds", {})[section] = round(time.monotonic() - t0, 1)
 
 
+OPTIONAL_MODULES = (
+    "numba",
+    "numpy",
+    "pytest",
+    "hypothesis",
+    "transformers",
+    "xgrammar",
+    "llguidance",
+)
+
+
+def _version_of(name: str) -> str | None:
+    """The installed version of a module, or None when it is not importable."""
+    try:
+        module = __import__(name)
+    except Exception:
+        return None
+    return str(getattr(module, "__version__", "?"))
+
+
 def env_info() -> dict[str, Any]:
     import torch
 
@@ -69,6 +89,7 @@ def env_info() -> dict[str, Any]:
         info["triton"] = triton.__version__
     except Exception as err:
         info["triton"] = f"unavailable: {err}"
+    info["modules"] = {name: _version_of(name) for name in OPTIONAL_MODULES}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         info.update(
@@ -124,6 +145,8 @@ def run_bench(
     for dtype in ("bfloat16", "float32"):
         plan += [(backend, batch, dtype, "sparse") for batch in batches for backend in backends]
         plan += [(backend, batches[-1], dtype, "random") for backend in ("torch", "triton")]
+        if _version_of("xgrammar") is not None:  # the peer's own CUDA kernel, for comparison
+            plan += [("xgrammar", batch, dtype, "sparse") for batch in batches]
     for backend, batch, dtype, mask in plan:
         label = f"{backend}/b{batch}/{dtype}/{mask}"
         if time.monotonic() > deadline:
