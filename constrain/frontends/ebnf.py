@@ -19,19 +19,23 @@ line and column: XGrammar's lookahead assertions ``(= ...)`` (they restrict wher
 by what follows it, which a rule of a context-free grammar cannot say), its other macros
 (``TagDispatch``, ``TokenTagDispatch``) and rule attributes (``name[max_tokens=N] ::=``).
 
-Regular parts (no rule reference inside) become one terminal each; the rest becomes rules, so the
-language is the same whatever the split (the lexer tries every split: ``docs/grammars.md``).
+The syntax is read by a Lark LALR parser (:data:`_SYNTAX`); its lexer callbacks decode strings
+and character classes, and :class:`_Builder` turns the tree into IR. Regular parts (no rule
+reference inside) become one terminal each; the rest becomes rules, so the language is the same
+whatever the split (the lexer tries every split: ``docs/grammars.md``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from lark import Lark, Token, Transformer, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
 from constrain.errors import GrammarError, RegexError
-from constrain.frontends.special_sets import open_special_set
+from constrain.frontends.special_sets import one_token
 from constrain.ir import (
     ANY_CHAR,
     Alt,
@@ -49,7 +53,6 @@ from constrain.ir import (
 
 __all__ = ["is_ebnf", "parse_ebnf"]
 
-_NAME = re.compile(r"[A-Za-z_.\-][A-Za-z0-9_.\-]*")
 _SIMPLE = {"n": 10, "t": 9, "r": 13, "b": 8, "f": 12, "v": 11, "0": 0, "a": 7, "e": 27}
 _HEX = {"x": 2, "u": 4, "U": 8}
 _CLASS_ESCAPES = {
@@ -58,177 +61,167 @@ _CLASS_ESCAPES = {
     "s": CharSet(((9, 13), (32, 32))),
 }
 _MAX_EXPANSION = 10_000  # copies of a non-regular element a bounded repetition writes out
-_RULE_MACROS = ("TagDispatch", "TokenTagDispatch")
 _EBNF_HEAD = re.compile(r"^[ \t]*[A-Za-z_.\-][\w.\-]*(?:\[[^\]\n]*\])?[ \t]*::=", re.M)
+
+_WS = r"(?:[ \t\r\n]|#[^\n]*)*"  # what may separate two tokens
+_NAME = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
+_CLASS = r"\[(?:[^\]\\\r\n]|\\[\s\S]?)*"  # up to its "]"; an unclosed one is its callback's error
+_SYNTAX = rf"""
+start: rule*
+rule: RULE_NAME CLASS? "::=" choices
+choices: sequence ("|" sequence)*
+sequence: quantified*
+?quantified: element
+    | element OP -> repeat
+    | element LBRACE INT [COMMA [INT]] RBRACE -> bounded
+?element: STRING -> literal
+    | CLASS -> char_class
+    | "(" choices ")"
+    | MACRO "(" (_arg ","?)* ")" -> macro
+    | NAME -> ref
+    | UNSUPPORTED  // its lexer callback raises
+_arg: STRING | INT
+
+RULE_NAME.3: /{_NAME}(?={_WS}(?:{_CLASS}\]{_WS})?::=)/
+MACRO.2: /(?:Regex|Token|ExcludeToken)(?={_WS}\()/
+UNSUPPORTED.1: /\(=|(?:Token)?TagDispatch(?![A-Za-z0-9_.\-])/
+NAME: /{_NAME}/
+STRING: /"(?:[^"\\\r\n]|\\[\s\S]?)*"?/
+CLASS: /{_CLASS}\]?/
+INT: /\d+/
+OP: /[*+?]/
+ASSIGN: "::="
+LBRACE: "{{"
+RBRACE: "}}"
+COMMA: ","
+%ignore /[ \t\r\n]+|#[^\n]*/
+"""
 
 Part = Regex | tuple[str, ...]
 """A parsed element: a regex while it is regular, else a sequence of grammar symbols."""
 
 
-@dataclass
-class _Tok:
-    kind: str  # name, assign, string, class, int, punct, eof
-    value: Any
-    line: int
-    col: int
-    first: bool  # the first token of its line
+def _error(message: str, line: int, column: int) -> GrammarError:
+    return GrammarError(f"invalid EBNF grammar: {message}", f"line {line}, column {column}")
 
 
-class _Lexer:
-    def __init__(self, text: str) -> None:
-        self.text, self.pos, self.line, self.col = text, 0, 1, 1
-        self.last_line = 0
+def _at(message: str, tok: Token, offset: int = 0) -> GrammarError:
+    return _error(message, tok.line or 0, (tok.column or 0) + offset)
 
-    def fail(self, message: str, line: int | None = None, col: int | None = None) -> GrammarError:
-        where = f"line {line or self.line}, column {col or self.col}"
-        return GrammarError(f"invalid EBNF grammar: {message}", where)
 
-    def advance(self, n: int = 1) -> None:
-        for c in self.text[self.pos : self.pos + n]:
-            self.line, self.col = (self.line + 1, 1) if c == "\n" else (self.line, self.col + 1)
-        self.pos += n
+def _escape(tok: Token, i: int, extra: str = "") -> tuple[int, int]:
+    """Read the escape at ``tok[i]`` (a backslash); return its code point and the index after."""
+    c = tok[i + 1 : i + 2]
+    if not c:
+        raise _at("the text ends inside an escape", tok, i)
+    if c in _SIMPLE:
+        return _SIMPLE[c], i + 2
+    if c in "\\\"'" + extra:
+        return ord(c), i + 2
+    if c in _HEX:
+        digits = tok[i + 2 : i + 2 + _HEX[c]]
+        if len(digits) != _HEX[c] or not all(d in "0123456789abcdefABCDEF" for d in digits):
+            raise _at(f"\\{c} takes {_HEX[c]} hex digits", tok, i)
+        return int(digits, 16), i + 2 + _HEX[c]
+    raise _at(f"unknown escape \\{c}", tok, i)
 
-    def tokens(self) -> list[_Tok]:
-        out: list[_Tok] = []
-        text = self.text
-        while True:
-            while self.pos < len(text) and text[self.pos] in " \t\r\n#":
-                if text[self.pos] == "#":
-                    while self.pos < len(text) and text[self.pos] != "\n":
-                        self.advance()
-                else:
-                    self.advance()
-            line, col = self.line, self.col
-            first = line != self.last_line
-            self.last_line = line
-            if self.pos >= len(text):
-                out.append(_Tok("eof", None, line, col, first))
-                return out
-            c = text[self.pos]
-            if text.startswith("::=", self.pos):
-                self.advance(3)
-                out.append(_Tok("assign", "::=", line, col, first))
-            elif c == '"':
-                out.append(_Tok("string", self._string(), line, col, first))
-            elif c == "[":
-                out.append(_Tok("class", self._char_class(), line, col, first))
-            elif c.isdigit():
-                m = re.compile(r"\d+").match(text, self.pos)
-                assert m is not None
-                self.advance(len(m[0]))
-                out.append(_Tok("int", int(m[0]), line, col, first))
-            elif (m := _NAME.match(text, self.pos)) is not None:
-                self.advance(len(m[0]))
-                out.append(_Tok("name", m[0], line, col, first))
-            elif text.startswith("(=", self.pos):
-                raise self.fail(
-                    "lookahead assertions (= ...) are not supported: they restrict where a rule "
-                    "may end by the text after it; write the rule so that it needs none"
-                )
-            elif c in "()|*+?{},":
-                self.advance()
-                out.append(_Tok("punct", c, line, col, first))
+
+def _string(tok: Token) -> Token:
+    """Lexer callback: a string token's value becomes its text, escapes decoded."""
+    out: list[str] = []
+    i = 1
+    while i < len(tok) and tok[i] != '"':
+        code, i = _escape(tok, i) if tok[i] == "\\" else (ord(tok[i]), i + 1)
+        out.append(chr(code))
+    if i == len(tok):
+        raise _at('a string ends at its line: close it with "', tok, i)
+    return tok.update(value="".join(out))
+
+
+def _class_item(tok: Token, i: int) -> tuple[int | CharSet, int]:
+    """Read one item of a character class at ``tok[i]``: a code point or a class escape."""
+    if tok[i] == "\\" and tok[i + 1 : i + 2].lower() in _CLASS_ESCAPES:
+        cs = _CLASS_ESCAPES[tok[i + 1].lower()]
+        return cs.negate() if tok[i + 1].isupper() else cs, i + 2
+    if tok[i] == "\\":
+        return _escape(tok, i, "^$.*+?()[]{}|/-")
+    return ord(tok[i]), i + 1
+
+
+def _char_class(tok: Token) -> Token:
+    """Lexer callback: a class token's value becomes its CharSet (``-`` off a range is itself)."""
+    negate = tok[1:2] == "^"
+    i = 2 if negate else 1
+    out, ranges, reversed_range = CharSet(()), [], False
+    while i < len(tok) and tok[i] != "]":
+        lo, i = _class_item(tok, i)
+        if isinstance(lo, int) and tok[i : i + 1] == "-" and tok[i + 1 : i + 2] not in ("]", ""):
+            hi, i = _class_item(tok, i + 1)
+            if isinstance(hi, CharSet) or hi < lo:
+                reversed_range = True  # said after the escapes and the end are checked
             else:
-                raise self.fail(f"unexpected character {c!r}")
-
-    def _escape(self, extra: str = "") -> int:
-        """Read one escape after a backslash; return its code point."""
-        text = self.text
-        if self.pos + 1 >= len(text):
-            raise self.fail("the text ends inside an escape")
-        c = text[self.pos + 1]
-        if c in _SIMPLE:
-            self.advance(2)
-            return _SIMPLE[c]
-        if c in "\\\"'" + extra:
-            self.advance(2)
-            return ord(c)
-        if c in _HEX:
-            digits = text[self.pos + 2 : self.pos + 2 + _HEX[c]]
-            if len(digits) != _HEX[c] or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise self.fail(f"\\{c} takes {_HEX[c]} hex digits")
-            self.advance(2 + _HEX[c])
-            return int(digits, 16)
-        raise self.fail(f"unknown escape \\{c}")
-
-    def _string(self) -> str:
-        self.advance()  # the opening quote
-        out: list[str] = []
-        text = self.text
-        while True:
-            if self.pos >= len(text) or text[self.pos] in "\r\n":
-                raise self.fail('a string ends at its line: close it with "')
-            c = text[self.pos]
-            if c == '"':
-                self.advance()
-                return "".join(out)
-            if c == "\\":
-                out.append(chr(self._escape()))
-            else:
-                out.append(c)
-                self.advance()
-
-    def _char_class(self) -> CharSet:
-        line, col = self.line, self.col
-        self.advance()  # [
-        text = self.text
-        negate = self.pos < len(text) and text[self.pos] == "^"
-        if negate:
-            self.advance()
-        items: list[int | CharSet] = []  # code points, "-" as -1, and class escapes
-        while True:
-            if self.pos >= len(text) or text[self.pos] in "\r\n":
-                raise self.fail("a character class ends at its line: close it with ]", line, col)
-            c = text[self.pos]
-            if c == "]":
-                self.advance()
-                break
-            if c == "-":
-                items.append(-1)
-                self.advance()
-            elif c == "\\" and text[self.pos + 1 : self.pos + 2].lower() in _CLASS_ESCAPES:
-                cs = _CLASS_ESCAPES[text[self.pos + 1].lower()]
-                items.append(cs.negate() if text[self.pos + 1].isupper() else cs)
-                self.advance(2)
-            elif c == "\\":
-                items.append(self._escape("^$.*+?()[]{}|/-"))
-            else:
-                items.append(ord(c))
-                self.advance()
-        ranges: list[tuple[int, int]] = []
-        out = CharSet(())
-        i = 0
-        while i < len(items):
-            item = items[i]
-            lo = ord("-") if item == -1 else item
-            hi_item = items[i + 2] if i + 2 < len(items) else None
-            if (
-                isinstance(lo, int)
-                and i + 1 < len(items)
-                and items[i + 1] == -1
-                and hi_item is not None
-            ):
-                hi = ord("-") if hi_item == -1 else hi_item
-                if not isinstance(hi, int) or hi < lo:
-                    raise self.fail("a range's bounds are out of order", line, col)
                 ranges.append((lo, hi))
-                i += 3
-            elif isinstance(lo, CharSet):
-                out = out.union(lo)
-                i += 1
-            else:
-                ranges.append((lo, lo))
-                i += 1
-        out = out.union(CharSet.of(ranges)) if ranges else out
-        return out.negate() if negate else out
+        elif isinstance(lo, CharSet):
+            out = out.union(lo)
+        else:
+            ranges.append((lo, lo))
+    if i == len(tok):
+        raise _at("a character class ends at its line: close it with ]", tok)
+    if reversed_range:
+        raise _at("a range's bounds are out of order", tok)
+    out = out.union(CharSet.of(ranges)) if ranges else out
+    return tok.update(value=(out.negate() if negate else out).intersect(ANY_CHAR))
 
 
-class _Parser:
+def _unsupported(tok: Token) -> Token:
+    if tok == "(=":
+        raise _at(
+            "lookahead assertions (= ...) are not supported: they restrict where a rule "
+            "may end by the text after it; write the rule so that it needs none",
+            tok,
+        )
+    raise _at(f"the macro {tok}(...) is not supported", tok)
+
+
+@cache
+def _parser() -> Lark:
+    callbacks = {"STRING": _string, "CLASS": _char_class, "UNSUPPORTED": _unsupported}
+    return Lark(_SYNTAX, parser="lalr", lexer="basic", lexer_callbacks=callbacks)
+
+
+def _syntax_error(err: UnexpectedInput, text: str) -> GrammarError:
+    """Return the GrammarError of a Lark parse error, in the words of the EBNF syntax."""
+    if isinstance(err, UnexpectedCharacters):
+        return _error(f"unexpected character {err.char!r}", err.line, err.column)
+    tok = err.token if isinstance(err, UnexpectedToken) else Token("$END", "")
+    expected = err.expected if isinstance(err, UnexpectedToken) else set()
+    if tok.type == "$END":  # at the end of the text
+        line, column = text.count("\n") + 1, len(text) - text.rfind("\n")
+    else:
+        line, column = tok.line or 0, tok.column or 0
+    if tok.type == "ASSIGN":
+        message = "::= must follow a rule name"
+    elif {"INT", "STRING"} <= expected:
+        message = "a macro argument is a string or a token id"
+    elif "INT" in expected:
+        message = "expected a number"
+    elif "RBRACE" in expected:
+        message = "expected } after the repetition bounds"
+    elif "RPAR" in expected and tok.type in ("$END", "RULE_NAME"):
+        message = "expected ) to close the group"
+    elif "STRING" in expected and tok.type != "RPAR":
+        message = f"expected an element, got {int(tok) if tok.type == 'INT' else str(tok)!r}"
+    else:
+        message = "expected a rule, name ::= body"
+    return _error(message, line, column)
+
+
+class _Builder(Transformer[Token, Part]):
+    """Builds the IR of a parse tree, rule body by rule body (:meth:`grammar`)."""
+
     def __init__(self, text: str, root: str) -> None:
-        self.lexer = _Lexer(text)
-        self.toks = self.lexer.tokens()
-        self.i = 0
-        self.root = root
+        super().__init__()
+        self.text, self.root = text, root
         self.terminals: dict[Regex, str] = {}
         self.extra: list[Terminal] = []
         self.rules: dict[str, list[tuple[str, ...]]] = {}
@@ -236,38 +229,52 @@ class _Parser:
         self.special_names: list[str] = []
         self.aligned: list[tuple[str, str]] = []
         self.fresh_count = 0
-        self.defined: dict[str, _Tok] = {}
 
-    # -- tokens ------------------------------------------------------------------------------
-
-    def peek(self, k: int = 0) -> _Tok:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def fail(self, message: str, tok: _Tok | None = None) -> GrammarError:
-        tok = tok or self.peek()
-        return self.lexer.fail(message, tok.line, tok.col)
-
-    def expect(self, kind: str, value: object, what: str) -> _Tok:
-        tok = self.peek()
-        if tok.kind != kind or tok.value != value:
-            raise self.fail(f"expected {what}")
-        self.i += 1
-        return tok
-
-    def at_rule_start(self) -> bool:
-        tok, nxt = self.peek(), self.peek(1)
-        attributes = nxt.kind == "class" and self.peek(2).kind == "assign"
-        return tok.first and tok.kind == "name" and (nxt.kind == "assign" or attributes)
+    def grammar(self, tree: Tree[Token]) -> Grammar:
+        """Return the grammar of the parse tree of a whole text."""
+        rules: list[Tree[Token]] = tree.children  # type: ignore[assignment]
+        for rule in rules:
+            head, *attributes, _ = rule.children
+            assert isinstance(head, Token)
+            if attributes:
+                assert isinstance(attributes[0], Token)
+                raise _at(
+                    "rule attributes (name[max_tokens=N] ::=) are not supported; give the "
+                    "grammar in Lark syntax, where name[max_tokens=N]: is read",
+                    attributes[0],
+                )
+            line_start = self.text.rfind("\n", 0, head.start_pos or 0) + 1
+            if self.text[line_start : head.start_pos].strip():
+                raise _at("a rule name begins its line", head)
+            if head in self.names:
+                raise _at(f"rule {str(head)!r} is defined twice", head)
+            self.rule_name(str(head))
+        if self.root not in self.names:
+            raise GrammarError(f"invalid EBNF grammar: the root rule {self.root!r} is not defined")
+        for rule in rules:
+            try:
+                body = self.transform(rule.children[-1])  # type: ignore[arg-type]
+            except VisitError as err:  # a GrammarError of a callback below
+                raise err.orig_exc from None
+            self.rules[self.names[str(rule.children[0])]] = [self.symbols(body)]
+        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
+        return Grammar(
+            rules=tuple(Rule(name, tuple(alts)) for name, alts in self.rules.items()),
+            terminals=terminals + tuple(self.extra),
+            start=self.names[self.root],
+            special_names=tuple(self.special_names),
+            token_aligned=tuple(self.aligned),
+        )
 
     # -- names -------------------------------------------------------------------------------
 
     def rule_name(self, name: str) -> str:
         if name not in self.names:
             base = re.sub(r"[^a-z0-9_]", "_", name.lower()).strip("_") or "rule"
-            base = base if base[0].isalpha() else f"r_{base}"
+            base = base if base[0].isalpha() and not base.startswith("ebnf_") else f"r_{base}"
             taken = set(self.names.values())
             ir, k = base, 2
-            while ir in taken or ir.startswith("ebnf_"):
+            while ir in taken:  # "ebnf_N" are the fresh rules
                 ir, k = f"{base}_{k}", k + 1
             self.names[name] = ir
         return self.names[name]
@@ -285,49 +292,9 @@ class _Parser:
     def symbols(self, part: Part) -> tuple[str, ...]:
         return part if isinstance(part, tuple) else (self.term(part),)
 
-    # -- grammar -----------------------------------------------------------------------------
+    # -- the tree's rules (Transformer callbacks) --------------------------------------------
 
-    def parse(self) -> Grammar:
-        defined = self.defined
-        for k, tok in enumerate(self.toks):
-            if tok.kind == "assign":
-                head = self.toks[k - 1] if k else None
-                if head is not None and head.kind == "class" and self.toks[k - 2].kind == "name":
-                    raise self.fail(
-                        "rule attributes (name[max_tokens=N] ::=) are not supported; give the "
-                        "grammar in Lark syntax, where name[max_tokens=N]: is read",
-                        head,
-                    )
-                if head is None or head.kind != "name":
-                    raise self.fail("::= must follow a rule name", tok)
-                if not head.first:
-                    raise self.fail("a rule name begins its line", head)
-                if head.value in defined:
-                    raise self.fail(f"rule {head.value!r} is defined twice", head)
-                defined[str(head.value)] = head
-                self.rule_name(str(head.value))
-        if self.root not in defined:
-            raise GrammarError(f"invalid EBNF grammar: the root rule {self.root!r} is not defined")
-        while self.peek().kind != "eof":
-            tok = self.peek()
-            if tok.kind != "name" or self.peek(1).kind != "assign":
-                raise self.fail("expected a rule, name ::= body")
-            self.i += 2
-            self.rules[self.names[str(tok.value)]] = [self.symbols(self.choices())]
-        terminals = tuple(Terminal(n, r) for r, n in self.terminals.items())
-        return Grammar(
-            rules=tuple(Rule(name, tuple(alts)) for name, alts in self.rules.items()),
-            terminals=terminals + tuple(self.extra),
-            start=self.names[self.root],
-            special_names=tuple(self.special_names),
-            token_aligned=tuple(self.aligned),
-        )
-
-    def choices(self) -> Part:
-        alts = [self.sequence()]
-        while self.peek().kind == "punct" and self.peek().value == "|":
-            self.i += 1
-            alts.append(self.sequence())
+    def choices(self, alts: list[Part]) -> Part:
         if len(alts) == 1:
             return alts[0]
         if all(not isinstance(a, tuple) for a in alts):
@@ -336,15 +303,7 @@ class _Parser:
         self.rules[name] = [self.symbols(a) for a in alts]
         return (name,)
 
-    def sequence(self) -> Part:
-        parts: list[Part] = []
-        while True:
-            tok = self.peek()
-            if tok.kind == "eof" or (tok.kind == "punct" and tok.value in "|)"):
-                break
-            if self.at_rule_start():
-                break
-            parts.append(self.quantified())
+    def sequence(self, parts: list[Part]) -> Part:
         if not parts:
             return Literal("")
         if all(not isinstance(p, tuple) for p in parts):
@@ -361,30 +320,24 @@ class _Parser:
                 run.append(p)
         return tuple(out)
 
-    def quantified(self) -> Part:
-        part = self.element()
-        tok = self.peek()
-        if tok.kind != "punct" or tok.value not in "*+?{":
-            return part
-        self.i += 1
-        if tok.value == "{":
-            low = self.integer()
-            high: int | None = low
-            if self.peek().kind == "punct" and self.peek().value == ",":
-                self.i += 1
-                high = None if self.peek().value == "}" else self.integer()
-                if high is not None and high < low:
-                    raise self.fail(f"{{{low},{high}}}: the upper bound is below the lower")
-            self.expect("punct", "}", "} after the repetition bounds")
-        else:
-            low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[str(tok.value)]
+    def repeat(self, children: list[Any]) -> Part:
+        part, op = children
+        low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[str(op)]
+        return self.repeated(part, low, high, op)
+
+    def bounded(self, children: list[Any]) -> Part:
+        part, brace, low, comma, high, close = children
+        low = int(low)
+        high = low if comma is None else None if high is None else int(high)
+        if high is not None and high < low:
+            raise _at(f"{{{low},{high}}}: the upper bound is below the lower", close)
+        return self.repeated(part, low, high, brace)
+
+    def repeated(self, part: Part, low: int, high: int | None, tok: Token) -> Part:
         if not isinstance(part, tuple):
             return Repeat(part, low, high)
-        return self.repeat_rules(part, low, high, tok)
-
-    def repeat_rules(self, body: tuple[str, ...], low: int, high: int | None, tok: _Tok) -> Part:
         if max(low, high or 0) > _MAX_EXPANSION:
-            raise self.fail(
+            raise _at(
                 f"a repetition of a part with rule references is written out; at most "
                 f"{_MAX_EXPANSION} copies",
                 tok,
@@ -392,116 +345,67 @@ class _Parser:
         tail: tuple[str, ...]
         if high is None:
             star = self.fresh()
-            self.rules[star] = [(), (*body, star)]
+            self.rules[star] = [(), (*part, star)]
             tail = (star,)
         else:
             tail = ()
             for _ in range(high - low):
                 name = self.fresh()
-                self.rules[name] = [(), (*body, *tail)]
+                self.rules[name] = [(), (*part, *tail)]
                 tail = (name,)
-        return (*(body * low), *tail)
+        return (*(part * low), *tail)
 
-    def integer(self) -> int:
-        tok = self.peek()
-        if tok.kind != "int":
-            raise self.fail("expected a number")
-        self.i += 1
-        return int(tok.value)
+    def literal(self, children: list[Token]) -> Part:
+        return Literal(children[0].value)
 
-    def element(self) -> Part:
-        tok = self.peek()
-        self.i += 1
-        if tok.kind == "string":
-            return Literal(str(tok.value))
-        if tok.kind == "class":
-            assert isinstance(tok.value, CharSet)
-            return tok.value.intersect(ANY_CHAR)
-        if tok.kind == "punct" and tok.value == "(":
-            if self.peek().kind == "punct" and self.peek().value == ")":
-                self.i += 1
-                return Literal("")
-            inner = self.choices()
-            self.expect("punct", ")", ") to close the group")
-            return inner
-        if tok.kind == "name":
-            name = str(tok.value)
-            macro = _MACROS.get(name)
-            if macro is not None and self.peek().value == "(":
-                return macro(self, tok)
-            if name in _RULE_MACROS:
-                raise self.fail(f"the macro {name}(...) is not supported", tok)
-            if name not in self.defined:
-                raise self.fail(f"rule {name!r} is not defined", tok)
-            return (self.names[name],)
-        raise self.fail(f"expected an element, got {tok.value!r}", tok)
+    def char_class(self, children: list[Token]) -> Part:
+        value: CharSet = children[0].value
+        return value
+
+    def ref(self, children: list[Token]) -> Part:
+        (tok,) = children
+        if tok not in self.names:
+            raise _at(f"rule {str(tok)!r} is not defined", tok)
+        return (self.names[tok],)
 
     # -- macros ------------------------------------------------------------------------------
 
-    def arguments(self) -> list[_Tok]:
-        self.expect("punct", "(", "( after the macro's name")
-        args: list[_Tok] = []
-        while not (self.peek().kind == "punct" and self.peek().value == ")"):
-            tok = self.peek()
-            if tok.kind not in ("string", "int"):
-                raise self.fail("a macro argument is a string or a token id", tok)
-            args.append(tok)
-            self.i += 1
-            if self.peek().kind == "punct" and self.peek().value == ",":
-                self.i += 1
-        self.i += 1
-        return args
+    def macro(self, children: list[Token]) -> Part:
+        tok, *args = children
+        if tok == "Regex":
+            from constrain.frontends.regex import parse_regex
 
-    def regex_macro(self, tok: _Tok) -> Part:
-        from constrain.frontends.regex import parse_regex
-
-        args = self.arguments()
-        if len(args) != 1 or args[0].kind != "string":
-            raise self.fail('Regex takes one string: Regex("[a-z]+")', tok)
-        try:
-            return parse_regex(str(args[0].value), flavor="ecmascript")
-        except RegexError as err:
-            raise self.fail(f"invalid regex: {err}", args[0]) from err
-
-    def token_refs(self, args: list[_Tok]) -> tuple[list[int], list[int]]:
+            if len(args) != 1 or args[0].type != "STRING":
+                raise _at('Regex takes one string: Regex("[a-z]+")', tok)
+            try:
+                return parse_regex(args[0].value, flavor="ecmascript")
+            except RegexError as err:
+                raise _at(f"invalid regex: {err}", args[0]) from err
         ids, names = [], []
         for arg in args:
-            if arg.kind == "int":
-                ids.append(int(arg.value))
+            if arg.type == "INT":
+                ids.append(int(arg))
             else:
                 if arg.value not in self.special_names:
-                    self.special_names.append(str(arg.value))
-                names.append(self.special_names.index(str(arg.value)))
-        return ids, names
-
-    def token_macro(self, tok: _Tok) -> Part:
-        ids, names = self.token_refs(self.arguments())
-        if not ids and not names:
-            raise self.fail("Token takes one or more special tokens, by id or by string", tok)
-        try:
-            sets = [special_token(t) for t in ids] + [special_placeholder(k) for k in names]
-        except ValueError as err:  # an id out of range
-            raise self.fail(str(err), tok) from err
-        out = sets[0]
-        for cs in sets[1:]:
-            out = out.union(cs)
-        return (self.term(out),)
-
-    def exclude_token_macro(self, tok: _Tok) -> Part:
-        ids, names = self.token_refs(self.arguments())
-        if any(not 0 <= t < 2**18 for t in ids):
-            raise self.fail("a token id is in [0, 2**18)", tok)
+                    self.special_names.append(arg.value)
+                names.append(self.special_names.index(arg.value))
+        if tok == "Token":
+            if not ids and not names:
+                raise _at("Token takes one or more special tokens, by id or by string", tok)
+            try:
+                sets = [special_token(t) for t in ids] + [special_placeholder(k) for k in names]
+            except ValueError as err:  # an id out of range
+                raise _at(str(err), tok) from err
+            out = sets[0]
+            for cs in sets[1:]:
+                out = out.union(cs)
+            return (self.term(out),)
+        if any(not 0 <= t < 2**18 for t in ids):  # ExcludeToken
+            raise _at("a token id is in [0, 2**18)", tok)
         name = f"X{len(self.aligned)}"
-        self.extra.append(Terminal(name, Repeat(ANY_CHAR.union(open_special_set(ids, names)), 1)))
+        self.extra.append(Terminal(name, one_token(ids, names)))
         self.aligned.append((name, "token"))
         return (name,)
-
-
-_MACROS: dict[str, Callable[[_Parser, _Tok], Part]] = {
-    "Regex": _Parser.regex_macro,
-    "Token": _Parser.token_macro,
-    "ExcludeToken": _Parser.exclude_token_macro,
-}
 
 
 def is_ebnf(text: str) -> bool:
@@ -530,4 +434,8 @@ def parse_ebnf(text: str, root: str = "root") -> Grammar:
         With ``location`` ``"line L, column C"``: a syntax error, an undefined or twice-defined
         rule, or an unsupported construct (see the module docstring).
     """
-    return _Parser(text, root).parse()
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(err, text) from None
+    return _Builder(text, root).grammar(tree)

@@ -31,6 +31,7 @@ __all__ = [
     "OPEN_MARK",
     "is_open_set",
     "open_special_set",
+    "one_token",
     "open_text",
     "resolve_open_set",
 ]
@@ -79,6 +80,24 @@ def open_text(excluded_ids: Iterable[int], excluded_names: Iterable[int]) -> Reg
         ``(ANY_CHAR | open set)*``.
     """
     return Repeat(ANY_CHAR.union(open_special_set(excluded_ids, excluded_names)), 0, None)
+
+
+def one_token(excluded_ids: Iterable[int], excluded_names: Iterable[int]) -> Regex:
+    """Return the text of one token, any but the excluded special tokens.
+
+    Parameters
+    ----------
+    excluded_ids, excluded_names : iterable of int
+        As :func:`open_special_set`.
+
+    Returns
+    -------
+    Regex
+        ``(ANY_CHAR | open set)+``: the terminal of ``exclude_token`` (a structural-tag format)
+        and ``ExcludeToken(...)`` (EBNF), which the matcher ends where the token ends
+        (:attr:`~constrain.ir.Grammar.token_aligned`, ``"token"``).
+    """
+    return Repeat(ANY_CHAR.union(open_special_set(excluded_ids, excluded_names)), 1, None)
 
 
 def is_open_set(cs: CharSet) -> bool:

@@ -46,14 +46,13 @@ from constrain.frontends.compose import (
     until_first,
     with_special_names,
 )
-from constrain.frontends.special_sets import open_text
+from constrain.frontends.special_sets import one_token, open_text
 from constrain.frontends.xgrammar_json import xgrammar_json_schema
 from constrain.ir import (
     Alt,
     Grammar,
     Literal,
     Regex,
-    Repeat,
     Rule,
     Terminal,
     special_placeholder,
@@ -71,6 +70,11 @@ _UNBOUNDED = frozenset(
 )
 TokenRef = tuple[str, int]
 """A special token of a spec: ``("id", token_id)`` or ``("name", index into special_names)``."""
+
+
+def _ids_and_names(refs: Sequence[TokenRef]) -> tuple[list[int], list[int]]:
+    """Return the token ids and the name indices of some token references."""
+    return [k for kind, k in refs if kind == "id"], [k for kind, k in refs if kind == "name"]
 
 
 def parse_structural_tag(spec: Any) -> Grammar:
@@ -230,9 +234,7 @@ class _Builder:
         self, excluded: Sequence[TokenRef], path: str, fmt: Mapping[str, Any] | None = None
     ) -> Fragment:
         """Return the token-level region of any text and specials but ``excluded``."""
-        ids = [k for kind, k in excluded if kind == "id"]
-        names = [k for kind, k in excluded if kind == "name"]
-        fragment = self.budgeted(open_text(ids, names), fmt or {}, path)
+        fragment = self.budgeted(open_text(*_ids_and_names(excluded)), fmt or {}, path)
         for name in fragment:  # read whole token by whole token: it ends where a token ends
             self.aligned.setdefault(name, "end")
         return fragment
@@ -241,12 +243,8 @@ class _Builder:
         """One token but the excluded special tokens (``Grammar.token_aligned``, "token")."""
         excluded = self.token_refs(fmt, "exclude_tokens", path)
         excluded += [self.end_token] if self.end_token is not None else []
-        ids = [k for kind, k in excluded if kind == "id"]
-        names = [k for kind, k in excluded if kind == "name"]
-        free = open_text(ids, names)
-        assert isinstance(free, Repeat)
         name = f"X{sum(kind == 'token' for kind in self.aligned.values())}"
-        self.extra_terminals.append(Terminal(name, Repeat(free.item, 1, None)))
+        self.extra_terminals.append(Terminal(name, one_token(*_ids_and_names(excluded))))
         self.aligned[name] = "token"
         return (name,)
 

@@ -59,6 +59,31 @@ ws ::= "" | [ \t]{1,2}"""
     assert not _accepts(grammar, '"a"')  # [\d\-]+ needs one
 
 
+@pytest.mark.parametrize(
+    ("cls", "accepted", "refused"),
+    [
+        ("[-a]", "-a", "b"),  # a "-" that begins or ends a class is itself
+        ("[a-]", "-a", "b"),
+        ("[a-c-e]", "abc-e", "d"),  # a range, then "-" and "e"
+        ("[--/]", "-./", ","),  # "-" as a range's bounds
+        ("[!--]", "!,-", "."),
+        ("[\\d-z]", "0-z", "a"),  # a class escape is no bound
+        ("[a\\-z]", "a-z", "b"),
+        ("[^-a]", "b", "-a"),
+    ],
+)
+def test_dashes_in_a_character_class(cls: str, accepted: str, refused: str) -> None:
+    grammar = Grammar.from_ebnf(f"root ::= {cls}")
+    assert all(_accepts(grammar, c) for c in accepted)
+    assert not any(_accepts(grammar, c) for c in refused)
+
+
+def test_rule_names_are_free_text() -> None:
+    grammar = Grammar.from_ebnf('root ::= ebnf_1 ("x" ebnf_1)*\nebnf_1 ::= "a" | "b" ebnf_1')
+    assert _accepts(grammar, "axba")
+    assert not _accepts(grammar, "ax")
+
+
 def test_a_choice_inside_and_a_recursive_rule() -> None:
     grammar = Grammar.from_ebnf('expr ::= "(" expr ")" | "x"', root="expr")
     assert _accepts(grammar, "((x))")
@@ -82,6 +107,14 @@ def test_a_choice_inside_and_a_recursive_rule() -> None:
         ('root ::= TagDispatch(("<a>", b))', "TagDispatch", "line 1, column 10"),
         ('root ::= Regex("(")', "invalid regex", "line 1, column 16"),
         ('root ::= "a" ; "b"', "unexpected character ';'", "line 1, column 14"),
+        ('root ::= ( "a"', r"expected \) to close the group", "line 1, column 15"),
+        ('root ::= "a"{2 "b"', "expected } after the repetition bounds", "line 1, column 16"),
+        ('root ::= "a"{,2}', "expected a number", "line 1, column 14"),
+        ("root ::= Token(1 x)", "a macro argument is a string or a token id", "line 1, column 18"),
+        ('root ::= "a" **', "expected an element, got '\\*'", "line 1, column 15"),
+        ('root ::= "a"\n  ::= "b"', "::= must follow a rule name", "line 2, column 3"),
+        ('root ::= "a" )', "expected a rule", "line 1, column 14"),
+        ('root ::= "\\x4"', "takes 2 hex digits", "line 1, column 11"),
     ],
 )
 def test_errors_give_line_and_column(text: str, message: str, where: str | None) -> None:
