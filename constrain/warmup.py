@@ -98,10 +98,11 @@ def _drive(compiled: CompiledGrammar, steps: int) -> None:
     """
     bitmask = allocate_token_bitmask(1, compiled.vocab.size)
     matcher = Matcher(compiled)
+    eos = set(compiled.vocab.eos_ids.tolist())
     for _ in range(steps):
         matcher.fill_next_token_bitmask(bitmask)
         allowed = matcher.allowed_token_ids()
-        candidates = [t for t in allowed.tolist() if t not in compiled.vocab.eos_ids]
+        candidates = [t for t in allowed.tolist() if t not in eos]
         if not candidates:
             break
         token = candidates[len(candidates) // 2]

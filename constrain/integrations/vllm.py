@@ -522,6 +522,8 @@ _WARM_UP = [
         '{"name": "Ann", "n": 3, "x": 1.5, "tags": ["a"], "ok": true}',
     ),
     (request_args(regex=r"[a-z]+-\d{2}")[SPEC_KEY], "abc-12"),
+    # a count the lexer folds and builds as it is reached (the lazy lexer's kernels)
+    (request_args(regex=r"[a-z0-9]{1,100000}!")[SPEC_KEY], "abc123!"),
 ]
 
 
