@@ -13,6 +13,8 @@ and can be saved to and loaded from disk in a versioned ``.npz`` format.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -76,11 +78,20 @@ class CompileLimits:
     precompute_ms: float = 5.0
 
 
+# the cache reads its grammars' sizes again: the most recently used on each miss, all of them
+# every _RESIZE_ALL misses
+_RESIZE_MRU = 8
+_RESIZE_ALL = 64
+
+
 def _eager(fold: int | None) -> Any:
-    """Return the eager lexer's builder, raising FoldableRepeat at a count of ``fold``."""
+    """Return the eager lexer's builder, raising FoldableRepeat at a count of ``fold`` (or
+    when counts of ``lazy_lexer.REGION_SMALL`` copies or more add up to ``fold``)."""
 
     def build(terminals: Any, *, max_states: int) -> LexerDfa:
-        return build_lexer(terminals, max_states=max_states, fold_signal=fold)
+        return build_lexer(
+            terminals, max_states=max_states, fold_signal=fold, fold_small=lazy_lexer.REGION_SMALL
+        )
 
     return build
 
@@ -198,6 +209,8 @@ class CompiledGrammar:
             lazy.prime(self._tries)
             lexer = lazy.snapshot()
         self.lexer = lexer
+        self._sized_lexer: LexerDfa | None = None  # the lexer whose size nbytes() has
+        self._static_bytes = 0
         # what the kernels run: the lexer with a greedy grammar's restart states appended
         ignored = [lexer.names.index(n) for n in grammar.ignore if n in lexer.names]
         self.kernel_lexer, self.restart = lexer_restarts(lexer, grammar.greedy, ignored)
@@ -401,13 +414,20 @@ class CompiledGrammar:
         return np.array(kernel, dtype=np.int32)
 
     def nbytes(self) -> int:
-        """Return the memory held by the static tables (lexer + parser), in bytes."""
-        lex = sum(
-            int(getattr(self.lexer, f.name).nbytes)
-            for f in dataclasses.fields(self.lexer)
-            if isinstance(getattr(self.lexer, f.name), np.ndarray)
-        )
-        return lex + self.parser.nbytes()
+        """Return the memory this grammar holds now, in bytes.
+
+        The lexer and parser tables, and what grows as matchers use it: the token tables and
+        token classes, each thread's walk buffers, and a lazy lexer's states built so far.
+        """
+        lexer = self.lexer
+        if lexer is not self._sized_lexer:  # a lazy lexer published a grown copy
+            self._static_bytes = self.parser.nbytes() + sum(
+                int(getattr(lexer, f.name).nbytes)
+                for f in dataclasses.fields(lexer)
+                if isinstance(getattr(lexer, f.name), np.ndarray)
+            )
+            self._sized_lexer = lexer
+        return self._static_bytes + self.tables.nbytes()
 
     def __repr__(self) -> str:
         return (
@@ -503,7 +523,10 @@ class Compiler:
     limits : CompileLimits, optional
         Resource limits applied to every compilation.
     cache_bytes : int, optional
-        Byte budget of the cache of compiled grammars (0 disables caching).
+        Byte budget of the cache of compiled grammars (0 disables caching). A grammar counts
+        with what it grows as matchers use it (:meth:`CompiledGrammar.nbytes`), read again for
+        the most recently used grammars on every compile and for all of them every 64 compiles
+        and in :meth:`cache_info`; the least recently used are dropped past the budget.
 
     Examples
     --------
@@ -523,7 +546,9 @@ class Compiler:
         self._cache: OrderedDict[Grammar, CompiledGrammar] = OrderedDict()
         # special token ids -> the vocabulary in which they have bytes (with_special_bytes)
         self._special_vocabs: dict[frozenset[int], Vocabulary] = {}
+        self._sizes: dict[Grammar, int] = {}  # each cached grammar's size when last read
         self._cache_used = 0
+        self._misses = 0
         self._lock = threading.Lock()
 
     def compile(self, grammar: Grammar) -> CompiledGrammar:
@@ -563,11 +588,25 @@ class Compiler:
         with self._lock:
             if key not in self._cache and size <= self.cache_bytes:
                 self._cache[key] = compiled
+                self._sizes[key] = size
                 self._cache_used += size
-                while self._cache_used > self.cache_bytes and self._cache:
-                    _, old = self._cache.popitem(last=False)
-                    self._cache_used -= old.nbytes()
+                self._misses += 1
+                # cached grammars grow while matchers use them (token tables, walk buffers):
+                # their sizes are read again, the most recently used on every miss, all of
+                # them every _RESIZE_ALL misses (amortised: a miss costs O(1) in the cache)
+                self._resize(len(self._cache) if self._misses % _RESIZE_ALL == 0 else _RESIZE_MRU)
         return compiled
+
+    def _resize(self, count: int) -> None:
+        """Read again the sizes of the ``count`` most recently used cached grammars, then drop
+        the least recently used while the cache is over its budget (under ``self._lock``)."""
+        for key in list(itertools.islice(reversed(self._cache), count)):
+            size = self._cache[key].nbytes()
+            self._cache_used += size - self._sizes[key]
+            self._sizes[key] = size
+        while self._cache_used > self.cache_bytes and self._cache:
+            old, _ = self._cache.popitem(last=False)
+            self._cache_used -= self._sizes.pop(old)
 
     def _compile(self, grammar: Grammar) -> CompiledGrammar:
         grammar, ids = resolve_special_tokens(grammar, self.vocab)
@@ -587,8 +626,9 @@ class Compiler:
         fold = None if grammar.greedy else lazy_lexer.REGION_MIN
         try:
             g, lexer = grammar_lexer(grammar, max_states=max_states, build=_eager(fold))
-        except FoldableRepeat:
-            g, built = grammar_lexer(grammar, max_states=max_states, build=LazyLexer)
+        except FoldableRepeat as signal:
+            build = functools.partial(LazyLexer, region_min=signal.region_min)
+            g, built = grammar_lexer(grammar, max_states=max_states, build=build)
             lazy, lexer = built, built.snapshot()
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
@@ -610,8 +650,13 @@ class Compiler:
         return self.compile(Grammar.builtin(name))
 
     def cache_info(self) -> dict[str, int]:
-        """Return ``{"entries": n, "bytes": used, "capacity": cache_bytes}``."""
+        """Return ``{"entries": n, "bytes": used, "capacity": cache_bytes}``.
+
+        Every cached grammar's size is read again first (dropping the least recently used
+        while over the budget), so ``bytes`` is what the cached grammars hold now.
+        """
         with self._lock:
+            self._resize(len(self._cache))
             return {
                 "entries": len(self._cache),
                 "bytes": self._cache_used,
@@ -622,5 +667,6 @@ class Compiler:
         """Drop every cached compiled grammar (and the vocabularies derived for special tokens)."""
         with self._lock:
             self._cache.clear()
+            self._sizes.clear()
             self._special_vocabs.clear()
             self._cache_used = 0

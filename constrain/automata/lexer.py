@@ -447,6 +447,7 @@ def lexer_nfa(
     max_states: int,
     region_min: int | None = None,
     fold_signal: int | None = None,
+    fold_small: int | None = None,
 ) -> tuple[Nfa, list[int], list[CountedRegion]]:
     """Return the union NFA of the terminals, each terminal's first state, and its regions.
 
@@ -454,7 +455,8 @@ def lexer_nfa(
     bounds[t + 1] - 1`` are terminal ``t``'s states. With ``region_min``, counted repetitions of
     that many copies or more are left folded (:meth:`NfaBuilder.enable_regions`); with
     ``fold_signal``, such a repetition raises :class:`~constrain.automata.nfa.FoldableRepeat`
-    instead (the caller builds the lazy lexer).
+    instead (the caller builds the lazy lexer), and so does one of ``fold_small`` copies or
+    more once the copies of such repetitions add up to ``fold_signal``.
 
     Raises
     ------
@@ -479,6 +481,8 @@ def lexer_nfa(
     if region_min is not None:
         builder.enable_regions(region_min)
     builder.fold_signal = fold_signal
+    if fold_small is not None:
+        builder.fold_small = fold_small
     start = builder.new_state()
     bounds: list[int] = []
     finals: list[int] = []
@@ -497,6 +501,7 @@ def build_lexer(
     *,
     max_states: int = 200_000,
     fold_signal: int | None = None,
+    fold_small: int | None = None,
 ) -> LexerDfa:
     """Build the combined minimal lexer DFA of several terminals.
 
@@ -511,6 +516,8 @@ def build_lexer(
     fold_signal : int, optional
         Raise :class:`~constrain.automata.nfa.FoldableRepeat` at a repetition of this many
         copies that the lazy lexer folds (:func:`lexer_nfa`).
+    fold_small : int, optional
+        ... or at one of this many copies once such copies add up to ``fold_signal``.
 
     Returns
     -------
@@ -529,7 +536,9 @@ def build_lexer(
     if max_states < 1:
         raise ValueError(f"max_states must be positive, got {max_states}")
     names = tuple(name for name, _ in terminals)
-    nfa, bounds, _ = lexer_nfa(terminals, max_states=max_states, fold_signal=fold_signal)
+    nfa, bounds, _ = lexer_nfa(
+        terminals, max_states=max_states, fold_signal=fold_signal, fold_small=fold_small
+    )
     live = nfa_live(nfa)
     empty = [name for name, entry in zip(names, bounds[:-1], strict=True) if not live[entry]]
     if empty:

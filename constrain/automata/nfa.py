@@ -186,7 +186,15 @@ def _utf8(text: str) -> bytes | None:
 
 
 class FoldableRepeat(Exception):  # noqa: N818 - a signal, not an error
-    """Raised by a builder with ``fold_signal`` set at a repetition the lazy lexer would fold."""
+    """Raised by a builder with ``fold_signal`` set at a repetition the lazy lexer would fold.
+
+    ``region_min`` is the count from which the lazy lexer should fold: ``fold_signal`` for one
+    large count, ``fold_small`` when many smaller counts add up to ``fold_signal`` copies.
+    """
+
+    def __init__(self, what: str, region_min: int) -> None:
+        super().__init__(what)
+        self.region_min = region_min
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -294,6 +302,10 @@ class NfaBuilder:
         # raise FoldableRepeat at a foldable repetition of this many copies (eager builds that
         # hand large counts to the lazy lexer); None: never
         self.fold_signal: int | None = None
+        # ... or at one of ``fold_small`` copies or more once such counts add up to
+        # ``fold_signal`` (many bounded strings: an eager build as dear as one long count)
+        self.fold_small = 1 << 62
+        self.fold_mass = 0
 
     def enable_regions(self, region_min: int) -> None:
         """Fold counted repetitions of ``region_min`` copies or more into :attr:`regions`.
@@ -606,9 +618,12 @@ class NfaBuilder:
             folded = self._region(node, start)
             if folded >= 0:
                 return folded
-        elif self.fold_signal is not None and count >= self.fold_signal:
+        elif self.fold_signal is not None and count >= min(self.fold_small, self.fold_signal):
             if _prefix_free_dfa(node.item, self) is not None:
-                raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}")
+                self.fold_mass += count
+                if count >= self.fold_signal or self.fold_mass >= self.fold_signal:
+                    region_min = self.fold_signal if count >= self.fold_signal else self.fold_small
+                    raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}", region_min)
         tpl = self._shared(node)
         if tpl is not None:
             self._check(tpl.num_states - 1)

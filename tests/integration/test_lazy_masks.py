@@ -166,3 +166,33 @@ def test_lazy_grammar_filled_from_threads(tiny_vocab: Vocabulary) -> None:
             token = rng.choice(m.allowed_token_ids().tolist())
             if token not in tiny_vocab.eos_ids:
                 assert m.accept_token(token)
+
+
+def test_many_bounded_strings_fold_when_their_counts_add_up(
+    tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts of REGION_SMALL copies or more that add up to REGION_MIN make the lexer lazy.
+
+    Twelve strings of ``maxLength`` 100 (1,200 copies in all) are built lazily, with masks equal
+    to the eager build's; three of them (300 copies) stay eager.
+    """
+
+    def schema(n: int) -> Grammar:
+        props = {f"k{i}": {"type": "string", "maxLength": 100 + i} for i in range(n)}
+        return Grammar.from_json_schema({"type": "object", "properties": props})
+
+    assert Compiler(tiny_vocab, cache_bytes=0).compile(schema(3)).lazy is None
+    lazy = Compiler(tiny_vocab, cache_bytes=0).compile(schema(12))
+    assert lazy.lazy is not None and len(lazy.lazy.regions) >= 12
+    monkeypatch.setattr(lazy_lexer, "REGION_MIN", 1 << 40)
+    eager = Compiler(tiny_vocab, cache_bytes=0).compile(schema(12))
+    monkeypatch.undo()
+    assert eager.lazy is None
+    rng = random.Random(12)
+    for _ in range(4):
+        _walk(eager, lazy, rng, 60)
+    text = '{"k0":"' + "x" * 100 + '","k11":"' + "y" * 111 + '"}'
+    me, ml = Matcher(eager), Matcher(lazy)
+    assert me.accept_bytes(text) and ml.accept_bytes(text)
+    assert me.is_accepting() and ml.is_accepting()
+    assert not Matcher(lazy).accept_bytes('{"k0":"' + "x" * 101)
