@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -235,6 +236,8 @@ class MaskTables:
         self._walk_entries: dict[int, Any] = {}
         self._entries: dict[Any, Any] = {}  # kernel -> compiled entry (_call)
         self._scratch = threading.local()
+        self._all_scratch: weakref.WeakSet[TableScratch] = weakref.WeakSet()  # for nbytes()
+        self._scratch_lock = threading.Lock()
         # the bounded class of each lexer state (LexerDfa.bounded_classes(self._max_depth)),
         # -1 where none was computed; ids are fresh at each computation, never reused
         self._class_of = np.full(lexer.num_states, -1, dtype=np.int64)
@@ -298,8 +301,16 @@ class MaskTables:
         return self.classifier.num_class_builds
 
     def nbytes(self) -> int:
-        """Return the memory held by the pools (their capacity) and token classes, in bytes."""
-        return self._nbytes + self.classifier.nbytes
+        """Return the memory held now, in bytes.
+
+        The pools (their capacity), the token classes and their symbolic set store, and each
+        live thread's scratch buffers and configuration-set store (only the pools and the
+        classes count toward ``max_bytes``; the per-thread stores have their own bounds).
+        """
+        with self._scratch_lock:
+            buffers = list(self._all_scratch)
+        threads = sum(sc.nbytes() for sc in buffers)
+        return self._nbytes + self.classifier.memory_bytes() + threads
 
     def __len__(self) -> int:
         return self._snap.num_entries
@@ -313,6 +324,8 @@ class MaskTables:
                 self.vocab.size, self.parser, self.num_words, max(lex.num_states, 1),
                 lex.num_classes, _REACH_LIMIT, _list_limit(self.num_words),
             )  # fmt: skip
+            with self._scratch_lock:
+                self._all_scratch.add(sc)
         elif lexer is not None and sc.visited.shape[0] < lexer.num_states:  # a lazy lexer grew
             sc.grow_states(2 * lexer.num_states)
         return sc
@@ -655,7 +668,7 @@ class MaskTables:
             if walked is None:  # the shared entry went with a reset: build it here
                 walked = self._walk(key[0], kernel, self._inputs(kernel))
             within, nc, sliced = walked
-            over = self.nbytes() + within.nbytes + 8 * nc > self.max_bytes
+            over = self._nbytes + self.classifier.nbytes + within.nbytes + 8 * nc > self.max_bytes
             if over and may_reset and snap.num_entries:
                 self._reset()
                 self.num_resets += 1

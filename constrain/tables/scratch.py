@@ -39,7 +39,7 @@ class TableScratch:
 
     __slots__ = (
         "cands", "lcp", "out_w", "info", "expected", "next_bits", "next_exact", "seen", "sig",
-        "reach", "visited", "mark", "cur", "nxt", "stamp", "extra", "sets",
+        "reach", "visited", "mark", "cur", "nxt", "stamp", "extra", "sets", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -78,3 +78,13 @@ class TableScratch:
         self.cur = np.empty(size, dtype=np.int64)
         self.nxt = np.empty(size, dtype=np.int64)
         self.stamp = np.zeros(1, dtype=np.int64)
+
+    def nbytes(self) -> int:
+        """Return the bytes of these buffers and of the thread's configuration-set store."""
+        own = sum(
+            int(getattr(self, name).nbytes) for name in self.__slots__ if name not in _NOT_ARRAYS
+        )
+        return own + sum(int(a.nbytes) for a in self.sets.arrays)
+
+
+_NOT_ARRAYS = frozenset(("sets", "__weakref__"))

@@ -116,6 +116,11 @@ class TokenClassifier:
         self.num_states_classified = 0
         self.num_class_builds = 0
 
+    def memory_bytes(self) -> int:
+        """Return the bytes of the classes (:attr:`nbytes`) and of the symbolic set store."""
+        sym = self.sym
+        return self.nbytes + (0 if sym is None else sum(int(a.nbytes) for a in sym.arrays))
+
     def set_lexer(self, lexer: LexerDfa, restart: Int32Array) -> None:
         """Replace the lexer by a grown copy of it (classes of existing states stay valid)."""
         with self._lock:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import constrain
-from constrain import Compiler, Grammar, Matcher, MatcherStateError
+from constrain import Compiler, Grammar, Matcher, MatcherStateError, Vocabulary
 from constrain.errors import SavedFileError
 from constrain.testing import byte_vocabulary, tiny_vocabulary
 
@@ -304,6 +304,31 @@ def test_compiler_cache_is_bounded() -> None:
     g = Grammar.from_regex("abc")
     assert compiler.compile(g) is compiler.compile(Grammar.from_regex("abc"))
     assert compiler.cache_info()["entries"] == 1
+
+
+def test_compiler_cache_counts_what_grammars_grow(llama_vocab: Vocabulary) -> None:
+    """Token tables and walk buffers filled after a grammar was cached count toward the budget."""
+    schemas = [
+        {"type": "object", "properties": {f"k{i}": {"type": "string"}, "n": {"type": "integer"}}}
+        for i in range(12)
+    ]
+    probe = Compiler(llama_vocab, cache_bytes=0).compile(Grammar.from_json_schema(schemas[0]))
+    static = probe.nbytes()
+    matcher = Matcher(probe)
+    assert matcher.accept_bytes('{"k0":"a')
+    matcher.allowed_token_ids()
+    used = probe.nbytes()
+    assert used > 2 * static  # tables and walk buffers filled since the compile count
+    budget = 3 * used
+    compiler = Compiler(llama_vocab, cache_bytes=budget)
+    for schema in schemas:
+        compiled = compiler.compile(Grammar.from_json_schema(schema))
+        matcher = Matcher(compiled)
+        assert matcher.accept_bytes('{"k')
+        matcher.allowed_token_ids()
+    info = compiler.cache_info()
+    assert 1 <= info["entries"] <= 4
+    assert info["bytes"] <= budget
 
 
 def test_empty_language_is_a_compile_error() -> None:
