@@ -85,8 +85,10 @@ _RESIZE_ALL = 64
 
 
 def _eager(fold: int | None) -> Any:
-    """Return the eager lexer's builder, raising FoldableRepeat at a count of ``fold`` (or
-    when counts of ``lazy_lexer.REGION_SMALL`` copies or more add up to ``fold``)."""
+    """Return the eager lexer's builder, raising FoldableRepeat at a count of ``fold``.
+
+    Also when counts of ``lazy_lexer.REGION_SMALL`` copies or more add up to ``fold``.
+    """
 
     def build(terminals: Any, *, max_states: int) -> LexerDfa:
         return build_lexer(
@@ -598,8 +600,11 @@ class Compiler:
         return compiled
 
     def _resize(self, count: int) -> None:
-        """Read again the sizes of the ``count`` most recently used cached grammars, then drop
-        the least recently used while the cache is over its budget (under ``self._lock``)."""
+        """Read again the sizes of the ``count`` most recently used cached grammars.
+
+        Then drop the least recently used while the cache is over its budget (called under
+        ``self._lock``).
+        """
         for key in list(itertools.islice(reversed(self._cache), count)):
             size = self._cache[key].nbytes()
             self._cache_used += size - self._sizes[key]
