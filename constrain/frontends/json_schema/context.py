@@ -57,6 +57,28 @@ _ENUM_ONLY = frozenset(
 )  # fmt: skip
 
 
+_TYPED = _ENUM_ONLY | {"type"}
+
+
+def _string_valid(value: str, schema: dict[str, Any]) -> bool | None:
+    """Whether a string validates against a schema of ``type``, ``enum`` and annotations only.
+
+    None when the keywords are malformed (jsonschema decides, or reports the schema error).
+    """
+    kind = schema.get("type", "string")
+    kinds = [kind] if isinstance(kind, str) else kind
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+        return None
+    if "string" not in kinds:
+        return False
+    enums = schema.get("enum")
+    if enums is None:
+        return True
+    if not isinstance(enums, list):
+        return None
+    return any(isinstance(e, str) and e == value for e in enums)
+
+
 def _enum_member(enums: Any, instance: Any) -> bool | None:
     """Whether ``instance`` is in a long ``enum`` list by hashed lookup; None: undecided.
 
@@ -276,6 +298,10 @@ class SchemaContext:
             member = _enum_member(schema["enum"], value)
             if member is not None:
                 return member
+        if isinstance(value, str) and isinstance(schema, dict) and _TYPED.issuperset(schema):
+            found = _string_valid(value, schema)  # most enum values meet "type" (and "enum")
+            if found is not None:
+                return found
         # Deferred: jsonschema (~0.1 s to import) loads only for schemas with values to check.
         import jsonschema
 
