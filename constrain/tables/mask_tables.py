@@ -532,9 +532,17 @@ class MaskTables:
         if cached is not None and cached[0] is lexer:
             return cached[1]
         bits = lexer.accept_bits
-        ptr = np.zeros(bits.shape[0] + 1, dtype=np.int64)
-        terms = np.empty(bit_lists_kernel(bits, ptr, np.empty(0, np.int32)), np.int32)
-        bit_lists_kernel(bits, ptr, terms)
+        done = 0  # a lazy lexer's grown copy keeps its old states' rows: only new rows are read
+        if cached is not None and self.lazy and cached[1][0].shape[0] - 1 <= bits.shape[0]:
+            done = cached[1][0].shape[0] - 1
+        new = bits[done:]
+        ptr = np.zeros(new.shape[0] + 1, dtype=np.int64)
+        terms = np.empty(bit_lists_kernel(new, ptr, np.empty(0, np.int32)), np.int32)
+        bit_lists_kernel(new, ptr, terms)
+        if done:
+            old_ptr, old_terms = cached[1]  # type: ignore[index]
+            ptr = np.concatenate((old_ptr[:-1], ptr + old_ptr[-1]))
+            terms = np.concatenate((old_terms, terms))
         self._accept_csr = (lexer, (ptr, terms))
         return ptr, terms
 
