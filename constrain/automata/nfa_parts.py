@@ -12,18 +12,39 @@ from dataclasses import dataclass
 import numpy as np
 
 from constrain._types import Int32Array
+from constrain.automata.byte_dfa import Dfa
 from constrain.errors import GrammarError
 from constrain.ir import NOTHING, Automaton, Concat, Literal, Regex, Repeat, matches_empty
 from constrain.kernels.numba_minimize import acyclic_classes_kernel
 
 __all__ = [
+    "CountedRegion",
+    "FoldableRepeat",
     "Nfa",
     "check_automaton",
+    "literal_bytes",
     "literal_text",
     "literal_trie",
     "nullable",
     "simplify_repeat",
+    "utf8_bytes",
 ]
+
+
+def literal_bytes(items: tuple[Regex, ...]) -> list[bytes] | None:
+    """Return the UTF-8 texts of ``items`` if every one is a :class:`Literal`, else None."""
+    try:
+        return [item.text.encode("utf-8") for item in items]  # type: ignore[union-attr]
+    except (AttributeError, UnicodeEncodeError):  # not a literal, or a lone surrogate
+        return None
+
+
+def utf8_bytes(text: str) -> bytes | None:
+    """Return ``text`` in UTF-8, or None when it holds a lone surrogate."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
 
 
 def nullable(node: Regex) -> bool:
@@ -197,3 +218,42 @@ class Nfa:
     start: int
     tag: Int32Array
     comp: Int32Array
+
+
+class FoldableRepeat(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a builder with ``fold_signal`` set at a repetition the lazy lexer would fold.
+
+    ``region_min`` is the count from which the lazy lexer should fold: ``fold_signal`` for one
+    large count, ``fold_small`` when many smaller counts add up to ``fold_signal`` copies.
+    """
+
+    def __init__(self, what: str, region_min: int) -> None:
+        super().__init__(what)
+        self.region_min = region_min
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CountedRegion:
+    """A counted repetition ``item{lo,hi}`` left folded for the lazy lexer.
+
+    The builder adds no states for its copies: the states of copy ``k`` are virtual
+    (:mod:`constrain.kernels.numba_lazy`), made of ``k`` and a state of ``item``'s minimal DFA.
+
+    Parameters
+    ----------
+    enter, after : int
+        The real NFA states before and after the repetition.
+    lo, hi : int
+        The counts.
+    item : Regex
+        The repeated language: prefix-free and not nullable.
+    dfa : Dfa
+        Its minimal DFA: state 0 initial, one accepting state, which has no transition.
+    """
+
+    enter: int
+    after: int
+    lo: int
+    hi: int
+    item: Regex
+    dfa: Dfa

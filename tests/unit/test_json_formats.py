@@ -424,3 +424,43 @@ def test_exact_formats_accept_valid(v4: int, v6: int, ordinal: int) -> None:
     day = datetime.date.fromordinal(ordinal)
     assert accepts("date", day.isoformat())
     assert accepts("date-time", f"{day.isoformat()}T{v4 % 24:02d}:{v4 % 60:02d}:{v6 % 60:02d}Z")
+
+
+def test_recurring_format_bodies_enter_the_lexer_as_their_minimal_dfa(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From its second build on, a big format body is spliced as its cached minimal DFA.
+
+    The lexers compiled with and without the cache accept the same tokens (masks walked over
+    valid and invalid texts on a small vocabulary).
+    """
+    from constrain import Compiler, Grammar, Matcher
+    from constrain.automata import nfa
+    from constrain.testing import tiny_vocabulary
+
+    vocab = tiny_vocabulary()
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "string", "format": "uri"} for k in ("a", "b", "c")},
+    }
+    monkeypatch.setattr(nfa, "_DFA_SEEN", {})
+    monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", {})
+    cached = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
+    assert [f for f in nfa._DFA_FRAGMENTS.values() if f is not None]  # built at the second field
+    again = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
+    monkeypatch.setattr(nfa, "_DFA_MIN_STATES", 1 << 40)
+    monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", {})
+    plain = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
+    assert again.lexer.num_states == plain.lexer.num_states  # both minimal
+    texts = [
+        '{"a":"https://example.com/x?y=1#z","b":"mailto:someone@example.org"}',
+        '{"c":"urn:isbn:0451450523","a":"ftp://[::1]:21/"}',
+        '{"a":"not a uri","b":"http://exa mple.com"}',
+        '{"b":"http://example.com/%zz"}',
+    ]
+    for text in texts:
+        for cut in range(0, len(text) + 1, 3):
+            mp, mc = Matcher(plain), Matcher(cached)
+            assert mp.accept_bytes(text[:cut]) == mc.accept_bytes(text[:cut])
+            assert mp.allowed_token_ids().tolist() == mc.allowed_token_ids().tolist()
+            assert mp.is_accepting() == mc.is_accepting()
