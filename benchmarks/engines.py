@@ -248,7 +248,7 @@ class ConstrainEngine(Engine):
         # the trie and string slices are per-tokenizer work (llguidance's from_tokenizer does
         # its own here too), not a first mask's
         self._vocab = constrain.Vocabulary.from_huggingface(tokenizer).prepare()
-        # what a server does once at start: load every kernel from numba's cache (about 5 s),
+        # what a server does once at start: load every kernel from numba's cache (about 7 s),
         # so that no request, e.g. the first one with a lazily built lexer, loads code
         from constrain.warmup import warm_up
 

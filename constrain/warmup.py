@@ -6,7 +6,10 @@ through every path that dispatches a numba kernel from Python: compiling grammar
 complements, counting automata and long counted strings), saving and loading a compiled
 grammar, filling masks (single and batched in threads), accepting, validating, rolling back,
 forking, jump-forward, canonical tokenization's relation, applying bitmasks to float32,
-float16 and bfloat16 logits, a DINGO diffusion step and the CPU model head's skinny product.
+float16 and bfloat16 logits, a DINGO diffusion step and the CPU model head's skinny product. It
+also compiles every JSON Schema ``format`` twice, which leaves the minimal DFAs of the big format
+bodies in the process's cache (:mod:`constrain.automata.nfa`): a server calls :func:`warm_up`
+once at start (about 7 s on a warm cache).
 Kernels take one fixed type per argument (``constrain.kernels.jit_guard``), so afterwards no
 constrain call compiles anything: a fresh process loads the machine code from the cache. It
 prints how many kernel signatures it compiled and how many it found in the cache.
@@ -24,6 +27,7 @@ from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplac
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.diffusion.dingo_lave import dingo
 from constrain.diffusion.token_dfa import TokenDfa
+from constrain.frontends.json_schema.formats import SUPPORTED_FORMATS
 from constrain.integrations.cpu_layers import SkinnyLinear
 from constrain.ir import Grammar
 from constrain.kernels.entry import RESOLVE_AFTER
@@ -69,6 +73,16 @@ _BUDGET = {
 }
 
 
+_FORMATS = {
+    "type": "object",
+    "properties": {
+        f"{name}-{copy}": {"type": "string", "format": name}
+        for name in sorted(SUPPORTED_FORMATS)
+        for copy in (1, 2)
+    },
+}
+
+
 def _grammars() -> list[Grammar]:
     return [
         Grammar.from_regex(r"\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}"),
@@ -87,6 +101,9 @@ def _grammars() -> list[Grammar]:
         Grammar.from_json_schema({"enum": [f"code-{i}" for i in range(100)]}),
         # a token budget, which ends its region after two tokens (constrain.token_budgets)
         Grammar.from_structural_tag(_BUDGET),
+        # every format twice: the big format bodies enter the process's cache of minimal DFAs
+        # (constrain.automata.nfa), so a request's first uri or email field does not build one
+        Grammar.from_json_schema(_FORMATS),
     ]
 
 

@@ -76,6 +76,8 @@ def _string_valid(value: str, schema: dict[str, Any]) -> bool | None:
         return True
     if not isinstance(enums, list):
         return None
+    if len(enums) > 16:  # hashed: every value of a long enum is checked against it
+        return _enum_member(enums, value)
     return any(isinstance(e, str) and e == value for e in enums)
 
 
