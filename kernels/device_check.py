@@ -12,7 +12,8 @@ Sections (each fails softly: an error is recorded and the next section runs):
    (no ``TRITON_INTERPRET``), with a time limit.
 3. ``bench``: ``apply_token_bitmask_inplace`` at vocab 128256, batch 1/16/64/256, bf16/fp32,
    for torch, triton and torch.compile (sparse masks; random masks for torch and triton at
-   batch 64), then a Triton block-size sweep.
+   batch 256) and xgrammar's own kernel when it is importable, then a Triton block-size and
+   warp sweep (batch 1 bf16, batch 256 bf16 and fp32).
 
 The whole run is budgeted to finish in under 5 minutes; sections past the budget are skipped
 and listed under ``skipped``. Prints one JSON document on stdout (and writes it to ``--out``).
@@ -172,12 +173,14 @@ def block_size_sweep(
     from constrain.kernels.triton_mask import apply_token_bitmask_inplace_triton
 
     rows: list[dict[str, Any]] = []
-    for batch in (1,) if quick else (1, 64):
+    for batch, dtype in [(1, torch.bfloat16)] if quick else [
+        (1, torch.bfloat16), (256, torch.bfloat16), (256, torch.float32)
+    ]:  # fmt: skip
         bitmask = make_bitmask(batch, 128256, "sparse", device)
-        logits = torch.randn(batch, 128256, device=device, dtype=torch.bfloat16)
+        logits = torch.randn(batch, 128256, device=device, dtype=dtype)
         for block_size in (1024, 2048, 4096, 8192):
-            for num_warps in (None, 4, 8):
-                label = f"triton-sweep/b{batch}/bs{block_size}/w{num_warps}"
+            for num_warps in (None, 8, 16, 32):
+                label = f"triton-sweep/b{batch}/{dtype}/bs{block_size}/w{num_warps}"
                 if time.monotonic() > deadline:
                     skipped.append(label)
                     continue
@@ -185,7 +188,7 @@ def block_size_sweep(
                     "bench": "triton_block_sweep",
                     "batch": batch,
                     "vocab": 128256,
-                    "dtype": "bfloat16",
+                    "dtype": str(dtype).removeprefix("torch."),
                     "mask": "sparse",
                     "block_size": block_size,
                     "num_warps": num_warps,
