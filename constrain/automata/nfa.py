@@ -46,6 +46,7 @@ from constrain.automata.nfa_parts import (
     FoldableRepeat,
     Nfa,
     check_automaton,
+    fifo_room,
     literal_bytes,
     literal_text,
     literal_trie,
@@ -179,16 +180,15 @@ _SHARED_CACHE_SIZE = 4096
 # (node, max NFA states, limit name, limit) -> fragment; a limit error is never cached
 _SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], _Template | None] = {}
 _SHARED_LOCK = threading.Lock()
-# alternations and concatenations that build _DFA_MIN_STATES NFA states or more are spliced as
-# their minimal DFA from their second build on (once per process): a JSON Schema ``format``
-# body recurs across fields and schemas, and as a DFA it is 3-28x smaller (email 31,942 NFA
-# states, 4,895 DFA states; iri 16,687 and 1,142), which the lexer's subset construction reads
+# alternations and concatenations of _DFA_MIN_STATES NFA states or more are spliced as their
+# minimal DFA from their second build on: a ``format`` body recurs, and is 3-28x smaller so
 _DFA_MIN_STATES = 2048
 _DFA_MAX_STATES = 20_000
 _DFA_CACHE_BYTES = 64 << 20
 _DFA_SEEN: dict[Regex, int] = {}  # big nodes built as NFAs so far, by times built
 _DFA_FRAGMENTS: dict[Regex, DfaFragment | None] = {}  # None: not worth it or over the limit
-_DFA_BYTES = [0]
+# (item, boolean operations) -> the item's DFA when a counted region may fold it, else None
+_PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
 
 
 REGION_MAX_WIDTH = 32
@@ -197,19 +197,29 @@ every item state within a token's length, so a wide one (Unicode ``\w``: 309) st
 
 
 def _prefix_free_dfa(item: Regex, builder: NfaBuilder) -> Dfa | None:
-    """Return ``item``'s minimal DFA if its language is prefix-free and without ``""``."""
+    """Return ``item``'s minimal DFA if its language is prefix-free and without ``""``.
+
+    Memoised per process (a JSON string character: 0.9 ms to build, asked at every count).
+    """
     if nullable(item) or builder.boolean is None:
         return None
+    key = (item, id(builder.boolean))
+    if key in _PREFIX_FREE:
+        return _PREFIX_FREE[key]
     try:
-        dfa = regex_dfa(
+        dfa: Dfa | None = regex_dfa(
             item, max_states=4096, limit_name=builder.limit_name, boolean=builder.boolean
         )
     except CompileLimitError:
-        return None
-    finals = np.flatnonzero(dfa.accept)
-    if finals.size != 1 or dfa.accept[0] or (dfa.trans[finals[0]] >= 0).any():
-        return None
-    return dfa if dfa.num_states - 1 <= REGION_MAX_WIDTH else None
+        dfa = None
+    if dfa is not None:
+        finals = np.flatnonzero(dfa.accept)
+        bad = finals.size != 1 or dfa.accept[0] or (dfa.trans[finals[0]] >= 0).any()
+        if bad or dfa.num_states - 1 > REGION_MAX_WIDTH:
+            dfa = None
+    with _SHARED_LOCK:
+        fifo_room(_PREFIX_FREE, _SHARED_CACHE_SIZE)[key] = dfa
+    return dfa
 
 
 class BooleanFragments(Protocol):
@@ -386,16 +396,11 @@ class NfaBuilder:
     def _recurring(self, node: Concat | Alt, size: int) -> None:
         """Count a big build of ``node``; at the second one, cache its minimal DFA fragment."""
         with _SHARED_LOCK:
-            while len(_DFA_SEEN) >= _SHARED_CACHE_SIZE:  # first in, first out
-                _DFA_SEEN.pop(next(iter(_DFA_SEEN)))
-            seen = _DFA_SEEN[node] = _DFA_SEEN.get(node, 0) + 1
+            seen = fifo_room(_DFA_SEEN, _SHARED_CACHE_SIZE)[node] = _DFA_SEEN.get(node, 0) + 1
             if seen != 2 or node in _DFA_FRAGMENTS:
                 return
-            while len(_DFA_FRAGMENTS) >= _SHARED_CACHE_SIZE:
-                old = _DFA_FRAGMENTS.pop(next(iter(_DFA_FRAGMENTS)))
-                _DFA_BYTES[0] -= 0 if old is None else old.table.nbytes
-            _DFA_FRAGMENTS[node] = None  # being built (a concurrent build keeps its NFA)
-        frag: DfaFragment | None = None
+            # None while it is built (a concurrent build meanwhile keeps its NFA)
+            fifo_room(_DFA_FRAGMENTS, _SHARED_CACHE_SIZE)[node] = None
         try:
             assert self.boolean is not None
             dfa = regex_dfa(
@@ -403,13 +408,14 @@ class NfaBuilder:
                 boolean=self.boolean,
             )  # fmt: skip
         except CompileLimitError:
-            dfa = None
-        if dfa is not None and 2 * dfa.num_states <= size:
-            frag = dfa_fragment(dfa)
+            return
+        if 2 * dfa.num_states > size:
+            return
+        frag = dfa_fragment(dfa)
         with _SHARED_LOCK:
-            if frag is not None and _DFA_BYTES[0] + frag.table.nbytes <= _DFA_CACHE_BYTES:
+            used = sum(f.table.nbytes for f in _DFA_FRAGMENTS.values() if f is not None)
+            if used + frag.table.nbytes <= _DFA_CACHE_BYTES:
                 _DFA_FRAGMENTS[node] = frag
-                _DFA_BYTES[0] += frag.table.nbytes
 
     def _place(self, tpl: _Template, start: int) -> int:
         """Add a copy of ``tpl`` entered at ``start`` (edges written by :meth:`_arrays`)."""
@@ -435,9 +441,7 @@ class NfaBuilder:
             return None
         tpl = _local_template(node, self)
         with _SHARED_LOCK:  # compilers may run in several threads
-            while len(_SHARED_TEMPLATES) >= _SHARED_CACHE_SIZE:  # first in, first out
-                _SHARED_TEMPLATES.pop(next(iter(_SHARED_TEMPLATES)))
-            _SHARED_TEMPLATES[key] = tpl
+            fifo_room(_SHARED_TEMPLATES, _SHARED_CACHE_SIZE)[key] = tpl
         return tpl
 
     def _build_root(self, node: Regex, start: int) -> int:

@@ -8,6 +8,7 @@ repeats of stars and check an :class:`~constrain.ir.Automaton`'s state ids.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -17,11 +18,15 @@ from constrain.errors import GrammarError
 from constrain.ir import NOTHING, Automaton, Concat, Literal, Regex, Repeat, matches_empty
 from constrain.kernels.numba_minimize import acyclic_classes_kernel
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 __all__ = [
     "CountedRegion",
     "FoldableRepeat",
     "Nfa",
     "check_automaton",
+    "fifo_room",
     "literal_bytes",
     "literal_text",
     "literal_trie",
@@ -45,6 +50,13 @@ def utf8_bytes(text: str) -> bytes | None:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return None
+
+
+def fifo_room(cache: dict[K, V], size: int) -> dict[K, V]:
+    """Make room for one more entry in a cache of ``size`` entries (first in, first out)."""
+    while len(cache) >= size:
+        cache.pop(next(iter(cache)))
+    return cache
 
 
 def nullable(node: Regex) -> bool:
