@@ -2,11 +2,12 @@
 
 ``python -m constrain.warmup`` (run by ``make install``, before the demo) drives the engine
 through every path that dispatches a numba kernel from Python: compiling grammars of every kind
-(regexes, the empty regex, Lark with ignored terminals, JSON Schemas with intersections,
-complements, counting automata and long counted strings), saving and loading a compiled
-grammar, filling masks (single and batched in threads), accepting, validating, rolling back,
-forking, jump-forward, canonical tokenization's relation, applying bitmasks to float32,
-float16 and bfloat16 logits, a DINGO diffusion step and the CPU model head's skinny product. It
+(:data:`~constrain.warmup_grammars.WARM_UP_GRAMMARS`, a list vLLM's warm-up shares: regexes,
+the empty regex, Lark with ignored terminals, JSON Schemas with intersections, complements,
+counting automata and long counted strings), saving and loading a compiled grammar, filling
+masks (single and batched in threads), accepting, validating, rolling back, forking,
+jump-forward, canonical tokenization's relation, applying bitmasks to float32, float16 and
+bfloat16 logits, a DINGO diffusion step and the CPU model head's skinny product. It
 also compiles every JSON Schema ``format`` twice, which leaves the minimal DFAs of the big format
 bodies in the process's cache (:mod:`constrain.automata.nfa`): a server calls :func:`warm_up`
 once at start (about 7 s on a warm cache).
@@ -27,7 +28,6 @@ from constrain.bitmask import allocate_token_bitmask, apply_token_bitmask_inplac
 from constrain.compiler import CompiledGrammar, Compiler
 from constrain.diffusion.dingo_lave import dingo
 from constrain.diffusion.token_dfa import TokenDfa
-from constrain.frontends.json_schema.formats import SUPPORTED_FORMATS
 from constrain.integrations.cpu_layers import SkinnyLinear
 from constrain.ir import Grammar
 from constrain.kernels.entry import RESOLVE_AFTER
@@ -36,75 +36,9 @@ from constrain.matcher import Matcher, fill_next_token_bitmasks
 from constrain.vocab.bpe_source import GPT2_PATTERN
 from constrain.vocab.canonical import CanonicalBpe
 from constrain.vocab.vocabulary import Vocabulary
+from constrain.warmup_grammars import WARM_UP_GRAMMARS, WARM_UP_SCHEMA
 
 __all__ = ["warm_up"]
-
-_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer", "minimum": 1, "multipleOf": 3},
-        "name": {"type": "string", "maxLength": 40, "pattern": "^[A-Z][a-z]+$"},
-        "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1},
-        "score": {"type": "number", "exclusiveMaximum": 10},
-        "nested": {"type": "object", "additionalProperties": {"type": "boolean"}},
-    },
-    "required": ["id"],
-    "not": {"required": ["score", "tags"]},
-}
-_LARK = """
-start: pair ("," pair)*
-pair: KEY "=" (NUMBER | WORD | list)
-list: "[" [WORD ("," WORD)*] "]"
-KEY: /[a-z_]+/
-WORD: /[A-Za-z]+/
-%import common.NUMBER
-%import common.WS
-%ignore WS
-"""
-
-_BUDGET = {
-    "type": "structural_tag",
-    "format": {
-        "type": "tag",
-        "begin": "<",
-        "content": {"type": "any_text", "max_tokens": 2},
-        "end": ">",
-    },
-}
-
-
-_FORMATS = {
-    "type": "object",
-    "properties": {
-        f"{name}-{copy}": {"type": "string", "format": name}
-        for name in sorted(SUPPORTED_FORMATS)
-        for copy in (1, 2)
-    },
-}
-
-
-def _grammars() -> list[Grammar]:
-    return [
-        Grammar.from_regex(r"\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}"),
-        Grammar.from_regex(""),
-        Grammar.from_regex("(yes|no|maybe)"),
-        Grammar.from_lark(_LARK),
-        Grammar.builtin("json"),
-        Grammar.from_json_schema(_SCHEMA),
-        Grammar.from_json_schema(_SCHEMA, whitespace="flexible"),
-        # long counted string bodies: bounded state classes, token classes, single walks
-        Grammar.from_json_schema({"type": "string", "maxLength": 3000}),
-        Grammar.from_regex("[a-z]{1,3000}"),
-        # a count the lexer folds and builds as it is reached (constrain.automata.lazy_lexer)
-        Grammar.from_regex("[a-z0-9]{1,100000}!"),
-        # an enum past a few strings: its minimal acyclic automaton (nfa_parts.literal_trie)
-        Grammar.from_json_schema({"enum": [f"code-{i}" for i in range(100)]}),
-        # a token budget, which ends its region after two tokens (constrain.token_budgets)
-        Grammar.from_structural_tag(_BUDGET),
-        # every format twice: the big format bodies enter the process's cache of minimal DFAs
-        # (constrain.automata.nfa), so a request's first uri or email field does not build one
-        Grammar.from_json_schema(_FORMATS),
-    ]
 
 
 def _drive(compiled: CompiledGrammar, steps: int) -> None:
@@ -182,8 +116,8 @@ def warm_up(vocab: Vocabulary) -> None:
         classes that only large vocabularies build).
     """
     compiler = Compiler(vocab, cache_bytes=0)
-    for grammar in _grammars():
-        compiled = compiler.compile(grammar)
+    for entry in WARM_UP_GRAMMARS:
+        compiled = compiler.compile(entry.grammar())
         _drive(compiled, 2 * RESOLVE_AFTER + 2)
         # what the token tables compute inside long string bodies once it pays (time-based)
         compiled.lexer.bounded_classes(vocab.max_token_length + 1, [0])
@@ -191,7 +125,7 @@ def warm_up(vocab: Vocabulary) -> None:
     compiler.compile(Grammar.from_regex("[0-9]{1,1200}")).precompute(60.0)
     with tempfile.TemporaryDirectory(prefix="constrain-warmup-") as folder:
         path = Path(folder) / "g.npz"
-        compiler.compile(Grammar.from_json_schema(_SCHEMA)).save(path)
+        compiler.compile(Grammar.from_json_schema(WARM_UP_SCHEMA)).save(path)
         _drive(CompiledGrammar.load(path, vocab), 4)
     _other_kernels(compiler)
     _canonical(compiler)

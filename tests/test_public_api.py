@@ -128,7 +128,8 @@ STAGES: list[tuple[str, ...]] = [
     ("constrain.automata",),  # IR -> byte-level DFAs and parser tables
     # front ends build IR; the JSON Schema one asks the automata language questions (is this key
     # region empty?), importing them in the function that asks, so building a grammar stays light
-    ("constrain.frontends",),
+    # the warm-up grammars (front-end inputs) that constrain.warmup and the vLLM processor share
+    ("constrain.frontends", "constrain.warmup_grammars"),
     ("constrain.vocab",),
     ("constrain.tables", "constrain.kernels"),
     ("constrain.compiler", "constrain.compiled_file"),  # compiled grammars and their files

@@ -481,8 +481,7 @@ def lexer_nfa(
     if region_min is not None:
         builder.enable_regions(region_min)
     builder.fold_signal = fold_signal
-    if fold_small is not None:
-        builder.fold_small = fold_small
+    builder.fold_small = fold_small
     start = builder.new_state()
     bounds: list[int] = []
     finals: list[int] = []

@@ -44,6 +44,7 @@ from constrain.automata.byte_dfa import (
 from constrain.automata.nfa_parts import (
     CountedRegion,
     FoldableRepeat,
+    FragmentCache,
     Nfa,
     check_automaton,
     fifo_room,
@@ -184,9 +185,8 @@ _SHARED_LOCK = threading.Lock()
 # minimal DFA from their second build on: a ``format`` body recurs, and is 3-28x smaller so
 _DFA_MIN_STATES = 2048
 _DFA_MAX_STATES = 20_000
-_DFA_CACHE_BYTES = 64 << 20
 _DFA_SEEN: dict[Regex, int] = {}  # big nodes built as NFAs so far, by times built
-_DFA_FRAGMENTS: dict[Regex, DfaFragment | None] = {}  # None: not worth it or over the limit
+_DFA_FRAGMENTS = FragmentCache(_SHARED_CACHE_SIZE, max_bytes=64 << 20)  # their minimal DFAs
 # (item, boolean operations) -> the item's DFA when a counted region may fold it, else None
 _PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
 
@@ -279,10 +279,15 @@ class NfaBuilder:
         # raise FoldableRepeat at a foldable repetition of this many copies (eager builds that
         # hand large counts to the lazy lexer); None: never
         self.fold_signal: int | None = None
-        # ... or at one of ``fold_small`` copies or more once such counts add up to
-        # ``fold_signal`` (many bounded strings: an eager build as dear as one long count)
-        self.fold_small = 1 << 62
+        # ... or at one of ``fold_small`` copies or more (None: never) once such counts add up
+        # to ``fold_signal`` (many bounded strings: an eager build as dear as one long count)
+        self.fold_small: int | None = None
         self.fold_mass = 0
+
+    def _fold_threshold(self) -> int | None:
+        """Return the fewest copies of a repetition that count towards folding; None: off."""
+        small, signal = self.fold_small, self.fold_signal
+        return signal if small is None or signal is None else min(small, signal)
 
     def enable_regions(self, region_min: int) -> None:
         """Fold counted repetitions of ``region_min`` copies or more into :attr:`regions`.
@@ -377,10 +382,8 @@ class NfaBuilder:
     def _compound(self, node: Concat | Alt, start: int) -> int:
         """Build a concatenation or an alternation, as its minimal DFA once it recurs (big)."""
         plain = self.regions is None and self.boolean is not None
-        if plain and _DFA_FRAGMENTS:
-            frag = _DFA_FRAGMENTS.get(node)
-            if frag is not None:
-                return self._splice(frag, start)
+        if plain and _DFA_FRAGMENTS and (frag := _DFA_FRAGMENTS.get(node)) is not None:
+            return self._splice(frag, start)
         before, mass = self.num_states, self.fold_mass
         if isinstance(node, Alt):
             cur = self._alt(node, start)
@@ -397,10 +400,8 @@ class NfaBuilder:
         """Count a big build of ``node``; at the second one, cache its minimal DFA fragment."""
         with _SHARED_LOCK:
             seen = fifo_room(_DFA_SEEN, _SHARED_CACHE_SIZE)[node] = _DFA_SEEN.get(node, 0) + 1
-            if seen != 2 or node in _DFA_FRAGMENTS:
+            if seen != 2 or not _DFA_FRAGMENTS.claim(node):  # a concurrent build keeps its NFA
                 return
-            # None while it is built (a concurrent build meanwhile keeps its NFA)
-            fifo_room(_DFA_FRAGMENTS, _SHARED_CACHE_SIZE)[node] = None
         try:
             assert self.boolean is not None
             dfa = regex_dfa(
@@ -413,9 +414,7 @@ class NfaBuilder:
             return
         frag = dfa_fragment(dfa)
         with _SHARED_LOCK:
-            used = sum(f.table.nbytes for f in _DFA_FRAGMENTS.values() if f is not None)
-            if used + frag.table.nbytes <= _DFA_CACHE_BYTES:
-                _DFA_FRAGMENTS[node] = frag
+            _DFA_FRAGMENTS.add(node, frag)
 
     def _place(self, tpl: _Template, start: int) -> int:
         """Add a copy of ``tpl`` entered at ``start`` (edges written by :meth:`_arrays`)."""
@@ -631,11 +630,12 @@ class NfaBuilder:
             folded = self._region(node, start)
             if folded >= 0:
                 return folded
-        elif self.fold_signal is not None and count >= min(self.fold_small, self.fold_signal):
+        elif (least := self._fold_threshold()) is not None and count >= least:
+            assert self.fold_signal is not None  # a threshold needs a signal
             if _prefix_free_dfa(node.item, self) is not None:
                 self.fold_mass += count
                 if count >= self.fold_signal or self.fold_mass >= self.fold_signal:
-                    region_min = self.fold_signal if count >= self.fold_signal else self.fold_small
+                    region_min = self.fold_signal if count >= self.fold_signal else least
                     raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}", region_min)
         tpl = self._shared(node)
         if tpl is not None:

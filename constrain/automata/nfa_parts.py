@@ -13,7 +13,7 @@ from typing import TypeVar
 import numpy as np
 
 from constrain._types import Int32Array
-from constrain.automata.byte_dfa import Dfa
+from constrain.automata.byte_dfa import Dfa, DfaFragment
 from constrain.errors import GrammarError
 from constrain.ir import NOTHING, Automaton, Concat, Literal, Regex, Repeat, matches_empty
 from constrain.kernels.numba_minimize import acyclic_classes_kernel
@@ -24,6 +24,7 @@ V = TypeVar("V")
 __all__ = [
     "CountedRegion",
     "FoldableRepeat",
+    "FragmentCache",
     "Nfa",
     "check_automaton",
     "fifo_room",
@@ -57,6 +58,63 @@ def fifo_room(cache: dict[K, V], size: int) -> dict[K, V]:
     while len(cache) >= size:
         cache.pop(next(iter(cache)))
     return cache
+
+
+class FragmentCache:
+    """Minimal-DFA fragments by regex node: first in, first out, bounded in entries and bytes.
+
+    A node may hold None (a fragment being built, or one not worth keeping), which weighs
+    nothing. :attr:`nbytes`, the fragments' table bytes, is kept up to date as entries come and
+    go, so the byte check of :meth:`add` is exact and O(1).
+    """
+
+    def __init__(self, size: int, max_bytes: int) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._entries: dict[Regex, DfaFragment | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._entries
+
+    def get(self, node: Regex) -> DfaFragment | None:
+        """Return the fragment of ``node``, None if none is held."""
+        return self._entries.get(node)
+
+    def fragments(self) -> list[DfaFragment]:
+        """Return the fragments held, oldest first (placeholders left out)."""
+        return [f for f in self._entries.values() if f is not None]
+
+    def claim(self, node: Regex) -> bool:
+        """Hold ``node`` without a fragment (while it is built) unless it is held; say if so.
+
+        The oldest entries are dropped to make room.
+        """
+        if node in self._entries:
+            return False
+        while len(self._entries) >= self.size:
+            self._drop(next(iter(self._entries)))
+        self._entries[node] = None
+        return True
+
+    def add(self, node: Regex, frag: DfaFragment) -> bool:
+        """Hold ``frag`` for ``node`` if the bytes allow (else keep what is held); say if so."""
+        held = self._entries.get(node)
+        freed = 0 if held is None else held.table.nbytes
+        if self.nbytes - freed + frag.table.nbytes > self.max_bytes:
+            return False
+        self.claim(node)
+        self._entries[node] = frag
+        self.nbytes += frag.table.nbytes - freed
+        return True
+
+    def _drop(self, node: Regex) -> None:
+        held = self._entries.pop(node, None)
+        if held is not None:
+            self.nbytes -= held.table.nbytes
 
 
 def nullable(node: Regex) -> bool:

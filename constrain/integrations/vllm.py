@@ -436,20 +436,27 @@ class _Core:
         return _Request(spec, future, output_ids)
 
     def _warm_up(self, tokenizer: Any) -> None:
-        """Run every kernel once: compile, fill, accept and roll back, then mask logits."""
+        """Run every kernel once: compile, fill, accept and roll back, then mask logits.
+
+        The grammars are constrain's warm-up list (:mod:`constrain.warmup_grammars`), sent as
+        request specs, each driven along the tokens of its sample text.
+        """
         import torch
 
         from constrain.compiler import Compiler
         from constrain.matcher import Matcher
+        from constrain.warmup_grammars import WARM_UP_GRAMMARS
 
         t0 = time.perf_counter()
         try:
             compiler = Compiler(self.vocab, cache_bytes=0)
             bitmask = self.bitmask[:1].clone()
             self.applier.apply(torch.zeros((1, self.width), dtype=torch.float32), [0])
-            for spec, text in _WARM_UP:
+            for entry in WARM_UP_GRAMMARS:
+                args = request_args(**{entry.kind: entry.source}, json_options=entry.json_options)
+                spec = args[SPEC_KEY]
                 m = Matcher(compiler.compile(spec_grammar(spec)))
-                ids = [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]
+                ids = [int(t) for t in tokenizer.encode(entry.sample, add_special_tokens=False)]
                 for tok in ids:
                     m.fill_next_token_bitmask(bitmask)
                     if not m.accept_token(tok):
@@ -503,28 +510,6 @@ class _Core:
         )
         self.words = self.bitmask.numpy().view(np.uint32)
         self.applier = BitmaskApplier(self.bitmask, self.vocab.size, "auto")
-
-
-_WARM_UP = [
-    (
-        request_args(
-            json_schema={
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "n": {"type": "integer"},
-                    "x": {"type": "number"},
-                    "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
-                    "ok": {"type": "boolean"},
-                },
-            }
-        )[SPEC_KEY],
-        '{"name": "Ann", "n": 3, "x": 1.5, "tags": ["a"], "ok": true}',
-    ),
-    (request_args(regex=r"[a-z]+-\d{2}")[SPEC_KEY], "abc-12"),
-    # a count the lexer folds and builds as it is reached (the lazy lexer's kernels)
-    (request_args(regex=r"[a-z0-9]{1,100000}!")[SPEC_KEY], "abc123!"),
-]
 
 
 def _vocabulary(model_config: Any, width: int) -> tuple[Vocabulary, Any]:

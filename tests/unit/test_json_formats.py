@@ -436,6 +436,7 @@ def test_recurring_format_bodies_enter_the_lexer_as_their_minimal_dfa(
     """
     from constrain import Compiler, Grammar, Matcher
     from constrain.automata import nfa
+    from constrain.automata.nfa_parts import FragmentCache
     from constrain.testing import tiny_vocabulary
 
     vocab = tiny_vocabulary()
@@ -444,12 +445,12 @@ def test_recurring_format_bodies_enter_the_lexer_as_their_minimal_dfa(
         "properties": {k: {"type": "string", "format": "uri"} for k in ("a", "b", "c")},
     }
     monkeypatch.setattr(nfa, "_DFA_SEEN", {})
-    monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", {})
+    monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", FragmentCache(4096, max_bytes=64 << 20))
     cached = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
-    assert [f for f in nfa._DFA_FRAGMENTS.values() if f is not None]  # built at the second field
+    assert nfa._DFA_FRAGMENTS.fragments()  # built at the second field
     again = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
     monkeypatch.setattr(nfa, "_DFA_MIN_STATES", 1 << 40)
-    monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", {})
+    monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", FragmentCache(4096, max_bytes=64 << 20))
     plain = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
     assert again.lexer.num_states == plain.lexer.num_states  # both minimal
     texts = [
@@ -464,3 +465,31 @@ def test_recurring_format_bodies_enter_the_lexer_as_their_minimal_dfa(
             assert mp.accept_bytes(text[:cut]) == mc.accept_bytes(text[:cut])
             assert mp.allowed_token_ids().tolist() == mc.allowed_token_ids().tolist()
             assert mp.is_accepting() == mc.is_accepting()
+
+
+def test_fragment_cache_keeps_a_running_byte_count() -> None:
+    """The process-wide DFA fragment cache: bytes counted as entries come and go, budget exact."""
+    import numpy as np
+
+    from constrain.automata.byte_dfa import DfaFragment
+    from constrain.automata.nfa_parts import FragmentCache
+    from constrain.ir import Literal
+
+    def frag(edges: int) -> DfaFragment:  # 16 bytes per edge
+        return DfaFragment(1, np.zeros((4, edges), np.int32), np.zeros(1, np.int64))
+
+    def total(cache: FragmentCache) -> int:
+        return sum(f.table.nbytes for f in cache.fragments())
+
+    a, b, c, d = (Literal(t) for t in "abcd")
+    cache = FragmentCache(3, max_bytes=160)
+    assert cache.claim(a) and not cache.claim(a)
+    assert a in cache and cache.get(a) is None and cache.nbytes == 0
+    assert cache.add(a, frag(6)) and cache.nbytes == 96 == total(cache)
+    assert cache.claim(b) and not cache.add(b, frag(5))  # 96 + 80 > 160: the placeholder stays
+    assert b in cache and cache.get(b) is None and cache.nbytes == 96
+    assert cache.add(b, frag(4)) and cache.nbytes == 160 == total(cache)  # exactly the budget
+    assert cache.add(c, frag(0)) and len(cache) == 3
+    assert cache.claim(d) and a not in cache  # the oldest entry goes, and its bytes with it
+    assert cache.nbytes == 64 == total(cache)
+    assert cache.add(d, frag(6)) and cache.nbytes == 160 == total(cache)

@@ -731,6 +731,58 @@ def test_hashed_enum_agrees_with_jsonschema() -> None:
         assert fast.is_valid(probe) == slow.is_valid(probe), probe
 
 
+def test_fast_value_check_agrees_with_jsonschema() -> None:
+    """Schemas of type, enum, const and annotations: the fast check decides as the validator."""
+    import jsonschema
+
+    from constrain.frontends.json_schema.context import _value_check
+
+    long_enum: list[Any] = [f"s{i}" for i in range(20)] + [1, 2.5, True, None, [1, "x"]]
+    schemas: list[Any] = [True, False, {}, {"title": "t", "default": 3, "examples": [1]}]
+    schemas += [{"type": t} for t in ("string", "integer", "number", "boolean", "null")]
+    schemas += [{"type": t} for t in ("array", "object")]
+    schemas += [{"type": ["integer", "null"]}, {"type": []}, {"type": ["string", "boolean"]}]
+    schemas += [
+        {"enum": [1, "a", None, [1, "x"], {"k": [False]}, -0.0]},
+        {"enum": long_enum},
+        {"enum": long_enum, "type": "integer"},
+        {"enum": [1.0, True, "1"], "type": "number", "description": "d"},
+        {"const": 1},
+        {"const": False, "type": "boolean"},
+        {"const": {"a": [1.0]}},
+        {"const": "s1", "enum": long_enum},
+        {"const": 2, "enum": [1, 2.0], "type": "integer", "$comment": "c"},
+    ]
+    probes: list[Any] = [1, 1.0, 1.5, True, False, 0, -0.0, 0.0, 2, 2.0, "a", "1", "s1", None]
+    probes += [[1, "x"], [1.0, "x"], [True, "x"], {"k": [False]}, {"k": [0]}, {"a": [1]}, []]
+    validators = (
+        (False, jsonschema.Draft202012Validator),
+        (False, jsonschema.Draft7Validator),
+        (False, jsonschema.Draft6Validator),
+        (True, jsonschema.Draft4Validator),
+    )
+    decided = 0
+    for draft4, cls in validators:
+        for schema in schemas:
+            check = _value_check(schema, draft4)
+            if check is None:
+                assert draft4 and "const" in schema, schema
+                continue
+            # a boolean schema as its object form (the draft 4 validator takes no boolean)
+            validator = cls(schema if isinstance(schema, dict) else {} if schema else {"not": {}})
+            for probe in probes:
+                found = check(probe)
+                if found is not None:
+                    decided += 1
+                    assert found == validator.is_valid(probe), (cls.__name__, schema, probe)
+    assert decided > 500
+    for schema in ({"minimum": 1}, {"type": "any"}, {"enum": "a"}, {"type": [{"type": "x"}]}):
+        assert _value_check(schema, False) is None, schema  # jsonschema decides
+    assert _value_check({"enum": [float("nan"), 1]}, False) is None
+    check = _value_check({"enum": [1]}, False)
+    assert check is not None and check(float("nan")) is None and check((1,)) is None
+
+
 def test_long_enums_compile_exactly() -> None:
     values = [f"v{i:05d}" for i in range(3000)]
     schema = {"type": "array", "items": {"enum": values}, "minItems": 1}
