@@ -18,7 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     from constrain.matcher import Matcher
 
-__all__ = ["bitmask_rows", "fill_next_token_bitmasks"]
+__all__ = ["bitmask_rows", "fill_next_token_bitmasks", "row_token_ids"]
 
 _CPUS = os.cpu_count() or 1
 _MIN_PARALLEL_ROWS = 4
@@ -77,6 +77,18 @@ def fill_next_token_bitmasks(
 
     chunk = -(-len(pairs) // workers)
     list(_fill_pool(workers).map(fill, range(0, len(pairs), chunk)))
+
+
+def row_token_ids(row: np.ndarray) -> np.ndarray:
+    """Return the sorted ids of the set bits of one packed row (uint32 or int32 words), int32.
+
+    Only the non-zero words are unpacked: a structural position's few tokens cost a few words,
+    not a vocabulary's worth of bits.
+    """
+    words = np.flatnonzero(row)
+    bits = np.unpackbits(row[words].view(np.uint8), bitorder="little").reshape(-1, 32)
+    word, bit = np.nonzero(bits)
+    return (words[word] * 32 + bit).astype(np.int32)
 
 
 def bitmask_rows(bitmask: Any) -> np.ndarray:

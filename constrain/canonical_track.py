@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from constrain.batch import row_token_ids
 from constrain.vocab.canonical import START, CanonicalBpe, CanonicalState
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class CanonicalTrack:
         if int(np.bitwise_count(row).sum()) > LOOKAHEAD_SET:
             self.dropped = (version, frozenset())
             return
-        ids = np.flatnonzero(np.unpackbits(row.view(np.uint8), bitorder="little"))
+        ids = row_token_ids(row)
         eos = matcher.end_token_ids
         self.looking = True
         self.budget = LOOKAHEAD_BUDGET

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from constrain._types import Int32Array
-from constrain.batch import bitmask_rows, fill_next_token_bitmasks
+from constrain.batch import bitmask_rows, fill_next_token_bitmasks, row_token_ids
 from constrain.canonical_track import CanonicalTrack
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
@@ -753,8 +753,8 @@ class Matcher:
         words = (self.vocab.size + 31) // 32
         row = np.zeros(words, dtype=np.uint32)
         self._fill_row(row)
-        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: self.vocab.size]
-        return np.flatnonzero(bits).astype(np.int32)
+        ids = row_token_ids(row)  # sorted: bits past the vocabulary (padding) cut off
+        return ids[: int(np.searchsorted(ids, self.vocab.size))]
 
     def next_bytes(self) -> np.ndarray:
         """Return which bytes the grammar allows next, ``(256,)`` bool; the state is unchanged.

@@ -172,6 +172,18 @@ class CanonicalState(NamedTuple):
 START = CanonicalState(-1, _ALL, "", b"", 0, True)
 
 
+class _Row(NamedTuple):
+    """The tokens that may follow one state: packed, with what rebuilds a token's classes."""
+
+    row: np.ndarray[Any, Any]  # packed: may come next
+    free: np.ndarray[Any, Any]  # packed: no merge crosses the pair
+    split: np.ndarray[Any, Any]  # per head key: the classes after a split
+    joined: np.ndarray[Any, Any]  # per head key: the classes after a join
+
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self)
+
+
 class CanonicalBpe:
     """Which token may follow a text in a BPE tokenizer's own encodings.
 
@@ -289,9 +301,7 @@ class CanonicalBpe:
         self._rank = rank
         self._junctions: dict[tuple[str, bytes, int, bool], np.ndarray[Any, Any]] = {}
         self._splits: dict[tuple[tuple[str, bytes, int, bool], int], bool] = {}
-        self._rows: OrderedDict[Any, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = (
-            OrderedDict()
-        )
+        self._rows: OrderedDict[Any, _Row] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -402,8 +412,8 @@ class CanonicalBpe:
             )
         return conflict
 
-    def _entry(self, state: CanonicalState) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """Return the (status per token, packed row) after ``state`` (cached, thread-safe)."""
+    def _entry(self, state: CanonicalState) -> _Row:
+        """Return the row after ``state`` (cached within ``max_bytes``, thread-safe)."""
         key = (state.reps, state.trail, state.a_len, state.at_start)
         cache_key = (state.prev, key)
         with self._lock:
@@ -425,13 +435,30 @@ class CanonicalBpe:
         status[self.boundary] = _ALL
         bits = np.zeros((n + 31) // 32 * 32, dtype=bool)
         bits[:n] = status != 0
-        entry = (status, _pack(bits))
-        size = status.nbytes + entry[1].nbytes
+        bits_free = np.zeros_like(bits)
+        bits_free[:n] = free
+        # a token's status is rebuilt from these when it is accepted (:meth:`_status`): the
+        # packed rows and the per-head-key classes are a seventh of the status per token
+        entry = _Row(_pack(bits), _pack(bits_free), split, joined)
+        size = entry.nbytes()
         with self._lock:
             self._rows[cache_key] = entry
             while len(self._rows) * size > self.max_bytes and len(self._rows) > 1:
                 self._rows.popitem(last=False)
         return entry
+
+    def _status(self, state: CanonicalState, token: int) -> int:
+        """Return the classes that may follow ``token`` after ``state`` (0: not canonical)."""
+        if self.boundary[token]:
+            return _ALL
+        if not self.standalone[token]:
+            return 0
+        entry = self._entry(state)
+        head = self._head_of[token]
+        status = int(entry.split[head])
+        if (int(entry.free[token >> 5]) >> (token & 31)) & 1:
+            status |= int(entry.joined[head])
+        return status
 
     def row(self, state: CanonicalState) -> np.ndarray[Any, Any]:
         """Return the packed row of the tokens that may canonically come next.
@@ -442,7 +469,7 @@ class CanonicalBpe:
             Bit ``j`` of word ``w`` is token ``32 * w + j`` (1 = may come next); read-only.
             Special and added tokens may whenever the text may end here.
         """
-        row = self._entry(state)[1]
+        row = self._entry(state).row
         if state.condition & _ALL == _ALL:
             return row
         out: np.ndarray[Any, Any] = row & self._class_row(state.condition)
@@ -495,7 +522,7 @@ class CanonicalBpe:
             return None
         if self.boundary[token]:
             return START
-        condition = int(self._entry(state)[0][token])
+        condition = self._status(state, token)
         parts = self._parts[token]
         assert parts is not None  # a whole token
         lead, reps, trail = parts
