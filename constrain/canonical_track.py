@@ -96,7 +96,13 @@ class CanonicalTrack:
 
     def filter_row(self, matcher: Matcher, row: np.ndarray) -> None:
         """AND the relation into ``row`` (``words`` uint32) and drop dead ends from few tokens."""
-        row &= self.relation.row(self.states[-1]).view(np.uint32)
+        relation, state = self.relation, self.states[-1]
+        if relation.has_row(state) or int(np.bitwise_count(row).sum()) > LOOKAHEAD_SET:
+            row &= relation.row(state).view(np.uint32)
+        else:  # a few tokens (a structural position): each judged alone, without the row
+            for t in row_token_ids(row).tolist():
+                if not relation.status(state, t):
+                    row[t >> 5] &= ~np.uint32(1 << (t & 31))
         if self.looking:
             return
         version = self.versions[-1]

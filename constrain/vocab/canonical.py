@@ -75,6 +75,9 @@ _TAIL = 8  # characters of text before a junction given to the pre-tokenizer
 _HEAD = 4  # and of the next token
 _KEEP_LETTERS = frozenset("stremvldSTREMVLD")
 _DEFAULT_BUDGET = 64 << 20
+_KEY_ROWS = 256  # pre-token contexts whose packed rows are kept (32 KB each on Llama 3)
+_CROSSED = 512  # previous tokens whose crossing merges are kept (a packed row each)
+_CLASS_WEIGHTS = (1 << np.arange(len(NEXT_CLASSES))).astype(np.uint16)  # a class set's bits
 
 
 def _rep(c: str) -> str:
@@ -170,18 +173,6 @@ class CanonicalState(NamedTuple):
 
 
 START = CanonicalState(-1, _ALL, "", b"", 0, True)
-
-
-class _Row(NamedTuple):
-    """The tokens that may follow one state: packed, with what rebuilds a token's classes."""
-
-    row: np.ndarray[Any, Any]  # packed: may come next
-    free: np.ndarray[Any, Any]  # packed: no merge crosses the pair
-    split: np.ndarray[Any, Any]  # per head key: the classes after a split
-    joined: np.ndarray[Any, Any]  # per head key: the classes after a join
-
-    def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in self)
 
 
 class CanonicalBpe:
@@ -301,7 +292,11 @@ class CanonicalBpe:
         self._rank = rank
         self._junctions: dict[tuple[str, bytes, int, bool], np.ndarray[Any, Any]] = {}
         self._splits: dict[tuple[tuple[str, bytes, int, bool], int], bool] = {}
-        self._rows: OrderedDict[Any, _Row] = OrderedDict()
+        self._rows: OrderedDict[Any, np.ndarray[Any, Any]] = OrderedDict()
+        # per pre-token context, the classes (split, joined) of the head keys asked about
+        self._classes: dict[tuple[str, bytes, int, bool], dict[int, tuple[int, int]]] = {}
+        self._crossed_cache: dict[int, np.ndarray[Any, Any]] = {}
+        self._key_rows_cache: OrderedDict[Any, tuple[np.ndarray[Any, Any], ...]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -337,29 +332,54 @@ class CanonicalBpe:
             found = self._junctions.get(key)
         if found is not None:
             return found
-        out = np.full((len(self._heads), len(NEXT_CLASSES)), JOINED, dtype=np.int8)
-        for h, (lead, head, cut) in enumerate(self._heads):
-            if cut == _LONG:  # the character after a long ``b`` is too far to matter
-                out[h] = self._judge(key, lead, head, True, "")
-            elif cut == _SPLIT_END:
-                # ``b`` ends inside a multi-byte character, of a class not known yet: the
-                # most permissive outcome of those classes (never refuses an encoding)
-                seen = {
-                    self._judge(key, lead, head, False, NEXT_CLASSES[k]) for k in _MULTIBYTE_CLASSES
-                }
-                out[h] = min(seen, key=_PERMISSIVE.index)
-            else:
-                # the next character matters where a regex looks ahead (whitespace runs):
-                # three probes, and every class when they disagree
-                probe = [self._judge(key, lead, head, False, NEXT_CLASSES[k]) for k in _PROBES]
-                if probe.count(probe[0]) == len(probe):
-                    out[h] = probe[0]
-                else:
-                    for k, nxt in enumerate(NEXT_CLASSES):
-                        out[h, k] = self._judge(key, lead, head, False, nxt)
+        out = np.empty((len(self._heads), len(NEXT_CLASSES)), dtype=np.int8)
+        for h in range(len(self._heads)):
+            out[h] = self._judge_head(key, h)
         with self._lock:
             self._junctions[key] = out
         return out
+
+    def _judge_head(self, key: tuple[str, bytes, int, bool], h: int) -> np.ndarray[Any, Any]:
+        """Return JOINED / BOUNDARY / INSIDE per class of the next character, for head key h."""
+        lead, head, cut = self._heads[h]
+        out = np.full(len(NEXT_CLASSES), JOINED, dtype=np.int8)
+        if cut == _LONG:  # the character after a long ``b`` is too far to matter
+            out[:] = self._judge(key, lead, head, True, "")
+        elif cut == _SPLIT_END:
+            # ``b`` ends inside a multi-byte character, of a class not known yet: the most
+            # permissive outcome of those classes (never refuses an encoding)
+            nexts = [NEXT_CLASSES[k] for k in _MULTIBYTE_CLASSES]
+            seen = {self._judge(key, lead, head, False, nxt) for nxt in nexts}
+            out[:] = min(seen, key=_PERMISSIVE.index)
+        else:
+            # the next character matters where a regex looks ahead (whitespace runs): three
+            # probes, and every class when they disagree
+            probe = [self._judge(key, lead, head, False, NEXT_CLASSES[k]) for k in _PROBES]
+            if probe.count(probe[0]) == len(probe):
+                out[:] = probe[0]
+            else:
+                for k, nxt in enumerate(NEXT_CLASSES):
+                    out[k] = self._judge(key, lead, head, False, nxt)
+        return out
+
+    def _head_classes(self, key: tuple[str, bytes, int, bool], h: int) -> tuple[int, int]:
+        """Return head key h's classes of the next character after a split and after a join.
+
+        From the whole junction where it is built, else judged for this head alone: a
+        structural position asks about a few tokens, not every head key (memoised).
+        """
+        with self._lock:
+            memo = self._classes.setdefault(key, {})
+            junction = self._junctions.get(key)
+        found = memo.get(h)
+        if found is None:
+            row = junction[h] if junction is not None else self._judge_head(key, h)
+            found = (
+                int(_CLASS_WEIGHTS[row == BOUNDARY].sum()),
+                int(_CLASS_WEIGHTS[row == JOINED].sum()),
+            )
+            memo[h] = found
+        return found
 
     def _judge(
         self, key: tuple[str, bytes, int, bool], lead: bytes, head: str, cut_right: bool, nxt: str
@@ -395,8 +415,17 @@ class CanonicalBpe:
 
     # -- rows ----------------------------------------------------------------------------------
 
-    def _conflicts(self, prev: int) -> np.ndarray[Any, Any]:
-        conflict = np.zeros(self.vocab.size, dtype=np.uint8)
+    def _crossing(self, prev: int) -> np.ndarray[Any, Any]:
+        """Return the tokens ``b`` whose pair ``(prev, b)`` a merge crosses, packed (uint32).
+
+        Memoised for the :data:`_CROSSED` most recent ``prev`` (first in, first out).
+        """
+        with self._lock:
+            found = self._crossed_cache.get(prev)
+        if found is not None:
+            return found
+        n = self.vocab.size
+        conflict = np.zeros((n + 31) // 32 * 32, dtype=np.uint8)
         if prev >= 0:
             conflict_row_kernel(
                 prev,
@@ -410,10 +439,15 @@ class CanonicalBpe:
                 self._occ_parent,
                 conflict,
             )
-        return conflict
+        found = np.packbits(conflict, bitorder="little").view(np.uint32)
+        with self._lock:
+            if len(self._crossed_cache) >= _CROSSED:
+                self._crossed_cache.pop(next(iter(self._crossed_cache)))
+            self._crossed_cache[prev] = found
+        return found
 
-    def _entry(self, state: CanonicalState) -> _Row:
-        """Return the row after ``state`` (cached within ``max_bytes``, thread-safe)."""
+    def _entry(self, state: CanonicalState) -> np.ndarray[Any, Any]:
+        """Return the packed row after ``state``, before its class condition (cached)."""
         key = (state.reps, state.trail, state.a_len, state.at_start)
         cache_key = (state.prev, key)
         with self._lock:
@@ -421,44 +455,76 @@ class CanonicalBpe:
             if found is not None:
                 self._rows.move_to_end(cache_key)
                 return found
-        n = self.vocab.size
-        # per head key: the classes where the pair is split (fine) or joined (fine unless a
-        # merge crosses), then per token
-        junction = self._junction(key)
-        weights = (1 << np.arange(len(NEXT_CLASSES))).astype(np.uint16)
-        split = ((junction == BOUNDARY) * weights).sum(axis=1, dtype=np.uint16)
-        joined = ((junction == JOINED) * weights).sum(axis=1, dtype=np.uint16)
-        status = split[self._head_of]
-        free = self._conflicts(state.prev) == 0
-        status[free] |= joined[self._head_of[free]]
-        status[~self.standalone] = 0
-        status[self.boundary] = _ALL
-        bits = np.zeros((n + 31) // 32 * 32, dtype=bool)
-        bits[:n] = status != 0
-        bits_free = np.zeros_like(bits)
-        bits_free[:n] = free
-        # a token's status is rebuilt from these when it is accepted (:meth:`_status`): the
-        # packed rows and the per-head-key classes are a seventh of the status per token
-        entry = _Row(_pack(bits), _pack(bits_free), split, joined)
-        size = entry.nbytes()
+        base, split_only = self._key_rows(key)
+        # a pair that a merge crosses is canonical only where it is split
+        row = base & ~(self._crossing(state.prev) & ~split_only)
+        entry = _frozen(row)
         with self._lock:
             self._rows[cache_key] = entry
-            while len(self._rows) * size > self.max_bytes and len(self._rows) > 1:
+            while len(self._rows) * entry.nbytes > self.max_bytes and len(self._rows) > 1:
                 self._rows.popitem(last=False)
         return entry
 
-    def _status(self, state: CanonicalState, token: int) -> int:
-        """Return the classes that may follow ``token`` after ``state`` (0: not canonical)."""
+    def has_row(self, state: CanonicalState) -> bool:
+        """Whether the row after ``state`` is built (:meth:`row` then costs a lookup).
+
+        Else a few tokens cost less judged one by one (:meth:`status`): a row needs its
+        pre-token context's junction, every head key judged.
+        """
+        key = (state.reps, state.trail, state.a_len, state.at_start)
+        with self._lock:
+            return (state.prev, key) in self._rows
+
+    def status(self, state: CanonicalState, token: int) -> int:
+        """Return the classes of character that may follow ``token`` after ``state``.
+
+        0 when ``token`` may not come next canonically (:meth:`row` has its bit 0). One token
+        without building the row: the look-ahead asks about a few at structural positions.
+        """
+        token = int(token)
+        condition = state.condition
+        if condition & _ALL != _ALL:
+            class_row = self._class_row(condition)
+            if not (int(class_row[token >> 5]) >> (token & 31)) & 1:
+                return 0
         if self.boundary[token]:
             return _ALL
         if not self.standalone[token]:
             return 0
-        entry = self._entry(state)
-        head = self._head_of[token]
-        status = int(entry.split[head])
-        if (int(entry.free[token >> 5]) >> (token & 31)) & 1:
-            status |= int(entry.joined[head])
-        return status
+        key = (state.reps, state.trail, state.a_len, state.at_start)
+        split, joined = self._head_classes(key, int(self._head_of[token]))
+        crossing = self._crossing(state.prev) if joined & ~split else None
+        if crossing is not None and (int(crossing[token >> 5]) >> (token & 31)) & 1:
+            return split  # a merge crosses the pair: only a split keeps it canonical
+        return split | joined
+
+    def _key_rows(self, key: tuple[str, bytes, int, bool]) -> tuple[np.ndarray[Any, Any], ...]:
+        """Return a pre-token context's two packed rows (uint32 words).
+
+        ``(base, split_only)``: the tokens that may follow when no merge crosses the pair, and
+        those that may follow split (when one does). Memoised per context, the
+        :data:`_KEY_ROWS` most recently used.
+        """
+        with self._lock:
+            found = self._key_rows_cache.get(key)
+            if found is not None:
+                self._key_rows_cache.move_to_end(key)
+                return found
+        junction = self._junction(key)
+        split = ((junction == BOUNDARY) * _CLASS_WEIGHTS).sum(axis=1, dtype=np.uint16)
+        joined = ((junction == JOINED) * _CLASS_WEIGHTS).sum(axis=1, dtype=np.uint16)
+        n = self.vocab.size
+        rows = []
+        for classes in (split | joined, split):
+            bits = np.zeros((n + 31) // 32 * 32, dtype=bool)
+            bits[:n] = self.boundary | (self.standalone & (classes != 0)[self._head_of])
+            rows.append(np.packbits(bits, bitorder="little").view(np.uint32))
+        found = (rows[0], rows[1])
+        with self._lock:
+            self._key_rows_cache[key] = found
+            while len(self._key_rows_cache) > _KEY_ROWS:
+                self._key_rows_cache.popitem(last=False)
+        return found
 
     def row(self, state: CanonicalState) -> np.ndarray[Any, Any]:
         """Return the packed row of the tokens that may canonically come next.
@@ -469,7 +535,7 @@ class CanonicalBpe:
             Bit ``j`` of word ``w`` is token ``32 * w + j`` (1 = may come next); read-only.
             Special and added tokens may whenever the text may end here.
         """
-        row = self._entry(state).row
+        row = self._entry(state)
         if state.condition & _ALL == _ALL:
             return row
         out: np.ndarray[Any, Any] = row & self._class_row(state.condition)
@@ -517,12 +583,11 @@ class CanonicalBpe:
     def advance(self, state: CanonicalState, token: int) -> CanonicalState | None:
         """Return the state after ``token``, or None when it may not come next canonically."""
         token = int(token)
-        row = self.row(state)
-        if not (int(row[token >> 5]) >> (token & 31)) & 1:
+        condition = self.status(state, token)
+        if not condition:
             return None
         if self.boundary[token]:
             return START
-        condition = self._status(state, token)
         parts = self._parts[token]
         assert parts is not None  # a whole token
         lead, reps, trail = parts
@@ -706,6 +771,13 @@ class CanonicalBpe:
 _BUILT: dict[tuple[str, int], tuple[Any, CanonicalBpe]] = {}
 _BUILT_LOCK = threading.Lock()
 _KEEP_BUILT = 8
+
+
+def _frozen(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Return uint32 words as read-only int32 ones (a packed row)."""
+    out = words.view(np.int32)
+    out.flags.writeable = False
+    return out
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -231,10 +231,36 @@ def test_conflicts_match_bpe_on_the_pair() -> None:
     byte_of = canon.byte_token
     merge = canon.merge
     for a in rng.sample(whole, 40):
-        conflict = canon._conflicts(a)  # noqa: SLF001 - the kernel's row, checked directly
+        packed = canon._crossing(a)  # noqa: SLF001 - the kernel's row, checked directly
+        crossed = set(np.flatnonzero(np.unpackbits(packed.view(np.uint8), bitorder="little")))
         for b in whole:
             pieces = [int(byte_of[x]) for x in vocab.token_bytes_of(a) + vocab.token_bytes_of(b)]
-            assert bool(conflict[b]) == (reference.bpe_encode(pieces, merge) != [a, b]), (a, b)
+            assert (b in crossed) == (reference.bpe_encode(pieces, merge) != [a, b]), (a, b)
+
+
+def test_one_tokens_status_agrees_with_the_row() -> None:
+    """``status`` (one token, judged alone) and ``row`` (every token) say the same, either first.
+
+    Two relations of one tokenizer: one asked token by token before any row is built (each
+    head key judged alone), the other row first (the whole junction).
+    """
+    tok, vocab, canon = _tiny()
+    fresh = CanonicalBpe.from_huggingface(tok, vocab)
+    tokens = np.arange(vocab.size)
+    checked = 0
+    for text in _texts(11, 12):
+        state = START
+        for token in tok.encode(text).ids:
+            alone = np.array([bool(fresh.status(state, t)) for t in tokens.tolist()])
+            bits = (canon.row(state).view(np.uint32)[tokens >> 5] >> (tokens & 31)) & 1
+            assert alone.tolist() == bits.astype(bool).tolist(), (text, token)
+            assert [canon.status(state, t) for t in range(vocab.size)] == [
+                fresh.status(state, t) for t in range(vocab.size)
+            ]
+            checked += 1
+            state = canon.advance(state, token)
+            assert state is not None
+    assert checked > 50
 
 
 def _language() -> list[str]:
