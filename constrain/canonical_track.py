@@ -139,8 +139,7 @@ class CanonicalTrack:
         state = self.states[-1]
         if matcher.is_accepting() and self.relation.may_end(state):
             return True
-        allowed = np.flatnonzero(matcher.next_bytes()[:0x80])
-        return any(self.relation.splits_before(state, int(b)) for b in allowed)
+        return self.relation.splits_before_any(state, matcher.next_bytes()[:0x80])
 
     def _live(self, matcher: Matcher, token: int, depth: int, eos: frozenset[int]) -> bool:
         """Whether some canonical continuation allowed by the grammar follows ``token``."""

@@ -77,6 +77,7 @@ _KEEP_LETTERS = frozenset("stremvldSTREMVLD")
 _DEFAULT_BUDGET = 64 << 20
 _KEY_ROWS = 256  # pre-token contexts whose packed rows are kept (32 KB each on Llama 3)
 _CROSSED = 512  # previous tokens whose crossing merges are kept (a packed row each)
+_ANY_SPLIT = 65536  # (context, allowed bytes) answers of splits_before_any kept
 _CLASS_WEIGHTS = (1 << np.arange(len(NEXT_CLASSES))).astype(np.uint16)  # a class set's bits
 
 
@@ -296,6 +297,7 @@ class CanonicalBpe:
         # per pre-token context, the classes (split, joined) of the head keys asked about
         self._classes: dict[tuple[str, bytes, int, bool], dict[int, tuple[int, int]]] = {}
         self._crossed_cache: dict[int, np.ndarray[Any, Any]] = {}
+        self._any_split: dict[Any, bool] = {}  # splits_before_any
         self._key_rows_cache: OrderedDict[Any, tuple[np.ndarray[Any, Any], ...]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -416,10 +418,7 @@ class CanonicalBpe:
     # -- rows ----------------------------------------------------------------------------------
 
     def _crossing(self, prev: int) -> np.ndarray[Any, Any]:
-        """Return the tokens ``b`` whose pair ``(prev, b)`` a merge crosses, packed (uint32).
-
-        Memoised for the :data:`_CROSSED` most recent ``prev`` (first in, first out).
-        """
+        """Return the tokens ``b`` whose pair ``(prev, b)`` a merge crosses, packed (memoised)."""
         with self._lock:
             found = self._crossed_cache.get(prev)
         if found is not None:
@@ -439,7 +438,7 @@ class CanonicalBpe:
                 self._occ_parent,
                 conflict,
             )
-        found = np.packbits(conflict, bitorder="little").view(np.uint32)
+        found = _pack(conflict)
         with self._lock:
             if len(self._crossed_cache) >= _CROSSED:
                 self._crossed_cache.pop(next(iter(self._crossed_cache)))
@@ -457,8 +456,8 @@ class CanonicalBpe:
                 return found
         base, split_only = self._key_rows(key)
         # a pair that a merge crosses is canonical only where it is split
-        row = base & ~(self._crossing(state.prev) & ~split_only)
-        entry = _frozen(row)
+        entry: np.ndarray[Any, Any] = base & ~(self._crossing(state.prev) & ~split_only)
+        entry.flags.writeable = False
         with self._lock:
             self._rows[cache_key] = entry
             while len(self._rows) * entry.nbytes > self.max_bytes and len(self._rows) > 1:
@@ -499,12 +498,7 @@ class CanonicalBpe:
         return split | joined
 
     def _key_rows(self, key: tuple[str, bytes, int, bool]) -> tuple[np.ndarray[Any, Any], ...]:
-        """Return a pre-token context's two packed rows (uint32 words).
-
-        ``(base, split_only)``: the tokens that may follow when no merge crosses the pair, and
-        those that may follow split (when one does). Memoised per context, the
-        :data:`_KEY_ROWS` most recently used.
-        """
+        """Return a context's packed next tokens: when no merge crosses, and when one does."""
         with self._lock:
             found = self._key_rows_cache.get(key)
             if found is not None:
@@ -518,7 +512,7 @@ class CanonicalBpe:
         for classes in (split | joined, split):
             bits = np.zeros((n + 31) // 32 * 32, dtype=bool)
             bits[:n] = self.boundary | (self.standalone & (classes != 0)[self._head_of])
-            rows.append(np.packbits(bits, bitorder="little").view(np.uint32))
+            rows.append(_pack(bits))
         found = (rows[0], rows[1])
         with self._lock:
             self._key_rows_cache[key] = found
@@ -574,6 +568,27 @@ class CanonicalBpe:
                 self._judge(key, b"", _rep(char), False, nxt) == BOUNDARY for nxt in NEXT_CLASSES
             )
             self._splits[(key, byte)] = found
+        return found
+
+    def splits_before_any(self, state: CanonicalState, allowed: np.ndarray[Any, Any]) -> bool:
+        """Whether :meth:`splits_before` holds for one of the ``allowed`` ASCII bytes (bool[128]).
+
+        Memoised by the state's context and the allowed bytes (the look-ahead asks it for every
+        candidate token).
+        """
+        if state.trail:
+            return False
+        key = (
+            state.reps, state.a_len, state.at_start, state.condition, state.prev < 0,
+            np.packbits(allowed).tobytes(),
+        )  # fmt: skip
+        found = self._any_split.get(key)
+        if found is None:
+            found = any(self.splits_before(state, int(b)) for b in np.flatnonzero(allowed))
+            with self._lock:
+                if len(self._any_split) >= _ANY_SPLIT:
+                    self._any_split.pop(next(iter(self._any_split)))
+                self._any_split[key] = found
         return found
 
     def may_end(self, state: CanonicalState) -> bool:
@@ -771,13 +786,6 @@ class CanonicalBpe:
 _BUILT: dict[tuple[str, int], tuple[Any, CanonicalBpe]] = {}
 _BUILT_LOCK = threading.Lock()
 _KEEP_BUILT = 8
-
-
-def _frozen(words: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Return uint32 words as read-only int32 ones (a packed row)."""
-    out = words.view(np.int32)
-    out.flags.writeable = False
-    return out
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
