@@ -26,7 +26,14 @@ from constrain.vocab.canonical import START, CanonicalBpe, CanonicalState
 if TYPE_CHECKING:
     from constrain.matcher import Matcher
 
-__all__ = ["LOOKAHEAD_BUDGET", "LOOKAHEAD_DEPTH", "LOOKAHEAD_SET", "CanonicalTrack"]
+__all__ = [
+    "LOOKAHEAD_BUDGET",
+    "LOOKAHEAD_DEPTH",
+    "LOOKAHEAD_SCAN",
+    "LOOKAHEAD_SET",
+    "SPARSE_ROW",
+    "CanonicalTrack",
+]
 
 LOOKAHEAD_SET = 64
 """Masks with at most this many tokens get the look-ahead."""
@@ -34,6 +41,11 @@ LOOKAHEAD_DEPTH = 8
 """How many tokens ahead a continuation is looked for."""
 LOOKAHEAD_BUDGET = 4096
 """Tokens tried per mask at most; past it a token is kept."""
+SPARSE_ROW = 256
+"""Masks of at most this many tokens are judged token by token when their row is not built
+(a new pre-token context's row judges all of its about 1,600 head keys)."""
+LOOKAHEAD_SCAN = 1024
+"""Tokens of a many-token mask judged one by one inside the look-ahead before the whole row."""
 
 
 class CanonicalTrack:
@@ -97,12 +109,15 @@ class CanonicalTrack:
     def filter_row(self, matcher: Matcher, row: np.ndarray) -> None:
         """AND the relation into ``row`` (``words`` uint32) and drop dead ends from few tokens."""
         relation, state = self.relation, self.states[-1]
-        if relation.has_row(state) or int(np.bitwise_count(row).sum()) > LOOKAHEAD_SET:
+        if relation.has_row(state):
             row &= relation.row(state).view(np.uint32)
-        else:  # a few tokens (a structural position): each judged alone, without the row
+        elif int(np.bitwise_count(row).sum()) <= SPARSE_ROW:
+            # a few tokens (a structural position): each judged alone, without the row
             for t in row_token_ids(row).tolist():
                 if not relation.status(state, t):
                     row[t >> 5] &= ~np.uint32(1 << (t & 31))
+        elif not (self.looking and self._enough(row)):
+            row &= relation.row(state).view(np.uint32)
         if self.looking:
             return
         version = self.versions[-1]
@@ -122,6 +137,28 @@ class CanonicalTrack:
         finally:
             self.looking = False
         self.dropped = (version, frozenset(dropped))
+
+    def _enough(self, row: np.ndarray) -> bool:
+        """Inside the look-ahead, cut ``row`` to its first canonical tokens where that suffices.
+
+        The look-ahead only asks whether more than :data:`LOOKAHEAD_SET` tokens remain, and
+        which ones when fewer do: the first ``LOOKAHEAD_SET + 1`` canonical tokens of the first
+        :data:`LOOKAHEAD_SCAN`, judged one by one, answer that without the whole row (a new
+        pre-token context judges every head key). False, with ``row`` unchanged, when they do not.
+        """
+        ids = row_token_ids(row)
+        kept = []
+        for t in ids[:LOOKAHEAD_SCAN].tolist():
+            if self.relation.status(self.states[-1], t):
+                kept.append(t)
+                if len(kept) > LOOKAHEAD_SET:
+                    break
+        if len(kept) <= LOOKAHEAD_SET and ids.shape[0] > LOOKAHEAD_SCAN:
+            return False
+        row[:] = 0
+        for t in kept:
+            row[t >> 5] |= np.uint32(1 << (t & 31))
+        return True
 
     def _dead_ends(self, matcher: Matcher) -> frozenset[int]:
         """Return the tokens the look-ahead drops here (from the mask, filled if need be)."""
