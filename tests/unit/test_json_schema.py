@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -276,6 +277,45 @@ def test_one_of_overlap_modes() -> None:
     with pytest.raises(JsonSchemaError, match="oneOf|complement"):
         Grammar.from_json_schema(schema)
     assert accepts(Grammar.from_json_schema(schema, one_of="any"), "{}")
+
+
+def test_one_of_excludes_only_the_branches_each_disjunct_meets() -> None:
+    """Five branches told apart by a required discriminator, a sixth whose discriminator is
+    optional, and a seventh that overlaps the sixth: each disjunct is conjoined with the
+    complements of the disjuncts it can meet only, so the normal form stays small (negating
+    every other branch made 512 disjuncts and a CompileLimitError) and stays exact."""
+    import jsonschema
+
+    from constrain.frontends.json_schema.normal_form import NormalForm
+    from constrain.frontends.json_schema.shapes import JsonSchemaOptions
+
+    branches: list[Any] = [
+        {
+            "type": "object",
+            "properties": {"kind": {"const": k}, "v": {"type": "integer"}},
+            "required": ["kind", "v"],
+        }
+        for k in "abcde"
+    ]
+    branches.append(
+        {"type": "object", "properties": {"kind": {"const": "f"}, "w": {"type": "string"}}}
+    )
+    branches.append({"properties": {"kind": {"enum": ["f", "g"]}}, "required": ["kind", "w"]})
+    schema = {"oneOf": branches}
+    form = NormalForm(schema, JsonSchemaOptions())
+    assert len(form.shapes((form.root,))) <= 16
+    grammar = Grammar.from_json_schema(schema, any_order=True)  # every member order
+    validator = jsonschema.Draft202012Validator(schema)
+    members = ['"kind":"a"', '"kind":"f"', '"kind":"g"', '"kind":1', '"v":1', '"w":"x"', '"w":1']
+    texts = ["[]", "1", "null"]
+    for n in range(4):
+        texts.extend(
+            "{" + ",".join(chosen) + "}"
+            for chosen in itertools.combinations(members, n)
+            if len({m.split(":")[0] for m in chosen}) == n  # no repeated key
+        )
+    for text in texts:
+        assert accepts(grammar, text) == validator.is_valid(json.loads(text)), text
 
 
 def test_json_text_and_file(tmp_path: Any) -> None:

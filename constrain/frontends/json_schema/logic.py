@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from constrain.errors import CompileLimitError
 from constrain.frontends.json_schema.context import SchemaContext
@@ -220,9 +220,16 @@ def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[
     schema = piece.schema if isinstance(piece.schema, dict) else {}
     out: list[dict[str, Any]] = []
     if kind == "object":
-        out.extend({"properties": {name: False}} for name in schema.get("required", []))
-        for name, sub in (schema.get("properties") or {}).items():
-            if sub is not True:
+        props = schema.get("properties") or {}
+        required = dict.fromkeys(schema.get("required", []))
+        for name in required:
+            sub = props.get(name, True)
+            # a required property fails absent, or present outside its schema: one disjunct
+            # (two would double the disjuncts of every conjunction of complements, e.g. a
+            # oneOf of objects each requiring its own key)
+            out.append({"properties": {name: False if sub is True else {"not": sub}}})
+        for name, sub in props.items():
+            if sub is not True and name not in required:
                 out.append({"required": [name], "properties": {name: {"not": sub}}})
         if schema.get("minProperties", 0) > 0:
             out.append({"maxProperties": schema["minProperties"] - 1})
@@ -230,7 +237,6 @@ def _negate_container(ctx: SchemaContext, piece: Piece, kind: str) -> list[dict[
             out.append({"minProperties": schema["maxProperties"] + 1})
         if schema.get("propertyNames", True) is not True or SOME_KEY in schema:
             return None
-        props = schema.get("properties") or {}
         patterns = schema.get("patternProperties") or {}
         for pattern, sub in patterns.items():
             if sub is not True:  # some key matching the pattern has a value outside sub
@@ -295,15 +301,55 @@ def _strings_disjoint(a: tuple[Regex, ...], b: tuple[Regex, ...]) -> bool:
         return False
 
 
-def _property_values(ctx: SchemaContext, pieces: tuple[Piece, ...]) -> dict[str, set[Any]]:
-    """Return required properties whose schema fixes a finite value set (discriminators)."""
-    required: set[str] = set()
-    values: dict[str, set[Any]] = {}
+class _Member(NamedTuple):
+    """What an object's shape allows a property's value to be, where it is present.
+
+    ``values``: the allowed values by :func:`json_equal_key` (None: not a finite set);
+    ``types``: the allowed JSON types, integers counted as numbers (None: any type).
+    """
+
+    values: dict[Any, Any] | None
+    types: frozenset[str] | None
+
+
+_TYPE_NAMES = frozenset(("null", "boolean", "integer", "number", "string", "array", "object"))
+_JSON_TYPE = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string"}
+
+
+def _json_type(value: Any) -> str:
+    found = _JSON_TYPE.get(type(value))
+    if found is not None:
+        return found
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "?"
+
+
+def _member(schema: dict[str, Any]) -> _Member:
+    found = [schema["const"]] if "const" in schema else schema.get("enum")
+    values = {json_equal_key(v): v for v in found} if isinstance(found, list) else None
+    declared = schema.get("type")
+    names = [declared] if isinstance(declared, str) else declared
+    types = None
+    if isinstance(names, list) and all(n in _TYPE_NAMES for n in names):
+        types = frozenset("number" if n == "integer" else n for n in names)
+    return _Member(values, types)
+
+
+def _both(a: _Member, b: _Member) -> _Member:
+    if a.values is None or b.values is None:
+        values = a.values if b.values is None else b.values
+    else:
+        values = {k: v for k, v in a.values.items() if k in b.values}
+    types = a.types if b.types is None else b.types if a.types is None else a.types & b.types
+    return _Member(values, types)
+
+
+def _members(ctx: SchemaContext, pieces: tuple[Piece, ...]) -> dict[str, _Member]:
+    """Return, per property some piece's ``properties`` names, what its value may be."""
+    out: dict[str, _Member] = {}
     for piece in pieces:
         schema = piece.schema
         if not isinstance(schema, dict):
             continue
-        required.update(r for r in schema.get("required", []) if isinstance(r, str))
         for name, sub in (schema.get("properties") or {}).items():
             if isinstance(sub, dict) and "$ref" in sub and len(sub) == 1:
                 try:
@@ -312,11 +358,19 @@ def _property_values(ctx: SchemaContext, pieces: tuple[Piece, ...]) -> dict[str,
                     continue
             if not isinstance(sub, dict):
                 continue
-            found = [sub["const"]] if "const" in sub else sub.get("enum")
-            if isinstance(found, list):
-                keys = {json_equal_key(v) for v in found}
-                values[name] = values[name] & keys if name in values else keys
-    return {k: v for k, v in values.items() if k in required}
+            member = _member(sub)
+            out[name] = _both(out[name], member) if name in out else member
+    return out
+
+
+def _members_disjoint(a: _Member, b: _Member) -> bool:
+    """Return whether no value is allowed by both (False: unknown or overlapping)."""
+    both = _both(a, b)
+    if both.values is not None:
+        if both.types is None:
+            return not both.values
+        return not any(_json_type(v) in both.types for v in both.values.values())
+    return both.types is not None and not both.types
 
 
 def disjoint(ctx: SchemaContext, a: Shape, b: Shape) -> bool:
@@ -336,9 +390,15 @@ def disjoint(ctx: SchemaContext, a: Shape, b: Shape) -> bool:
     if a.arr is not None and b.arr is not None:
         return False
     if a.obj is not None and b.obj is not None:
-        va, vb = _property_values(ctx, a.obj), _property_values(ctx, b.obj)
-        if not any(name in vb and not (va[name] & vb[name]) for name in va):
-            needs_a, needs_b = _required(a.obj), _required(b.obj)
+        # a property one side requires, whose values on the two sides do not meet (a
+        # discriminator: ``"type": {"const": "a"}`` required on one side, ``"b"`` where
+        # present on the other), or that the other side forbids
+        needs_a, needs_b = _required(a.obj), _required(b.obj)
+        ma, mb = _members(ctx, a.obj), _members(ctx, b.obj)
+        if not any(
+            name in mb and (name in needs_a or name in needs_b) and _members_disjoint(m, mb[name])
+            for name, m in ma.items()
+        ):
             if not any(_forbids(b.obj, n) for n in needs_a) and not any(
                 _forbids(a.obj, n) for n in needs_b
             ):

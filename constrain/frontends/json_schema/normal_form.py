@@ -99,8 +99,9 @@ class NormalForm(SchemaContext):
                 "references) combine subschemas into too many products; simplify them, read "
                 "oneOf as anyOf (one_of='any') or raise max_combinations",
             )
-        out = [a.merge(b) for a in left for b in right]
-        out = [s for s in out if not s.is_empty()]
+        out = [s for a in left for b in right if not (s := a.merge(b)).is_empty()]
+        if len(out) > 1:
+            out = _distinct(out)
         if len(out) > self.options.max_branches:
             raise CompileLimitError(
                 "max_branches",
@@ -223,27 +224,31 @@ class NormalForm(SchemaContext):
         return shape
 
     def _one_of(self, piece: Piece, schema: dict[str, Any]) -> list[Shape]:
+        """Exactly one branch: each disjunct minus the disjuncts of other branches it meets.
+
+        A value of a disjunct ``a`` of branch ``i`` is already outside every disjunct ``b``
+        proven :func:`disjoint` from ``a``, so ``a`` is conjoined with the complements of the
+        others only (none: ``a`` as it is). Negating every other branch whole multiplies the
+        disjuncts of all their complements, thousands for a oneOf of a few objects of which
+        only two overlap.
+        """
         branches = [
             self._expand(self.child(piece, sub, "oneOf", i))
             for i, sub in enumerate(_schema_list(schema, "oneOf", piece))
         ]
-        flat = [s for b in branches for s in b]
-        if self.options.one_of == "any" or all(
-            disjoint(self, a, b)
-            for i, ba in enumerate(branches)
-            for bb in branches[i + 1 :]
-            for a in ba
-            for b in bb
-        ):
-            return flat
+        if self.options.one_of == "any":
+            return [s for b in branches for s in b]
         out: list[Shape] = []
         pointer = piece.path + "/oneOf"
         for i, branch in enumerate(branches):
-            alive = branch
-            for j, other in enumerate(branches):
-                if i != j and alive:
-                    alive = self.conjoin(alive, self.negate(other, f"{pointer}/{j}"), pointer)
-            out.extend(alive)
+            for shape in branch:
+                alive = [shape]
+                for j, other in enumerate(branches):
+                    rivals = [b for b in other if i != j and not disjoint(self, shape, b)]
+                    if rivals and alive:
+                        negated = self.negate(rivals, f"{pointer}/{j}")
+                        alive = self.conjoin(alive, negated, pointer)
+                out.extend(alive)
         return out
 
     def _if_then_else(self, piece: Piece, schema: dict[str, Any]) -> list[Shape]:
@@ -327,4 +332,41 @@ def _dependencies(schema: dict[str, Any], piece: Piece) -> dict[str, Any]:
                 out[name] = {"allOf": [{"required": d} if isinstance(d, list) else d for d in both]}
                 continue
             out[name] = dep
+    return out
+
+
+def _piece_key(piece: Piece) -> Any:
+    if isinstance(piece.schema, dict) and piece.schema.get(NEGATION_MARK):
+        try:  # a complement is a fresh schema each time: compared by content
+            text = json.dumps(piece.schema, sort_keys=True)
+        except (TypeError, ValueError):
+            return piece.key()
+        return (text, str(getattr(piece.resolver, "_base_uri", "")))
+    return piece.key()
+
+
+def _distinct(shapes: list[Shape]) -> list[Shape]:
+    """Return ``shapes`` without repeats (the same constraints reached by two products)."""
+    seen: set[Any] = set()
+    out: list[Shape] = []
+    for shape in shapes:
+        try:
+            key = (
+                shape.null,
+                shape.bools,
+                shape.num,
+                shape.strs,
+                shape.str_exact,
+                None if shape.arr is None else frozenset(map(_piece_key, shape.arr)),
+                None if shape.obj is None else frozenset(map(_piece_key, shape.obj)),
+                None if shape.values is None else json.dumps(shape.values, sort_keys=True),
+                frozenset(map(_piece_key, shape.pieces)),
+            )
+            hash(key)
+        except (TypeError, ValueError):
+            out.append(shape)
+            continue
+        if key not in seen:
+            seen.add(key)
+            out.append(shape)
     return out
