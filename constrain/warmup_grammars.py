@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from constrain.frontends.json_schema.formats import SUPPORTED_FORMATS
+from constrain.frontends.sources import source_grammar
 from constrain.ir import Grammar
 
 __all__ = ["WARM_UP_GRAMMARS", "WARM_UP_SCHEMA", "WarmUpGrammar"]
@@ -42,17 +43,8 @@ class WarmUpGrammar:
     json_options: Mapping[str, Any] | None = None
 
     def grammar(self) -> Grammar:
-        """Return the grammar (a schema with :meth:`Grammar.from_json_schema`'s defaults)."""
-        if self.kind == "regex":
-            return Grammar.from_regex(self.source)
-        if self.kind == "json_schema":
-            return Grammar.from_json_schema(self.source, **(self.json_options or {}))
-        if self.kind == "structural_tag":
-            return Grammar.from_structural_tag(self.source)
-        if self.kind == "grammar":  # a bare word names a shipped grammar, as in a vLLM spec
-            bare = "\n" not in self.source and ":" not in self.source
-            return Grammar.builtin(self.source) if bare else Grammar.from_lark(self.source)
-        raise ValueError(f"unknown warm-up grammar kind {self.kind!r}")
+        """Return the grammar, as a request spec of this kind would build it."""
+        return source_grammar(self.kind, self.source, self.json_options)
 
 
 WARM_UP_SCHEMA: dict[str, Any] = {

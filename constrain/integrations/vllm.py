@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from constrain.errors import ConstrainError
-from constrain.frontends.ebnf import is_ebnf
+from constrain.frontends.sources import SOURCE_KINDS, source_grammar
 from constrain.integrations.vllm_reasoning import (
     REASONING_KEY,
     prompt_reasoning,
@@ -241,36 +241,22 @@ def spec_grammar(spec: str) -> Grammar:
         If the spec's values have the wrong types.
     """
     data = json.loads(spec)
-    if "json_schema" in data:
-        schema = data["json_schema"]
-        if isinstance(schema, str):
-            schema = json.loads(schema)
-        options = {**_JSON_DEFAULTS, **data.get("json_options", {})}
-        try:
-            grammar = Grammar.from_json_schema(schema, **options)
-        except TypeError as err:
-            raise ValueError(str(err)) from err
-    elif "regex" in data:
-        if not isinstance(data["regex"], str):
+    kind = next((k for k in SOURCE_KINDS if k in data), None)
+    if kind is not None:
+        source, options = data[kind], None
+        if kind == "json_schema":
+            source = json.loads(source) if isinstance(source, str) else source
+            options = {**_JSON_DEFAULTS, **data.get("json_options", {})}
+        elif kind == "regex" and not isinstance(source, str):
             raise ValueError("regex must be a string")
-        grammar = Grammar.from_regex(data["regex"])
-    elif "structural_tag" in data:
-        tag = data["structural_tag"]
-        if not isinstance(tag, (dict, str)):
+        elif kind == "structural_tag" and not isinstance(source, (dict, str)):
             raise ValueError("structural_tag must be a structural tag object or its JSON text")
-        grammar = Grammar.from_structural_tag(tag)
-    elif "grammar" in data:
-        text = data["grammar"]
-        if not isinstance(text, str):
+        elif kind == "grammar" and not isinstance(source, str):
             raise ValueError("grammar must be Lark or EBNF text, or a shipped grammar's name")
-        # a bare word names a shipped grammar; file paths are never read (requests are remote);
-        # a rule head "name ::=" is EBNF (XGrammar's and llama.cpp's syntax), else Lark
-        if "\n" not in text and ":" not in text:
-            grammar = Grammar.builtin(text)
-        elif is_ebnf(text):
-            grammar = Grammar.from_ebnf(text)
-        else:
-            grammar = Grammar.from_lark(text)
+        try:  # a grammar's text: a bare word names a shipped grammar, file paths are never read
+            grammar = source_grammar(kind, source, options)
+        except TypeError as err:  # an unknown JSON option
+            raise ValueError(str(err)) from err
     else:
         options = data["choices"]
         if not isinstance(options, list):
