@@ -78,6 +78,7 @@ _DEFAULT_BUDGET = 64 << 20
 _KEY_ROWS = 256  # pre-token contexts whose packed rows are kept (32 KB each on Llama 3)
 _CROSSED = 512  # previous tokens whose crossing merges are kept (a packed row each)
 _ANY_SPLIT = 65536  # (context, allowed bytes) answers of splits_before_any kept
+_CONTEXTS = 512  # pre-token contexts whose junctions (~20 KB), head classes, splits are kept
 _CLASS_WEIGHTS = (1 << np.arange(len(NEXT_CLASSES))).astype(np.uint16)  # a class set's bits
 
 
@@ -294,8 +295,7 @@ class CanonicalBpe:
         self._junctions: dict[tuple[str, bytes, int, bool], np.ndarray[Any, Any]] = {}
         self._splits: dict[tuple[tuple[str, bytes, int, bool], int], bool] = {}
         self._rows: OrderedDict[Any, np.ndarray[Any, Any]] = OrderedDict()
-        # per pre-token context, the classes (split, joined) of the head keys asked about
-        self._classes: dict[tuple[str, bytes, int, bool], dict[int, tuple[int, int]]] = {}
+        self._classes: dict[Any, dict[int, tuple[int, int]]] = {}  # head keys' (split, joined)
         self._crossed_cache: dict[int, np.ndarray[Any, Any]] = {}
         self._any_split: dict[Any, bool] = {}  # splits_before_any
         self._key_rows_cache: OrderedDict[Any, tuple[np.ndarray[Any, Any], ...]] = OrderedDict()
@@ -338,7 +338,7 @@ class CanonicalBpe:
         for h in range(len(self._heads)):
             out[h] = self._judge_head(key, h)
         with self._lock:
-            self._junctions[key] = out
+            _store(self._junctions, key, out, _CONTEXTS)
         return out
 
     def _judge_head(self, key: tuple[str, bytes, int, bool], h: int) -> np.ndarray[Any, Any]:
@@ -371,7 +371,7 @@ class CanonicalBpe:
         structural position asks about a few tokens, not every head key (memoised).
         """
         with self._lock:
-            memo = self._classes.setdefault(key, {})
+            memo = self._classes.get(key) or _store(self._classes, key, {}, _CONTEXTS)
             junction = self._junctions.get(key)
         found = memo.get(h)
         if found is None:
@@ -440,9 +440,7 @@ class CanonicalBpe:
             )
         found = _pack(conflict)
         with self._lock:
-            if len(self._crossed_cache) >= _CROSSED:
-                self._crossed_cache.pop(next(iter(self._crossed_cache)))
-            self._crossed_cache[prev] = found
+            _store(self._crossed_cache, prev, found, _CROSSED)
         return found
 
     def _entry(self, state: CanonicalState) -> np.ndarray[Any, Any]:
@@ -567,7 +565,8 @@ class CanonicalBpe:
             found = all(
                 self._judge(key, b"", _rep(char), False, nxt) == BOUNDARY for nxt in NEXT_CLASSES
             )
-            self._splits[(key, byte)] = found
+            with self._lock:
+                _store(self._splits, (key, byte), found, _CONTEXTS * 256)
         return found
 
     def splits_before_any(self, state: CanonicalState, allowed: np.ndarray[Any, Any]) -> bool:
@@ -586,9 +585,7 @@ class CanonicalBpe:
         if found is None:
             found = any(self.splits_before(state, int(b)) for b in np.flatnonzero(allowed))
             with self._lock:
-                if len(self._any_split) >= _ANY_SPLIT:
-                    self._any_split.pop(next(iter(self._any_split)))
-                self._any_split[key] = found
+                _store(self._any_split, key, found, _ANY_SPLIT)
         return found
 
     def may_end(self, state: CanonicalState) -> bool:
@@ -786,6 +783,14 @@ class CanonicalBpe:
 _BUILT: dict[tuple[str, int], tuple[Any, CanonicalBpe]] = {}
 _BUILT_LOCK = threading.Lock()
 _KEEP_BUILT = 8
+
+
+def _store(memo: dict[Any, Any], key: Any, value: Any, bound: int) -> Any:
+    """Store and return ``value``, first dropping the oldest entry when ``memo`` is full."""
+    if len(memo) >= bound:
+        del memo[next(iter(memo))]
+    memo[key] = value
+    return value
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -263,6 +263,29 @@ def test_one_tokens_status_agrees_with_the_row() -> None:
     assert checked > 50
 
 
+def test_bounded_memos_keep_the_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for two pre-token contexts only, the memos evict and the rows stay the same."""
+    from constrain.vocab import canonical
+
+    tok, vocab, canon = _tiny()
+    monkeypatch.setattr(canonical, "_CONTEXTS", 2)
+    small = CanonicalBpe.from_huggingface(tok, vocab)
+    tokens = np.arange(vocab.size)
+    contexts = set()
+    for text in _texts(5, 12):
+        state = START
+        for token in tok.encode(text).ids:
+            contexts.add((state.reps, state.trail, state.a_len, state.at_start))
+            assert [small.status(state, t) for t in tokens.tolist()] == [
+                canon.status(state, t) for t in tokens.tolist()
+            ]
+            assert small.row(state).tolist() == canon.row(state).tolist()
+            assert max(len(small._junctions), len(small._classes)) <= 2
+            state = canon.advance(state, token)
+            assert state is not None
+    assert len(contexts) > 4  # more contexts than the memos hold
+
+
 def _language() -> list[str]:
     words = ["yes", "no", "maybe", "the cat", "the", "cats", "it's", "12", "123", "1234"]
     return sorted(
