@@ -121,6 +121,12 @@ WARM_UP_GRAMMARS: tuple[WarmUpGrammar, ...] = (
     WarmUpGrammar("regex", "[a-z]{1,3000}", "hello"),
     # a count the lexer folds and builds as it is reached (constrain.automata.lazy_lexer)
     WarmUpGrammar("regex", "[a-z0-9]{1,100000}!", "abc123!"),
+    # a count intersected with a pattern, built as reached (a product region of the lazy lexer)
+    WarmUpGrammar(
+        "json_schema",
+        {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 100000},
+        '"ab-cd"',
+    ),
     # an enum past a few strings: its minimal acyclic automaton (nfa_parts.literal_trie)
     WarmUpGrammar("json_schema", {"enum": [f"code-{i}" for i in range(100)]}, '"code-42"'),
     # a token budget, which ends its region after two tokens (constrain.token_budgets)

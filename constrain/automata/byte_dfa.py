@@ -12,12 +12,17 @@ complements (:mod:`~constrain.automata.product`) and the regex compiler that joi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from constrain._types import BoolArray, ByteArray, Int32Array, Int64Array
-from constrain.automata.subsets import minimize_classes
+from constrain.automata.subsets import determinize, minimize_classes
 from constrain.kernels.numba_dfa import range_edges_kernel
+from constrain.kernels.numba_subsets import state_bits_kernel
+
+if TYPE_CHECKING:
+    from constrain.automata.nfa_parts import Nfa
 
 __all__ = [
     "Dfa",
@@ -25,6 +30,7 @@ __all__ = [
     "dfa_fragment",
     "empty_dfa",
     "minimal_dfa",
+    "nfa_to_dfa",
     "read_only",
     "walk_bytes",
 ]
@@ -205,3 +211,35 @@ def dfa_fragment(dfa: Dfa) -> DfaFragment:
     table = np.empty((4, count), np.int32)
     range_edges_kernel(dfa.trans, dfa.byte_class, table)
     return DfaFragment(dfa.num_states, table, np.flatnonzero(dfa.accept))
+
+
+def nfa_to_dfa(nfa: Nfa, *, max_states: int, limit_name: str) -> Dfa:
+    """Return the minimal DFA of ``nfa``'s terminal 0 (subset construction, then minimisation).
+
+    Parameters
+    ----------
+    nfa : Nfa
+        The automaton, as :meth:`NfaBuilder.finish` returns it.
+    max_states : int
+        Largest subset construction allowed.
+    limit_name : str
+        The limit reported in the error.
+
+    Returns
+    -------
+    Dfa
+        The minimal DFA; the empty language when no final state is reachable.
+
+    Raises
+    ------
+    CompileLimitError
+        As soon as the subset construction needs more than ``max_states`` states.
+    """
+    subsets = determinize(nfa, max_states=max_states, limit_name=limit_name)
+    if subsets.trans.shape[0] == 0:
+        return empty_dfa()
+    num = subsets.trans.shape[0]
+    accept_bits = np.zeros((num, 1), dtype=np.uint64)
+    alive_bits = np.zeros((num, 1), dtype=np.uint64)
+    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    return minimal_dfa(subsets.trans, subsets.byte_class, accept_bits[:, 0] != 0)

@@ -32,6 +32,7 @@ import numpy as np
 from constrain._types import Int32Array, UInt64Array
 from constrain.automata.lexer import LexerDfa, lexer_nfa
 from constrain.automata.nfa import CountedRegion
+from constrain.automata.nfa_parts import item_table
 from constrain.errors import CompileLimitError, EmptyTerminalError
 from constrain.ir import Regex
 from constrain.kernels.numba_lazy import (
@@ -137,34 +138,60 @@ class LazyLexer:
         reps = np.searchsorted(byte_class, np.arange(num_classes))  # first byte of each class
         tables: list[np.ndarray[Any, Any]] = []
         widths: list[int] = []
+        # a product region's other DFA over the same classes (-1 dead), and where it accepts;
+        # a plain region's is one state that stays put and accepts
+        others: list[np.ndarray[Any, Any]] = []
+        exits: list[np.ndarray[Any, Any]] = []
+        # per (other, item) state, the counts of items still to read that reach acceptance
+        reach: list[tuple[np.ndarray[Any, Any], int]] = []
         comp = nfa.comp
         for region in self.regions:
-            dfa = region.dfa
-            (final,) = np.flatnonzero(dfa.accept).tolist()
-            keep_q = np.array([q for q in range(dfa.num_states) if q != final], dtype=np.int64)
-            local = np.full(dfa.num_states, -1, dtype=np.int64)
-            local[keep_q] = np.arange(keep_q.size)
-            local_t = dfa.trans[keep_q][:, dfa.byte_class[reps]].astype(np.int64)
-            table = np.where(local_t == final, -2, np.where(local_t < 0, -1, local[local_t]))
-            tables.append(table.reshape(-1).astype(np.int32))
-            widths.append(int(keep_q.size))
-        sizes = [(r.hi + 1) * w for r, w in zip(self.regions, widths, strict=True)]
+            if region.other is None:
+                others.append(np.zeros(num_classes, dtype=np.int32))
+                exits.append(np.ones(1, dtype=np.bool_))
+            else:
+                other = region.other
+                others.append(other.trans[:, other.byte_class[reps]].reshape(-1).astype(np.int32))
+                exits.append(np.asarray(other.accept, dtype=np.bool_))
+            table = item_table(region.dfa, reps)
+            tables.append(table.reshape(-1))
+            widths.append(int(table.shape[0]))
+            if region.reach is None:  # a plain region: any count, one more inside an item
+                bits = np.full(table.shape[0], 2, dtype=np.uint64)
+                bits[0] = 3
+                reach.append((bits, 2))
+            else:
+                reach.append(region.reach)
+        wide = [w * e.size for w, e in zip(widths, exits, strict=True)]  # (other, item) states
+        sizes = [(r.hi + 1) * w for r, w in zip(self.regions, wide, strict=True)]
         r_base = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
         r_toff = np.concatenate(
             ([0], np.cumsum([t.size for t in tables])[:-1]) if tables else ([0],)
         ).astype(np.int64)[: len(tables)]
         xtrans = np.concatenate(tables) if tables else np.zeros(1, dtype=np.int32)
+        atrans = np.concatenate(others) if others else np.zeros(1, dtype=np.int32)
+        r_aoff = np.concatenate(([0], np.cumsum([t.size for t in others])[:-1])).astype(np.int64)
+        r_eoff = np.concatenate(([0], np.cumsum([e.size for e in exits])[:-1])).astype(np.int64)
+        r_boff = np.concatenate(([0], np.cumsum([b.size for b, _ in reach])[:-1])).astype(np.int64)
         r_comp = comp[r_enter] if self.regions else np.zeros(0, dtype=np.int32)
         self._nfa = (
             bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, vptr, vreg, xtrans, r_toff,
+            atrans, r_aoff,
         )  # fmt: skip
         self._reg = (
             r_after.astype(np.int64),
             np.array([r.lo for r in self.regions], dtype=np.int64),
             np.array([r.hi for r in self.regions], dtype=np.int64),
-            np.array(widths, dtype=np.int64),
+            np.array(wide, dtype=np.int64),
             r_base,
             live[r_after] if self.regions else np.zeros(0, dtype=np.bool_),
+            np.array(widths, dtype=np.int64),
+            r_eoff,
+            np.concatenate(exits) if exits else np.zeros(0, dtype=np.bool_),
+            r_boff,
+            np.array([(n + 63) // 64 for _, n in reach], dtype=np.int64),
+            np.array([n for _, n in reach], dtype=np.int64),
+            np.concatenate([b for b, _ in reach]) if reach else np.zeros(0, dtype=np.uint64),
         )
         if not self.regions:  # the kernels index the region arrays: give them one dummy
             self._reg = tuple(np.zeros(1, dtype=a.dtype) for a in self._reg)  # type: ignore[assignment]

@@ -10,7 +10,8 @@
    :class:`~constrain.ir.Automaton` becomes one NFA state per state and a character-set fragment
    per edge. :class:`~constrain.ir.Intersect` and :class:`~constrain.ir.Complement` have no
    Thompson construction: the builder asks the function it was given (``boolean``, the products
-   of :mod:`constrain.automata.product`) for their trim DFA and splices it in whole.
+   of :mod:`constrain.automata.product`) for their trim DFA and splices it in whole (a big
+   count intersected with a language is left to the lazy lexer, as a product region).
 2. **Byte classes.** Bytes that no edge tells apart form one class, so the DFA has ``C <= 256``
    columns.
 3. **Subset construction** over byte classes, skipping NFA states that cannot reach a final
@@ -18,7 +19,7 @@
 4. **Minimisation** by partition refinement (Hopcroft / Valmari, kernel ``minimize_kernel``),
    then classes with identical columns are merged.
 
-Steps 2-4 are :func:`nfa_to_dfa`; :func:`regex_dfa` runs all four.
+Steps 2-4 are :func:`~constrain.automata.byte_dfa.nfa_to_dfa`; :func:`regex_dfa` runs all four.
 """
 
 from __future__ import annotations
@@ -27,36 +28,31 @@ import functools
 import threading
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from constrain._types import Int32Array
-from constrain.automata.byte_dfa import (
-    Dfa,
-    DfaFragment,
-    dfa_fragment,
-    empty_dfa,
-    minimal_dfa,
-    read_only,
-)
+from constrain.automata.byte_dfa import Dfa, DfaFragment, dfa_fragment, nfa_to_dfa, read_only
 from constrain.automata.nfa_parts import (
     CountedRegion,
     FoldableRepeat,
     FragmentCache,
     Nfa,
+    Template,
     check_automaton,
+    counted_operand,
     fifo_room,
     literal_bytes,
     literal_text,
     literal_trie,
+    make_template,
     nullable,
+    region_counts,
     simplify_repeat,
+    trie_template,
     utf8_bytes,
 )
-from constrain.automata.subsets import determinize
-from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import CompileLimitError
 from constrain.ir import (
     Alt,
@@ -69,7 +65,6 @@ from constrain.ir import (
     Regex,
     Repeat,
 )
-from constrain.kernels.numba_subsets import state_bits_kernel
 
 __all__ = [
     "BooleanFragments",
@@ -92,59 +87,10 @@ _NFA_SLACK = 4096
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Template:
-    """A fragment with local state ids: entry 0 (no edge enters it), new states 1 .. k-1.
-
-    Placed at ``start`` with ``base``, local ``0`` becomes ``start`` and local ``j >= 1``
-    becomes ``base + j``. A character set's fragment exits at local 1.
-    """
-
-    num_states: int
-    exit: int
-    edges: tuple[tuple[int, int, int, int], ...]
-    table: Int32Array  # (4, E): src, lo, hi, dst
-    eps: Int32Array  # (2, F): src, dst
-
-
-_NO_EPS = np.zeros((2, 0), dtype=np.int32)
-_NO_EPS.flags.writeable = False
-
-
-def _trie_template(cs: CharSet) -> _Template:
-    """Return the UTF-8 sequences of ``cs`` as a fragment with shared suffixes."""
-    edges: list[tuple[int, int, int, int]] = []
-    suffix_state: dict[tuple[tuple[int, int], ...], int] = {(): 1}
-    num_states = 2
-
-    def state_for(suffix: tuple[tuple[int, int], ...]) -> int:
-        nonlocal num_states
-        found = suffix_state.get(suffix)
-        if found is None:
-            found = num_states
-            num_states += 1
-            suffix_state[suffix] = found
-            nxt = state_for(suffix[1:])
-            edges.append((found, suffix[0][0], suffix[0][1], nxt))
-        return found
-
-    for lo, hi in cs.ranges:
-        edges.extend(
-            (0, seq[0][0], seq[0][1], state_for(seq[1:])) for seq in utf8_sequences(lo, hi)
-        )
-    return _make_template(num_states, edges)
-
-
-def _make_template(num_states: int, edges: list[tuple[int, int, int, int]]) -> _Template:
-    table = np.array(edges, dtype=np.int32).reshape(-1, 4).T.copy()
-    table.flags.writeable = False
-    return _Template(num_states, 1, tuple(edges), table, _NO_EPS)
-
-
 @functools.lru_cache(maxsize=4096)
-def _charset_template(cs: CharSet) -> _Template:
+def _charset_template(cs: CharSet) -> Template:
     """Return the minimal fragment of ``cs`` (cached): its minimal DFA, as byte-range edges."""
-    trie = _trie_template(cs)
+    trie = trie_template(cs)
     if trie.num_states <= 3:
         return trie
     builder = NfaBuilder(1 << 30, "max_dfa_states", 1 << 30)
@@ -163,7 +109,7 @@ def _charset_template(cs: CharSet) -> _Template:
         for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, 256] - 1, strict=True):
             if row[lo] >= 0:
                 edges.append((int(relabel[state]), int(lo), int(hi), int(relabel[row[lo]])))
-    return _make_template(dfa.num_states, edges)
+    return make_template(dfa.num_states, edges)
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,7 +125,7 @@ _CHAIN_MIN = 16
 _SHARED_MAX_STATES = 256
 _SHARED_CACHE_SIZE = 4096
 # (node, max NFA states, limit name, limit) -> fragment; a limit error is never cached
-_SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], _Template | None] = {}
+_SHARED_TEMPLATES: dict[tuple[Regex, int, str, int], Template | None] = {}
 _SHARED_LOCK = threading.Lock()
 # alternations and concatenations of _DFA_MIN_STATES NFA states or more are spliced as their
 # minimal DFA from their second build on: a ``format`` body recurs, 3-28x smaller as a DFA
@@ -194,6 +140,11 @@ _PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
 REGION_MAX_WIDTH = 32
 r"""Widest item (states of its DFA) a counted region folds: the lazy lexer builds the rows of
 every item state within a token's length, so a wide one (Unicode ``\w``: 309) stays unrolled."""
+PRODUCT_FOLD = 2_000_000
+"""``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
+lazy lexer as reached, when ``A``'s states times the count's would pass this many."""
+# (count, rest, limit, PRODUCT_FOLD) -> (other DFA, its counts) of a product region, or None
+_PRODUCTS: dict[tuple[Regex, Regex, int, int], tuple[Dfa, tuple[Any, int]] | None] = {}
 
 
 def _prefix_free_dfa(item: Regex, builder: NfaBuilder) -> Dfa | None:
@@ -272,7 +223,7 @@ class NfaBuilder:
         self._placed_eps_at = array("q")
         self._sizes: dict[int, tuple[Regex, int]] = {}
         self._fragments: dict[int, tuple[Regex, DfaFragment]] = {}
-        self._templates: dict[int, tuple[Regex, _Template | None]] = {}
+        self._templates: dict[int, tuple[Regex, Template | None]] = {}
         # counted repetitions left folded (the lazy lexer's regions), when enabled
         self.regions: list[CountedRegion] | None = None
         self.region_min = 0
@@ -294,7 +245,7 @@ class NfaBuilder:
 
         Only repetitions of a prefix-free, non-nullable item (a character, a JSON string
         character with its escapes) whose DFA has at most ``REGION_MAX_WIDTH`` states are
-        folded; the lazy lexer runs them with a counter.
+        folded (alone, or intersected: :meth:`_product_region`); the lazy lexer counts them.
         """
         self.regions = []
         self.region_min = region_min
@@ -376,7 +327,8 @@ class NfaBuilder:
         if isinstance(node, Automaton):
             return self._automaton(node, start)
         if isinstance(node, (Intersect, Complement)):
-            return self._splice(self._fragment(node), start)
+            end = self._product_region(node, start) if isinstance(node, Intersect) else -1
+            return end if end >= 0 else self._splice(self._fragment(node), start)
         raise TypeError(f"not a regex IR node: {node!r}")
 
     def _compound(self, node: Concat | Alt, start: int) -> int:
@@ -416,7 +368,7 @@ class NfaBuilder:
         with _SHARED_LOCK:
             _DFA_FRAGMENTS.add(node, frag)
 
-    def _place(self, tpl: _Template, start: int) -> int:
+    def _place(self, tpl: Template, start: int) -> int:
         """Add a copy of ``tpl`` entered at ``start`` (edges written by :meth:`_arrays`)."""
         base = self.num_states - 1  # local state j >= 1 becomes base + j
         self.num_states += tpl.num_states - 1
@@ -427,7 +379,7 @@ class NfaBuilder:
             self._placed_eps_at.extend((base, start, tpl.eps.shape[1]))
         return base + tpl.exit
 
-    def _shared(self, node: Regex) -> _Template | None:
+    def _shared(self, node: Regex) -> Template | None:
         """Return the process-wide copy of a small ``node``'s fragment, None if not shareable.
 
         A cached copy is found without sizing ``node``; on a miss, ``node`` is sized (so a
@@ -496,7 +448,7 @@ class NfaBuilder:
             self._chunks.append(chunk)
         return exit_state
 
-    def _copy_template(self, item: Regex) -> _Template | None:
+    def _copy_template(self, item: Regex) -> Template | None:
         """Return ``item``'s fragment with local state ids (memoised), or None.
 
         None when the fragment ends at its entry (an empty match only), which cannot be
@@ -661,6 +613,42 @@ class NfaBuilder:
             return self.build(Repeat(node.item, 0, None), after)
         return after
 
+    def _product_region(self, node: Intersect, start: int) -> int:
+        """Fold a big ``X{lo,hi} & A`` into a lazy product region (eager: raise); -1: not folded."""
+        split = counted_operand(node)
+        if split is None or (self.regions is None and self.fold_signal is None):
+            return -1
+        count, rest = split
+        assert count.max is not None and self.boolean is not None
+        item = _prefix_free_dfa(count.item, self)
+        if item is None or count.max < 64:
+            return -1
+        key = (count, rest, self.limit, PRODUCT_FOLD)  # an eager build, then a lazy one
+        if (found := _PRODUCTS.get(key)) is None and key not in _PRODUCTS:
+            lim, name = self.limit, self.limit_name
+            other = regex_dfa(rest, max_states=lim, limit_name=name, boolean=self.boolean)
+            big = other.num_states * (count.max + 1) * (item.num_states - 1) > PRODUCT_FOLD
+            reach = region_counts(item, other, count.max) if big else None  # None: built whole
+            found = None if reach is None else (other, reach)
+            with _SHARED_LOCK:
+                fifo_room(_PRODUCTS, 64)[key] = found
+        if found is None:
+            return -1
+        other, reach = found
+        if self.regions is None:
+            raise FoldableRepeat(f"{count!r} & ...", self._fold_threshold() or 0)
+        after = self.new_state()
+        region = CountedRegion(start, after, count.min, count.max, count.item, item, other, reach)
+        self.regions.append(region)
+        # detached copies, so the byte classes tell the item's and the other's bytes apart
+        regions, self.regions = self.regions, None
+        self.build(count.item, self.new_state())
+        src, dst = self.new_state(), self.new_state()
+        for lo in np.flatnonzero(np.diff(other.byte_class.astype(np.int64), prepend=-1)).tolist():
+            self._edges.extend((src, lo, 255, dst))  # a class boundary at each run's start
+        self.regions = regions
+        return after
+
     def _unroll(self, node: Repeat, start: int) -> int:
         item, lo, hi = node.item, node.min, node.max
         if hi is not None and hi >= _CHAIN_MIN:
@@ -715,7 +703,7 @@ class NfaBuilder:
         return Nfa(n, src, lo, hi, dst, eps_src, eps_dst, start, tag, comp)
 
 
-def _local_template(node: Regex, parent: NfaBuilder) -> _Template | None:
+def _local_template(node: Regex, parent: NfaBuilder) -> Template | None:
     """Return ``node``'s fragment with local ids, None when it ends at its entry.
 
     Built under ``parent``'s limits and boolean operations, sharing its size memo (sizes depend
@@ -730,7 +718,7 @@ def _local_template(node: Regex, parent: NfaBuilder) -> _Template | None:
         return None
     table, eps = sub._arrays()
     read_only(table, eps)
-    return _Template(sub.num_states, exit_state, (), table, eps)
+    return Template(sub.num_states, exit_state, (), table, eps)
 
 
 def regex_dfa(regex: Regex, *, max_states: int, limit_name: str, boolean: BooleanFragments) -> Dfa:
@@ -765,35 +753,3 @@ def regex_dfa(regex: Regex, *, max_states: int, limit_name: str, boolean: Boolea
     start = builder.new_state()
     end = builder.build(regex, start)
     return nfa_to_dfa(builder.finish(start, [end]), max_states=max_states, limit_name=limit_name)
-
-
-def nfa_to_dfa(nfa: Nfa, *, max_states: int, limit_name: str) -> Dfa:
-    """Return the minimal DFA of ``nfa``'s terminal 0 (subset construction, then minimisation).
-
-    Parameters
-    ----------
-    nfa : Nfa
-        The automaton, as :meth:`NfaBuilder.finish` returns it.
-    max_states : int
-        Largest subset construction allowed.
-    limit_name : str
-        The limit reported in the error.
-
-    Returns
-    -------
-    Dfa
-        The minimal DFA; the empty language when no final state is reachable.
-
-    Raises
-    ------
-    CompileLimitError
-        As soon as the subset construction needs more than ``max_states`` states.
-    """
-    subsets = determinize(nfa, max_states=max_states, limit_name=limit_name)
-    if subsets.trans.shape[0] == 0:
-        return empty_dfa()
-    num = subsets.trans.shape[0]
-    accept_bits = np.zeros((num, 1), dtype=np.uint64)
-    alive_bits = np.zeros((num, 1), dtype=np.uint64)
-    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
-    return minimal_dfa(subsets.trans, subsets.byte_class, accept_bits[:, 0] != 0)

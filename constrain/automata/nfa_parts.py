@@ -12,11 +12,23 @@ from typing import TypeVar
 
 import numpy as np
 
-from constrain._types import Int32Array
+from constrain._types import Int32Array, UInt64Array
 from constrain.automata.byte_dfa import Dfa, DfaFragment
+from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import GrammarError
-from constrain.ir import NOTHING, Automaton, Concat, Literal, Regex, Repeat, matches_empty
+from constrain.ir import (
+    NOTHING,
+    Automaton,
+    CharSet,
+    Concat,
+    Intersect,
+    Literal,
+    Regex,
+    Repeat,
+    matches_empty,
+)
 from constrain.kernels.numba_minimize import acyclic_classes_kernel
+from constrain.kernels.numba_product import product_counts_kernel
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -26,13 +38,19 @@ __all__ = [
     "FoldableRepeat",
     "FragmentCache",
     "Nfa",
+    "Template",
     "check_automaton",
+    "counted_operand",
     "fifo_room",
+    "item_table",
     "literal_bytes",
     "literal_text",
     "literal_trie",
+    "make_template",
     "nullable",
+    "region_counts",
     "simplify_repeat",
+    "trie_template",
     "utf8_bytes",
 ]
 
@@ -319,6 +337,12 @@ class CountedRegion:
         The repeated language: prefix-free and not nullable.
     dfa : Dfa
         Its minimal DFA: state 0 initial, one accepting state, which has no transition.
+    other : Dfa, optional
+        A product region ``item{lo,hi} & other``: the DFA whose state travels along the
+        count (a virtual state is then a count, a state of ``other`` and one of the item), and
+        which must accept where the region is left. None: a plain repetition.
+    reach : (UInt64Array, int), optional
+        With ``other``: :func:`region_counts`, the item counts that lead to acceptance.
     """
 
     enter: int
@@ -327,3 +351,112 @@ class CountedRegion:
     hi: int
     item: Regex
     dfa: Dfa
+    other: Dfa | None = None
+    reach: tuple[UInt64Array, int] | None = None
+
+
+def item_table(dfa: Dfa, reps: np.ndarray) -> Int32Array:
+    """Return a region item's DFA over classes whose first bytes are ``reps``: ``(width, C)``.
+
+    Its accepting state (prefix-free: it has no transition) is dropped: a byte into it is
+    ``-2`` (the item is complete), a dead one ``-1``; state 0 stays the start.
+    """
+    (final,) = np.flatnonzero(dfa.accept).tolist()
+    keep = np.array([q for q in range(dfa.num_states) if q != final], dtype=np.int64)
+    local = np.full(dfa.num_states, -1, dtype=np.int64)
+    local[keep] = np.arange(keep.size)
+    step = dfa.trans[keep][:, dfa.byte_class[reps]].astype(np.int64)
+    table = np.where(step == final, -2, np.where(step < 0, -1, local[step]))
+    return table.astype(np.int32)
+
+
+def region_counts(item: Dfa, other: Dfa, hi: int) -> tuple[UInt64Array, int] | None:
+    """Return, per ``(other, item)`` state, the item counts that lead to acceptance.
+
+    :func:`~constrain.kernels.numba_product.product_counts_kernel`'s ``(bits, nbits)``, over
+    the byte classes the two DFAs share; None when they would take more than 8 MB.
+    """
+    keys = item.byte_class.astype(np.int64) * 256 + other.byte_class
+    reps = np.unique(keys, return_index=True)[1]
+    table = item_table(item, reps)
+    width = table.shape[0]
+    order: list[int] = []  # item states, each after those it moves to (the item is acyclic)
+    done = np.zeros(width, dtype=np.bool_)
+
+    def visit(x: int) -> None:
+        done[x] = True
+        for y in table[x].tolist():
+            if y >= 0 and not done[y]:
+                visit(y)
+        order.append(x)
+
+    visit(0)
+    steps = other.trans[:, other.byte_class[reps]].astype(np.int32)
+    bits, nbits, ok = product_counts_kernel(
+        steps.reshape(-1), np.asarray(other.accept, dtype=np.bool_), table.reshape(-1),
+        width, np.array([x for x in order if x != 0], dtype=np.int64), hi, 1 << 20,
+    )  # fmt: skip
+    return (bits, int(nbits)) if ok else None
+
+
+def counted_operand(node: Intersect) -> tuple[Repeat, Regex] | None:
+    """Split ``X{lo,hi} & A...`` into its bounded count and the rest (None: no such operand).
+
+    The count with the most copies is taken; the rest is the intersection of the others.
+    """
+    counts = [i for i in node.items if isinstance(i, Repeat) and i.max is not None]
+    if not counts:
+        return None
+    count = max(counts, key=lambda r: r.max or 0)
+    rest = tuple(i for i in node.items if i is not count)
+    return count, rest[0] if len(rest) == 1 else Intersect(rest)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Template:
+    """A fragment with local state ids: entry 0 (no edge enters it), new states 1 .. k-1.
+
+    Placed at ``start`` with ``base``, local ``0`` becomes ``start`` and local ``j >= 1``
+    becomes ``base + j``. A character set's fragment exits at local 1.
+    """
+
+    num_states: int
+    exit: int
+    edges: tuple[tuple[int, int, int, int], ...]
+    table: Int32Array  # (4, E): src, lo, hi, dst
+    eps: Int32Array  # (2, F): src, dst
+
+
+_NO_EPS = np.zeros((2, 0), dtype=np.int32)
+_NO_EPS.flags.writeable = False
+
+
+def trie_template(cs: CharSet) -> Template:
+    """Return the UTF-8 sequences of ``cs`` as a fragment with shared suffixes."""
+    edges: list[tuple[int, int, int, int]] = []
+    suffix_state: dict[tuple[tuple[int, int], ...], int] = {(): 1}
+    num_states = 2
+
+    def state_for(suffix: tuple[tuple[int, int], ...]) -> int:
+        nonlocal num_states
+        found = suffix_state.get(suffix)
+        if found is None:
+            found = num_states
+            num_states += 1
+            suffix_state[suffix] = found
+            nxt = state_for(suffix[1:])
+            edges.append((found, suffix[0][0], suffix[0][1], nxt))
+        return found
+
+    for lo, hi in cs.ranges:
+        edges.extend(
+            (0, seq[0][0], seq[0][1], state_for(seq[1:])) for seq in utf8_sequences(lo, hi)
+        )
+    return make_template(num_states, edges)
+
+
+def make_template(num_states: int, edges: list[tuple[int, int, int, int]]) -> Template:
+    """Return a fragment of ``num_states`` states and these edges, exiting at local 1."""
+    table = np.array(edges, dtype=np.int32).reshape(-1, 4).T.copy()
+    table.flags.writeable = False
+    return Template(num_states, 1, tuple(edges), table, _NO_EPS)

@@ -12,6 +12,14 @@ prefix-free, so its accepting state has no transition and is folded into the nex
 edge), and ``(r, hi, 0)`` has no byte edge. Real states enter a region by the list
 ``vptr``/``vreg`` (an epsilon edge into ``(r, 0, 0)``).
 
+A *product region* ``X{lo,hi} & A`` also carries a state ``a`` of ``A``'s DFA along the count:
+``q = a * width_X + x`` (a plain region is the case of one ``a`` that stays put). A byte
+moves ``a`` by ``atrans`` too; the exit needs ``a`` accepting (``aexit``); and a virtual state
+is kept only if some number of items still to read from it, allowed by its count and the
+bounds, ends at an accepting boundary (the bits per ``q`` of
+:func:`~constrain.kernels.numba_product.product_counts_kernel`), so the lazy DFA stays trim:
+every state it keeps can still reach the region's exit.
+
 :func:`lazy_expand_kernel` computes the transition rows of the DFA states within ``depth``
 bytes of some seed states, creating the subsets it reaches; rows of states farther away stay
 unexpanded. Subsets are sorted ``int64`` arrays of NFA ids (real and virtual) in a pool,
@@ -28,7 +36,12 @@ from numba import njit
 
 from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL, mix_hash
 
-__all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel", "lazy_walk_kernel"]
+__all__ = [
+    "lazy_bits_kernel",
+    "lazy_expand_kernel",
+    "lazy_start_kernel",
+    "lazy_walk_kernel",
+]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -61,12 +74,14 @@ def _close(  # type: ignore[no-untyped-def]
 ):
     """Epsilon-close ``seeds[:nseed]``; return the count of sorted, distinct kept members.
 
-    ``reg`` is ``(r_after, r_lo, r_hi, r_width, r_base, r_live)``. Real states are deduplicated
+    ``reg`` is ``(r_after, r_lo, r_hi, r_width, r_base, r_live, r_iw, r_eoff, aexit, r_boff,
+    r_nw, r_nbits, rbits)`` (:class:`~constrain.automata.lazy_lexer.LazyLexer`). Real states are
+    deduplicated
     by ``mark`` (stamped ``gen``), virtual ones by a final sort. ``stack`` and ``members`` must
     hold :func:`_close_room` entries (no array is grown in the loop: a reassigned array costs
     reference counting at every step).
     """
-    r_after, r_lo, r_hi, r_width, r_base, r_live = reg
+    r_after, r_lo, r_hi, r_width, r_base, r_live, r_iw, r_eoff, aexit = reg[:9]
     top = 0
     k = 0
     for i in range(nseed):
@@ -92,7 +107,7 @@ def _close(  # type: ignore[no-untyped-def]
                     top += 1
             for e in range(vptr[v], vptr[v + 1]):
                 r = vreg[e]
-                if r_live[r]:
+                if r_live[r] and _alive(r, 0, 0, reg):
                     stack[top] = num_real + r_base[r]  # (r, 0, 0)
                     top += 1
         else:
@@ -100,10 +115,12 @@ def _close(  # type: ignore[no-untyped-def]
             off = v - num_real - r_base[r]
             count = off // r_width[r]
             q = off - count * r_width[r]
-            if q != 0 or count < r_hi[r]:
+            a = q // r_iw[r]
+            boundary = q == a * r_iw[r]
+            if not boundary or count < r_hi[r]:
                 members[k] = v
                 k += 1
-            if q == 0 and count >= r_lo[r]:
+            if boundary and count >= r_lo[r] and aexit[r_eoff[r] + a]:
                 t = r_after[r]
                 if live[t] and mark[t] != gen:
                     mark[t] = gen
@@ -221,7 +238,7 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
     """Return a new store holding the initial subset (``start`` kept in it) as state 0.
 
     ``nfa`` is ``(bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, vptr, vreg, xtrans,
-    r_toff, r_comp, tag, comp)``, ``reg`` ``(r_after, r_lo, r_hi, r_width, r_base, r_live)``.
+    r_toff, atrans, r_aoff)``, ``reg`` as for :func:`_close`.
     The store is ``(trans, expanded, set_ptr, pool, hashes, htab, meta)``, ``meta[0]`` the
     number of states; no state yet when ``start`` is dead.
     """
@@ -288,12 +305,62 @@ def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore
     return status, store, work
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _alive(r, count, q, reg):  # type: ignore[no-untyped-def]
+    """Whether state ``q`` of region ``r`` at ``count`` items can still leave the region."""
+    r_lo, r_hi, r_boff, r_nw, r_nbits, rbits = reg[1], reg[2], reg[9], reg[10], reg[11], reg[12]
+    top = r_nbits[r] - 1
+    hi = min(r_hi[r] - count, top)
+    lo = min(max(r_lo[r] - count, 0), top)
+    if hi < lo:
+        return False
+    base = r_boff[r] + q * r_nw[r]
+    for w in range(lo >> 6, (hi >> 6) + 1):
+        word = rbits[base + w]
+        if w == lo >> 6:
+            word &= ~np.uint64(0) << np.uint64(lo & 63)
+        if w == hi >> 6 and (hi & 63) != 63:
+            word &= (np.uint64(1) << np.uint64((hi & 63) + 1)) - np.uint64(1)
+        if word != 0:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _region_step(v, c, num_real, nfa, reg, C):  # type: ignore[no-untyped-def]
+    """Return the virtual state a byte of class ``c`` leads to from virtual ``v``; -1: none.
+
+    None where the item or the other DFA dies, or where the target could never leave the
+    region (:func:`_alive`).
+    """
+    xtrans, r_toff, atrans, r_aoff = nfa[10], nfa[11], nfa[12], nfa[13]
+    r_width, r_base, r_iw = reg[3], reg[4], reg[6]
+    r = _region_of(v, num_real, r_base)
+    off = v - num_real - r_base[r]
+    w = r_width[r]
+    count = off // w
+    q = off - count * w
+    a = q // r_iw[r]
+    q2 = xtrans[r_toff[r] + (q - a * r_iw[r]) * C + c]
+    if q2 == -1:
+        return -1
+    a2 = atrans[r_aoff[r] + a * C + c]
+    if a2 < 0:
+        return -1
+    t = a2 * r_iw[r]
+    if q2 == -2:  # X complete: the next count's boundary
+        count += 1
+    else:
+        t += q2
+    if not _alive(r, count, t, reg):
+        return -1
+    return num_real + r_base[r] + count * w + t
+
+
 @njit(cache=True, nogil=True)
 def _count_targets(s, nfa, reg, num_real, set_ptr, pool, count):  # type: ignore[no-untyped-def]
     """Count the targets of ``s``'s members by class into ``count[1:]``; return the total."""
     bptr, bcls_lo, bcls_hi, bdst, live = nfa[0], nfa[1], nfa[2], nfa[3], nfa[7]
-    xtrans, r_toff = nfa[10], nfa[11]
-    r_width, r_base = reg[3], reg[4]
     C = count.shape[0] - 1
     count[:] = 0
     total = 0
@@ -306,12 +373,8 @@ def _count_targets(s, nfa, reg, num_real, set_ptr, pool, count):  # type: ignore
                         count[c + 1] += 1
                     total += bcls_hi[e] - bcls_lo[e] + 1
         else:
-            r = _region_of(v, num_real, r_base)
-            off = v - num_real - r_base[r]
-            q = off - (off // r_width[r]) * r_width[r]
-            row = r_toff[r] + q * C
             for c in range(C):
-                if xtrans[row + c] != -1:
+                if _region_step(v, c, num_real, nfa, reg, C) >= 0:
                     count[c + 1] += 1
                     total += 1
     return total
@@ -322,8 +385,7 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
     """Build the row of ``s`` (counts by :func:`_count_targets`, room by :func:`_expand_row`)."""
     bptr, bcls_lo, bcls_hi, bdst = nfa[0], nfa[1], nfa[2], nfa[3]
     eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
-    xtrans, r_toff = nfa[10], nfa[11]
-    r_width, r_base = reg[3], reg[4]
+    r_width, r_base, r_iw = reg[3], reg[4], reg[6]
     mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work
     trans, expanded, set_ptr, pool, hashes, htab, meta = store
     C = fill.shape[0]
@@ -344,19 +406,11 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
                             bucket[fill[c]] = t
                             fill[c] += 1
             else:
-                r = _region_of(v, num_real, r_base)
-                off = v - num_real - r_base[r]
-                q = off - (off // r_width[r]) * r_width[r]
-                row = r_toff[r] + q * C
                 for c in range(C):
-                    q2 = xtrans[row + c]
-                    if q2 == -1:
-                        continue
-                    if q2 == -2:  # X complete: the next count's start
-                        bucket[fill[c]] = v - q + r_width[r]
-                    else:
-                        bucket[fill[c]] = v - q + q2
-                    fill[c] += 1
+                    t = _region_step(v, c, num_real, nfa, reg, C)
+                    if t >= 0:
+                        bucket[fill[c]] = t
+                        fill[c] += 1
     prev = -1
     # classes with one target each (most of a counted region's row), and their states
     n_single = 0
@@ -388,7 +442,7 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
         k = 0
         if count[c + 1] - count[c] == 1 and v >= num_real:
             r = _region_of(v, num_real, r_base)
-            if (v - num_real - r_base[r]) % r_width[r] != 0:  # inside an item: no epsilon
+            if (v - num_real - r_base[r]) % r_width[r] % r_iw[r] != 0:  # inside an item
                 members[0] = v
                 k = 1
         if k == 0:

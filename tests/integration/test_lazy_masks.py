@@ -42,6 +42,17 @@ GRAMMARS = {
             "required": ["a", "b"],
         }
     ),
+    # counts of 64 and more intersected with patterns: product regions
+    "products": lambda: Grammar.from_json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "pattern": "^[a-z]+(-[a-z]{2,4})*$", "maxLength": 70},
+                "b": {"type": "string", "pattern": "^(abc)+$", "minLength": 6, "maxLength": 65},
+            },
+            "required": ["a", "b"],
+        }
+    ),
     "flexible": lambda: Grammar.from_json_schema(
         {"type": "array", "items": {"type": "string", "maxLength": 10}}, whitespace="flexible"
     ),
@@ -50,7 +61,11 @@ GRAMMARS = {
 
 def _both(vocab: Vocabulary, grammar: Grammar, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     monkeypatch.setattr(lazy_lexer, "REGION_MIN", 1 << 40)
-    eager = Compiler(vocab, cache_bytes=0).compile(grammar)
+    monkeypatch.setattr(nfa, "PRODUCT_FOLD", 1 << 62)  # counts and patterns: their product
+    try:
+        eager = Compiler(vocab, cache_bytes=0).compile(grammar)
+    finally:
+        monkeypatch.setattr(nfa, "PRODUCT_FOLD", 0)  # ... and lazily, as a product region
     monkeypatch.setattr(lazy_lexer, "REGION_MIN", 8)
     monkeypatch.setattr(nfa, "_SHARED_MAX_STATES", 0)  # small pieces are folded too
     monkeypatch.setattr(nfa, "_SHARED_TEMPLATES", {})
@@ -86,6 +101,7 @@ def test_lazy_masks_equal_eager(
 ) -> None:
     eager, lazy = _both(tiny_vocab, GRAMMARS[name](), monkeypatch)
     assert lazy.lazy is not None and lazy.lazy.regions
+    assert (name == "products") == any(r.other is not None for r in lazy.lazy.regions)
     rng = random.Random(name)
     for _ in range(6):
         _walk(eager, lazy, rng, 40)
@@ -126,19 +142,24 @@ def test_lazy_masks_equal_eager_on_maskbench(
     data_dir: Path, llama_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Real schemas with string lengths or counted patterns, on the Llama 3 vocabulary."""
-    compared = 0
+    compared = products = 0
     for k, schema in enumerate(_counted_schemas(data_dir, 45)):
         try:
             grammar = Grammar.from_json_schema(schema)
             Compiler(llama_vocab, cache_bytes=0).compile(grammar)
         except (GrammarError, CompileLimitError):  # unsupported or too large either way
             continue
-        eager, lazy = _both(llama_vocab, grammar, monkeypatch)
+        try:
+            eager, lazy = _both(llama_vocab, grammar, monkeypatch)
+        except CompileLimitError:  # a product too big to build whole
+            monkeypatch.undo()
+            continue
         if lazy.lazy is None:
             continue
+        products += any(r.other is not None for r in lazy.lazy.regions)
         _walk(eager, lazy, random.Random(k), 12)
         compared += 1
-    assert compared >= 20
+    assert compared >= 20 and products >= 2
 
 
 def test_lazy_grammar_filled_from_threads(tiny_vocab: Vocabulary) -> None:

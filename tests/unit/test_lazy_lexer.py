@@ -7,11 +7,13 @@ every prefix the terminals accepted and kept alive must agree, and both must die
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
 
 from constrain import Grammar
+from constrain.automata import nfa
 from constrain.automata.lazy_lexer import LazyLexer
 from constrain.automata.lexer import build_lexer
 from constrain.errors import CompileLimitError
@@ -65,6 +67,69 @@ def test_lazy_lexer_language_equals_eager(name: str) -> None:
             s_e, s_l = n_e, n_l
             accept, alive = lazy.accept_alive()
             assert eager.terminals_accepting(s_e) == snap.terminals_accepting(s_l)
+            assert (eager.alive_bits[s_e] == alive[s_l]).all()
+            assert (eager.accept_bits[s_e] == accept[s_l]).all()
+
+
+def _string(**keywords: Any) -> Grammar:
+    return Grammar.from_json_schema({"type": "string", **keywords})
+
+
+PRODUCTS = {
+    # A's accepting boundaries always take one more character: every count from the fewest up
+    "pattern": _string(pattern="^[a-z]+(-[a-z]{2,4})*$", minLength=3, maxLength=70),
+    # accepted lengths of one residue only: the count sets never settle before the bound
+    "period": _string(pattern="^(abc)+$", minLength=6, maxLength=65),
+    # a product region and a plain one, two terminals
+    "object": Grammar.from_json_schema(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "pattern": "^x+y?$", "maxLength": 64},
+                "b": {"type": "string", "maxLength": 90},
+            },
+            "required": ["a"],
+        }
+    ),
+    # a bounded language (lengths end), with escapes and multi-byte characters
+    "email": _string(format="email", maxLength=80),  # its eager product: 81,871 states
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n == "email" else n for n in sorted(PRODUCTS)],
+)
+def test_product_regions_equal_the_eager_product(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``X{lo,hi} & A`` built lazily, a count and a state of A per virtual state, equals the
+    eager product at every prefix: same terminals accepted and kept alive (the lazy DFA stays
+    trim: a state that cannot reach acceptance within the bound is not kept), both dying
+    together, up to and past the bound."""
+    terminals = _terminals(PRODUCTS[name])
+    eager = build_lexer(terminals)
+    monkeypatch.setattr(nfa, "PRODUCT_FOLD", 0)
+    lazy = LazyLexer(terminals, region_min=16)
+    assert any(r.other is not None for r in lazy.regions), "the case must fold a product"
+    rng = random.Random(name)
+    every_byte = np.arange(256)
+    for _ in range(60):
+        s_e = s_l = 0
+        for _ in range(rng.randint(1, 200)):
+            live = every_byte[eager.trans[s_e, eager.byte_class] >= 0]
+            if live.size == 0:
+                break
+            lazy.expand([s_l], 1)
+            snap = lazy.snapshot()
+            # the same bytes go on (a kept state that cannot finish would let more through)
+            assert (snap.trans[s_l, snap.byte_class] >= 0).tolist() == (
+                eager.trans[s_e, eager.byte_class] >= 0
+            ).tolist()
+            inside = live[live != ord('"')]  # mostly stay in the string, up to its bound
+            byte = int(rng.choice(inside if inside.size and rng.random() < 0.95 else live))
+            s_e, s_l = eager.step(s_e, byte), snap.step(s_l, byte)
+            accept, alive = lazy.accept_alive()
             assert (eager.alive_bits[s_e] == alive[s_l]).all()
             assert (eager.accept_bits[s_e] == accept[s_l]).all()
 
