@@ -112,7 +112,13 @@ def token_tries(vocab: Vocabulary) -> TokenTries:
         for n in (16, 32, 64):
             trie = subset_trie(vocab.token_indptr, vocab.token_bytes, lengths > n)
             longer.append((n, (trie.node_byte, trie.node_end, trie.node_depth)))
-        found = TokenTries(int(lengths.max(initial=0)) + 1, tuple(longer), _suffix_trie(vocab))
+        every = subset_trie(vocab.token_indptr, vocab.token_bytes, lengths > 0)
+        found = TokenTries(
+            int(lengths.max(initial=0)) + 1,
+            tuple(longer),
+            _suffix_trie(vocab),
+            (every.node_byte, every.node_end, every.node_depth),
+        )
         with _TRIES_LOCK:
             while len(_TRIES) >= 4:
                 _TRIES.pop(next(iter(_TRIES)))

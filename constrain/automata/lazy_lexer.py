@@ -67,12 +67,14 @@ class TokenTries(NamedTuple):
     ``longer[i] = (n, trie)``: the trie ``(node_byte, node_end, node_depth)`` of the tokens
     longer than ``n`` bytes, ``n`` ascending; ``suffixes``: the trie of every non-empty suffix
     of a token (whole tokens included), what is read from the boundary state 0 after a lexeme
-    ends inside a token.
+    ends inside a token; ``tokens``: the trie of every token (None: use ``suffixes``), walked
+    from a state inside a product region.
     """
 
     depth: int
     longer: tuple[tuple[int, tuple[np.ndarray, ...]], ...]
     suffixes: tuple[np.ndarray, ...]
+    tokens: tuple[np.ndarray, ...] | None = None
 
 
 class LazyLexer:
@@ -217,6 +219,8 @@ class LazyLexer:
         self._done = np.zeros(64, dtype=np.bool_)
         self._deep_misses = 0  # neighbourhoods a token deep that outgrew their budget
         self._byte_class64 = self.byte_class.astype(np.int64)
+        self._is_product = np.array([r.other is not None for r in self.regions], dtype=np.bool_)
+        self._product_from = 0 if self._is_product.any() else -1
 
     @property
     def num_states(self) -> int:
@@ -355,6 +359,12 @@ class LazyLexer:
             r = int(self._radius[state]) if state < self._radius.shape[0] else -1
             if r >= tries.depth:
                 continue
+            if self._in_product(state):
+                # a product's neighbourhood branches on every class at every byte (its other
+                # automaton's state differs by class): the tokens' own paths instead
+                every = tries.suffixes if tries.tokens is None else tries.tokens
+                grew |= self.walk(np.array([state], dtype=np.int32), every)
+                continue
             if r < short:
                 # a whole token's neighbourhood where it is small (a narrow class counted:
                 # one row a byte, and no walk for many steps); else 16 bytes and the walks
@@ -376,6 +386,18 @@ class LazyLexer:
                 self._done = grown
             self._done[states] = True
         return grew
+
+    def _in_product(self, state: int) -> bool:
+        """Whether ``state``'s subset holds a state of a product region."""
+        if self._product_from < 0:
+            return False
+        set_ptr, pool = self._store[2], self._store[3]
+        members = pool[set_ptr[state] : set_ptr[state + 1]]
+        virtual = members[members >= self.num_real] - self.num_real
+        if virtual.size == 0:
+            return False
+        region = np.searchsorted(self._reg[4], virtual, side="right") - 1
+        return bool(self._is_product[region].any())
 
     def prime(self, tries: TokenTries, short: int = 16) -> None:
         """Build the rows read from the boundary state 0: lexemes restart there.
