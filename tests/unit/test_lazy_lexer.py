@@ -49,22 +49,28 @@ def test_lazy_lexer_language_equals_eager(name: str) -> None:
     eager = build_lexer(terminals)
     lazy = LazyLexer(terminals, region_min=16)
     assert lazy.regions, "the case must fold a counted repetition"
-    rng = random.Random(name)
+    _walk_both(eager, lazy, random.Random(name), 40, 120)
+
+
+def _walk_both(eager: Any, lazy: LazyLexer, rng: random.Random, walks: int, most: int) -> None:
+    """Random walks along the eager lexer's live bytes, mostly inside strings (no closing
+    quote), stepping both: at every prefix the same bytes go on (a kept state that cannot
+    finish would let more through) and the same terminals are accepted and kept alive."""
     every_byte = np.arange(256)
-    for _ in range(40):
+    for _ in range(walks):
         s_e = s_l = 0
-        for _ in range(rng.randint(1, 120)):
+        for _ in range(rng.randint(1, most)):
             live = every_byte[eager.trans[s_e, eager.byte_class] >= 0]
             if live.size == 0:
                 break
-            byte = int(rng.choice(live)) if rng.random() < 0.95 else rng.randrange(256)
             lazy.expand([s_l], 1)
             snap = lazy.snapshot()
-            n_e, n_l = eager.step(s_e, byte), snap.step(s_l, byte)
-            assert (n_e < 0) == (n_l < 0)
-            if n_e < 0:
-                break
-            s_e, s_l = n_e, n_l
+            assert (snap.trans[s_l, snap.byte_class] >= 0).tolist() == (
+                eager.trans[s_e, eager.byte_class] >= 0
+            ).tolist()
+            inside = live[live != ord('"')]
+            byte = int(rng.choice(inside if inside.size and rng.random() < 0.95 else live))
+            s_e, s_l = eager.step(s_e, byte), snap.step(s_l, byte)
             accept, alive = lazy.accept_alive()
             assert eager.terminals_accepting(s_e) == snap.terminals_accepting(s_l)
             assert (eager.alive_bits[s_e] == alive[s_l]).all()
@@ -112,26 +118,7 @@ def test_product_regions_equal_the_eager_product(
     monkeypatch.setattr(nfa, "PRODUCT_FOLD", 0)
     lazy = LazyLexer(terminals, region_min=16)
     assert any(r.other is not None for r in lazy.regions), "the case must fold a product"
-    rng = random.Random(name)
-    every_byte = np.arange(256)
-    for _ in range(60):
-        s_e = s_l = 0
-        for _ in range(rng.randint(1, 200)):
-            live = every_byte[eager.trans[s_e, eager.byte_class] >= 0]
-            if live.size == 0:
-                break
-            lazy.expand([s_l], 1)
-            snap = lazy.snapshot()
-            # the same bytes go on (a kept state that cannot finish would let more through)
-            assert (snap.trans[s_l, snap.byte_class] >= 0).tolist() == (
-                eager.trans[s_e, eager.byte_class] >= 0
-            ).tolist()
-            inside = live[live != ord('"')]  # mostly stay in the string, up to its bound
-            byte = int(rng.choice(inside if inside.size and rng.random() < 0.95 else live))
-            s_e, s_l = eager.step(s_e, byte), snap.step(s_l, byte)
-            accept, alive = lazy.accept_alive()
-            assert (eager.alive_bits[s_e] == alive[s_l]).all()
-            assert (eager.accept_bits[s_e] == accept[s_l]).all()
+    _walk_both(eager, lazy, random.Random(name), 60, 200)
 
 
 def test_lazy_lexer_builds_only_what_is_asked() -> None:
