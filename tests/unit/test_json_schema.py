@@ -318,6 +318,37 @@ def test_one_of_excludes_only_the_branches_each_disjunct_meets() -> None:
         assert accepts(grammar, text) == validator.is_valid(json.loads(text)), text
 
 
+def test_one_of_branches_told_apart_by_a_value_type() -> None:
+    """A property one branch requires, typed differently on each side: no complement needed."""
+    import jsonschema
+
+    from constrain.frontends.json_schema.normal_form import NormalForm
+    from constrain.frontends.json_schema.shapes import JsonSchemaOptions
+
+    schema = {
+        "oneOf": [
+            {"type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]},
+            {"type": "object", "properties": {"v": {"type": ["integer", "null"]}}},
+            {"type": "object", "properties": {"v": {"enum": [True, "x"]}}, "required": ["v"]},
+        ]
+    }
+    form = NormalForm(schema, JsonSchemaOptions())
+    grammar = Grammar.from_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in [
+        '{"v":"a"}',
+        '{"v":"x"}',
+        '{"v":1}',
+        '{"v":null}',
+        '{"v":true}',
+        "{}",
+        '{"v":1.5}',
+    ]:
+        assert accepts(grammar, text) == validator.is_valid(json.loads(text)), text
+    # branches 1 and 2 meet ("x"), as do 2 and 3 (an object without v): only those complements
+    assert len(form.shapes((form.root,))) <= 6
+
+
 def test_json_text_and_file(tmp_path: Any) -> None:
     path = tmp_path / "s.json"
     path.write_text('{"type": "boolean"}')

@@ -15,6 +15,7 @@ of its branches (the common case: a discriminator property, different types, dis
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -313,14 +314,17 @@ class _Member(NamedTuple):
 
 
 _TYPE_NAMES = frozenset(("null", "boolean", "integer", "number", "string", "array", "object"))
-_JSON_TYPE = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string"}
 
 
-def _json_type(value: Any) -> str:
-    found = _JSON_TYPE.get(type(value))
-    if found is not None:
-        return found
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "?"
+def _json_type(value: Any) -> str | None:
+    """Return a value's JSON type, integers counted as numbers (None: not a JSON value)."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "boolean"
+    if isinstance(value, numbers.Real):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else None
 
 
 def _member(schema: dict[str, Any]) -> _Member:
@@ -369,7 +373,8 @@ def _members_disjoint(a: _Member, b: _Member) -> bool:
     if both.values is not None:
         if both.types is None:
             return not both.values
-        return not any(_json_type(v) in both.types for v in both.values.values())
+        kinds = {_json_type(v) for v in both.values.values()}
+        return None not in kinds and not (kinds & both.types)
     return both.types is not None and not both.types
 
 
