@@ -220,7 +220,6 @@ class LazyLexer:
         self._deep_misses = 0  # neighbourhoods a token deep that outgrew their budget
         self._byte_class64 = self.byte_class.astype(np.int64)
         self._is_product = np.array([r.other is not None for r in self.regions], dtype=np.bool_)
-        self._product_from = 0 if self._is_product.any() else -1
 
     @property
     def num_states(self) -> int:
@@ -389,7 +388,7 @@ class LazyLexer:
 
     def _in_product(self, state: int) -> bool:
         """Whether ``state``'s subset holds a state of a product region."""
-        if self._product_from < 0:
+        if not self._is_product.any():
             return False
         set_ptr, pool = self._store[2], self._store[3]
         members = pool[set_ptr[state] : set_ptr[state + 1]]

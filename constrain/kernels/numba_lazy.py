@@ -36,12 +36,7 @@ from numba import njit
 
 from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL, mix_hash
 
-__all__ = [
-    "lazy_bits_kernel",
-    "lazy_expand_kernel",
-    "lazy_start_kernel",
-    "lazy_walk_kernel",
-]
+__all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel", "lazy_walk_kernel"]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -75,11 +70,10 @@ def _close(  # type: ignore[no-untyped-def]
     """Epsilon-close ``seeds[:nseed]``; return the count of sorted, distinct kept members.
 
     ``reg`` is ``(r_after, r_lo, r_hi, r_width, r_base, r_live, r_iw, r_eoff, aexit, r_boff,
-    r_nw, r_nbits, rbits)`` (:class:`~constrain.automata.lazy_lexer.LazyLexer`). Real states are
-    deduplicated
-    by ``mark`` (stamped ``gen``), virtual ones by a final sort. ``stack`` and ``members`` must
-    hold :func:`_close_room` entries (no array is grown in the loop: a reassigned array costs
-    reference counting at every step).
+    r_nw, r_nbits, rbits)`` (:class:`~constrain.automata.lazy_lexer.LazyLexer`). Real states
+    are deduplicated by ``mark`` (stamped ``gen``), virtual ones by a final sort. ``stack``
+    and ``members`` must hold :func:`_close_room` entries (no array is grown in the loop: a
+    reassigned array costs reference counting at every step).
     """
     r_after, r_lo, r_hi, r_width, r_base, r_live, r_iw, r_eoff, aexit = reg[:9]
     top = 0
@@ -327,19 +321,14 @@ def _alive(r, count, q, reg):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _region_step(v, c, num_real, nfa, reg, C):  # type: ignore[no-untyped-def]
+def _region_step(v, r, count, q, c, nfa, reg, C):  # type: ignore[no-untyped-def]
     """Return the virtual state a byte of class ``c`` leads to from virtual ``v``; -1: none.
 
-    None where the item or the other DFA dies, or where the target could never leave the
-    region (:func:`_alive`).
+    ``v`` is state ``q`` of region ``r`` at ``count`` items. None where the item or the other
+    DFA dies, or where the target could never leave the region (:func:`_alive`).
     """
     xtrans, r_toff, atrans, r_aoff = nfa[10], nfa[11], nfa[12], nfa[13]
-    r_width, r_base, r_iw = reg[3], reg[4], reg[6]
-    r = _region_of(v, num_real, r_base)
-    off = v - num_real - r_base[r]
-    w = r_width[r]
-    count = off // w
-    q = off - count * w
+    w, r_iw = reg[3][r], reg[6]
     a = q // r_iw[r]
     q2 = xtrans[r_toff[r] + (q - a * r_iw[r]) * C + c]
     if q2 == -1:
@@ -348,13 +337,14 @@ def _region_step(v, c, num_real, nfa, reg, C):  # type: ignore[no-untyped-def]
     if a2 < 0:
         return -1
     t = a2 * r_iw[r]
+    count0 = count
     if q2 == -2:  # X complete: the next count's boundary
         count += 1
     else:
         t += q2
     if not _alive(r, count, t, reg):
         return -1
-    return num_real + r_base[r] + count * w + t
+    return v - q + (count - count0) * w + t
 
 
 @njit(cache=True, nogil=True)
@@ -373,8 +363,19 @@ def _count_targets(s, nfa, reg, num_real, set_ptr, pool, count):  # type: ignore
                         count[c + 1] += 1
                     total += bcls_hi[e] - bcls_lo[e] + 1
         else:
+            r = _region_of(v, num_real, reg[4])
+            off = v - num_real - reg[4][r]
+            n = off // reg[3][r]
+            q = off - n * reg[3][r]
+            if reg[3][r] == reg[6][r]:  # a plain region: every state it reaches can leave it
+                row = nfa[11][r] + q * C
+                for c in range(C):
+                    if nfa[10][row + c] != -1:
+                        count[c + 1] += 1
+                        total += 1
+                continue
             for c in range(C):
-                if _region_step(v, c, num_real, nfa, reg, C) >= 0:
+                if _region_step(v, r, n, q, c, nfa, reg, C) >= 0:
                     count[c + 1] += 1
                     total += 1
     return total
@@ -406,8 +407,20 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
                             bucket[fill[c]] = t
                             fill[c] += 1
             else:
+                r = _region_of(v, num_real, r_base)
+                off = v - num_real - r_base[r]
+                n = off // r_width[r]
+                q = off - n * r_width[r]
+                if r_width[r] == r_iw[r]:  # a plain region
+                    row = nfa[11][r] + q * C
+                    for c in range(C):
+                        q2 = nfa[10][row + c]
+                        if q2 != -1:  # X complete: the next count's start
+                            bucket[fill[c]] = v - q + (r_width[r] if q2 == -2 else q2)
+                            fill[c] += 1
+                    continue
                 for c in range(C):
-                    t = _region_step(v, c, num_real, nfa, reg, C)
+                    t = _region_step(v, r, n, q, c, nfa, reg, C)
                     if t >= 0:
                         bucket[fill[c]] = t
                         fill[c] += 1
