@@ -285,7 +285,13 @@ class NfaBuilder:
             inner = sum(_charset_template(cs).num_states - 2 for _, cs, _ in node.edges)
             size = node.num_states + 1 + inner
         elif isinstance(node, (Intersect, Complement)):
-            size = self._fragment(node).num_states + 1
+            split = counted_operand(node) if isinstance(node, Intersect) else None
+            lazy = self.regions is not None or self.fold_signal is not None
+            if lazy and split is not None and (split[0].max or 0) >= 64:
+                # maybe a product region: sized as its count alone, not built to be sized
+                size = 2 + (split[0].max or 0) * self._size(split[0].item)
+            else:
+                size = self._fragment(node).num_states + 1
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
         self._sizes[id(node)] = (node, size)  # holding `node` keeps its id from being reused
