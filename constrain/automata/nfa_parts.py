@@ -374,7 +374,8 @@ def region_counts(item: Dfa, other: Dfa, hi: int) -> tuple[UInt64Array, int] | N
     """Return, per ``(other, item)`` state, the item counts that lead to acceptance.
 
     :func:`~constrain.kernels.numba_product.product_counts_kernel`'s ``(bits, nbits)``, over
-    the byte classes the two DFAs share; None when they would take more than 8 MB.
+    the byte classes the two DFAs share; None when they would take more than 8 MB, or the sets
+    of counts still change after 4,096 items.
     """
     keys = item.byte_class.astype(np.int64) * 256 + other.byte_class
     reps = np.unique(keys, return_index=True)[1]
@@ -405,7 +406,7 @@ def counted_operand(node: Intersect) -> tuple[Repeat, Regex] | None:
     The count with the most copies is taken; the rest is the intersection of the others.
     """
     counts = [i for i in node.items if isinstance(i, Repeat) and i.max is not None]
-    if not counts:
+    if not counts or len(node.items) < 2:
         return None
     count = max(counts, key=lambda r: r.max or 0)
     rest = tuple(i for i in node.items if i is not count)
