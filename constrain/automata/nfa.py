@@ -142,7 +142,9 @@ r"""Widest item (states of its DFA) a counted region folds: the lazy lexer build
 every item state within a token's length, so a wide one (Unicode ``\w``: 309) stays unrolled."""
 PRODUCT_FOLD = 2_000_000
 """``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
-lazy lexer as reached, when ``A``'s states times the count's would pass this many."""
+lazy lexer as reached, when ``A``'s states times the count's would pass this many (and ``hi``
+is at least ``_PRODUCT_MIN_COUNT``)."""
+_PRODUCT_MIN_COUNT = 64
 # (count, rest, limit, PRODUCT_FOLD) -> (other DFA, its counts) of a product region, or None
 _PRODUCTS: dict[tuple[Regex, Regex, int, int], tuple[Dfa, tuple[Any, int]] | None] = {}
 
@@ -287,7 +289,7 @@ class NfaBuilder:
         elif isinstance(node, (Intersect, Complement)):
             split = counted_operand(node) if isinstance(node, Intersect) else None
             lazy = self.regions is not None or self.fold_signal is not None
-            if lazy and split is not None and (split[0].max or 0) >= 64:
+            if lazy and split is not None and (split[0].max or 0) >= _PRODUCT_MIN_COUNT:
                 # maybe a product region: sized as its count alone, not built to be sized
                 size = 2 + (split[0].max or 0) * self._size(split[0].item)
             else:
@@ -627,7 +629,7 @@ class NfaBuilder:
         count, rest = split
         assert count.max is not None and self.boolean is not None
         item = _prefix_free_dfa(count.item, self)
-        if item is None or count.max < 64:
+        if item is None or count.max < _PRODUCT_MIN_COUNT:
             return -1
         key = (count, rest, self.limit, PRODUCT_FOLD)  # an eager build, then a lazy one
         if (found := _PRODUCTS.get(key)) is None and key not in _PRODUCTS:
