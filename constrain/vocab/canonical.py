@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from constrain.automata.nfa_parts import fifo_room
 from constrain.errors import VocabularyError
 from constrain.kernels.numba_canonical import (
     conflict_row_kernel,
@@ -338,7 +339,7 @@ class CanonicalBpe:
         for h in range(len(self._heads)):
             out[h] = self._judge_head(key, h)
         with self._lock:
-            _store(self._junctions, key, out, _CONTEXTS)
+            fifo_room(self._junctions, _CONTEXTS)[key] = out
         return out
 
     def _judge_head(self, key: tuple[str, bytes, int, bool], h: int) -> np.ndarray[Any, Any]:
@@ -371,7 +372,9 @@ class CanonicalBpe:
         structural position asks about a few tokens, not every head key (memoised).
         """
         with self._lock:
-            memo = self._classes.get(key) or _store(self._classes, key, {}, _CONTEXTS)
+            memo = self._classes.get(key)
+            if memo is None:
+                memo = fifo_room(self._classes, _CONTEXTS)[key] = {}
             junction = self._junctions.get(key)
         found = memo.get(h)
         if found is None:
@@ -440,7 +443,7 @@ class CanonicalBpe:
             )
         found = _pack(conflict)
         with self._lock:
-            _store(self._crossed_cache, prev, found, _CROSSED)
+            fifo_room(self._crossed_cache, _CROSSED)[prev] = found
         return found
 
     def _entry(self, state: CanonicalState) -> np.ndarray[Any, Any]:
@@ -566,7 +569,7 @@ class CanonicalBpe:
                 self._judge(key, b"", _rep(char), False, nxt) == BOUNDARY for nxt in NEXT_CLASSES
             )
             with self._lock:
-                _store(self._splits, (key, byte), found, _CONTEXTS * 256)
+                fifo_room(self._splits, _CONTEXTS * 256)[(key, byte)] = found
         return found
 
     def splits_before_any(self, state: CanonicalState, allowed: np.ndarray[Any, Any]) -> bool:
@@ -585,7 +588,7 @@ class CanonicalBpe:
         if found is None:
             found = any(self.splits_before(state, int(b)) for b in np.flatnonzero(allowed))
             with self._lock:
-                _store(self._any_split, key, found, _ANY_SPLIT)
+                fifo_room(self._any_split, _ANY_SPLIT)[key] = found
         return found
 
     def may_end(self, state: CanonicalState) -> bool:
@@ -783,14 +786,6 @@ class CanonicalBpe:
 _BUILT: dict[tuple[str, int], tuple[Any, CanonicalBpe]] = {}
 _BUILT_LOCK = threading.Lock()
 _KEEP_BUILT = 8
-
-
-def _store(memo: dict[Any, Any], key: Any, value: Any, bound: int) -> Any:
-    """Store and return ``value``, first dropping the oldest entry when ``memo`` is full."""
-    if len(memo) >= bound:
-        del memo[next(iter(memo))]
-    memo[key] = value
-    return value
 
 
 def _pack(bits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
