@@ -18,7 +18,7 @@ import numpy as np
 if TYPE_CHECKING:
     from constrain.matcher import Matcher
 
-__all__ = ["bitmask_rows", "fill_next_token_bitmasks", "row_token_ids"]
+__all__ = ["bitmask_row", "bitmask_rows", "fill_next_token_bitmasks", "row_token_ids"]
 
 _CPUS = os.cpu_count() or 1
 _MIN_PARALLEL_ROWS = 4
@@ -89,6 +89,19 @@ def row_token_ids(row: np.ndarray) -> np.ndarray:
     bits = np.unpackbits(row[words].view(np.uint8), bitorder="little").reshape(-1, 32)
     word, bit = np.nonzero(bits)
     return (words[word] * 32 + bit).astype(np.int32)
+
+
+def bitmask_row(rows: np.ndarray, index: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return row ``index`` of :func:`bitmask_rows`' view: its vocabulary's words, the rest."""
+    if not 0 <= index < rows.shape[0]:
+        raise IndexError(f"index {index} out of range for a bitmask of {rows.shape[0]} rows")
+    words = (vocab_size + 31) // 32
+    if rows.shape[1] < words:
+        raise ValueError(
+            f"bitmask has {rows.shape[1]} words per row, the vocabulary needs {words} "
+            f"(vocab.size={vocab_size})"
+        )
+    return rows[index, :words], rows[index, words:]
 
 
 def bitmask_rows(bitmask: Any) -> np.ndarray:

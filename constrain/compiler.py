@@ -30,12 +30,13 @@ from constrain.automata import lazy_lexer
 from constrain.automata.lazy_lexer import LazyLexer, TokenTries
 from constrain.automata.lexer import LexerDfa, build_lexer, grammar_lexer, lexer_restarts
 from constrain.automata.nfa import FoldableRepeat
+from constrain.automata.nfa_parts import fifo_room
 from constrain.automata.pda import ParserTables, build_parser_tables
 from constrain.compiled_file import read_compiled_file, write_compiled_file
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError, VocabularyError
 from constrain.ir import Grammar
 from constrain.kernels.numba_dfa import continuation_bits_kernel
-from constrain.tables import MaskTables
+from constrain.tables import MaskTables, TableSnapshot
 from constrain.vocab.grammar_specials import resolve_special_tokens, special_chars
 from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import Vocabulary
@@ -67,7 +68,8 @@ class CompileLimits:
         quarter of it).
     precompute_ms : float
         Time budget spent at compile time building the token tables of a regular grammar's
-        first lexer states (breadth first from the start); the rest are built lazily.
+        first lexer states (breadth first from the start); the rest are built lazily. Not
+        spent where the lexer itself is built as it is reached.
     """
 
     max_lexer_states: int = 200_000
@@ -99,6 +101,8 @@ def _eager(fold: int | None) -> Any:
 
 
 _TRIES: dict[str, TokenTries] = {}
+_CANDIDATES_WALKED = 4096  # (state, candidates) pairs a compiled grammar remembers walking
+_CANDIDATE_TRIES = 64  # tries of candidate lists a compiled grammar keeps
 _TRIES_LOCK = threading.Lock()
 
 
@@ -212,10 +216,12 @@ class CompiledGrammar:
         self.lazy = lazy
         self.reach_depth = vocab.max_token_length + 1
         self._tries: TokenTries | None = None  # built when a lazy lexer first needs them
+        share = None  # states counted alike share token tables (LazyLexer.share)
         if lazy is not None:  # the rows read from the boundary, where lexemes restart
             self._tries = token_tries(vocab)
             lazy.prime(self._tries)
             lexer = lazy.snapshot()
+            share = functools.partial(lazy.share, tries=self._tries)
         self.lexer = lexer
         self._sized_lexer: LexerDfa | None = None  # the lexer whose size nbytes() has
         self._static_bytes = 0
@@ -241,10 +247,14 @@ class CompiledGrammar:
         self.tables = MaskTables(
             vocab, self._table_lexer(klex), parser, max_bytes=limits.mask_cache_bytes,
             restart=self.restart, lazy=lazy is not None,
+            share=share,
         )  # fmt: skip
         self.cont_bits = continuation_bits(klex)
         self._lazy_version = 0 if lazy is None else lazy.version
         self._lazy_lock = threading.Lock()
+        # (state, candidate tokens) whose rows candidate_rows built
+        self._candidates_walked: dict[tuple[int, bytes], None] = {}
+        self._candidate_tries: dict[bytes, tuple[np.ndarray, ...]] = {}  # by candidates
         # rows of cont_bits computed from a built lexer row (a lazy lexer's others are zero)
         self._cont_rows = np.zeros(0, dtype=np.bool_) if lazy is None else lazy.expanded_rows()
         self._cont_room = self.cont_bits.copy()  # where a lazy lexer's new rows are written
@@ -280,12 +290,21 @@ class CompiledGrammar:
             (vocab.token_indptr, vocab.token_bytes, np.asarray(vocab.eos_ids, dtype=np.int64)),
         )  # fmt: skip
 
-    def reach(self, states: Int32Array, path: np.ndarray | None = None) -> tuple[Any, ...]:
+    def reach(
+        self,
+        states: Int32Array,
+        path: np.ndarray | None = None,
+        *,
+        light: bool = False,
+        token: int = -1,
+    ) -> tuple[Any, ...]:
         """Return :attr:`match_arrays` with the lexer rows a step from ``states`` reads built.
 
         For a lazy lexer: the rows any token read from ``states`` meets, or those of the bytes
-        ``path`` (at most a token's length) when given. Other grammars: the arrays as they
-        are. Thread-safe.
+        ``path`` (at most a token's length), or of the token ``token`` (whose suffixes from
+        state 0 :meth:`LazyLexer.prime` built) when given. With ``light``, a state that shares
+        its token tables (:meth:`LazyLexer.share`) gets its own row only, and a mask from it
+        then needs :meth:`candidate_rows`. Other grammars: the arrays as they are. Thread-safe.
 
         Raises
         ------
@@ -294,11 +313,14 @@ class CompiledGrammar:
         """
         lazy = self.lazy
         if lazy is not None:
-            if path is None:
+            if token >= 0 and not lazy.is_done(states):  # (from a state done: rows built)
+                ptr = self.vocab.token_indptr
+                path = self.vocab.token_bytes[ptr[token] : ptr[token + 1]]
+            if path is None and token < 0:
                 if self._tries is None:
                     self._tries = token_tries(self.vocab)
-                lazy.ensure(states, self._tries)
-            else:
+                lazy.ensure(states, self._tries, light=light)
+            elif path is not None:
                 size = path.shape[0] + 1
                 nodes = np.zeros(size, dtype=np.uint8)
                 nodes[1:] = path
@@ -309,7 +331,7 @@ class CompiledGrammar:
                 lazy.walk(states, (nodes, ends, depths))
                 # after a lexeme ends inside the text, its rest is read from state 0: each
                 # suffix (a token's are walked by LazyLexer.prime; a text's may be none)
-                n = path.shape[0]
+                n = 0 if token >= 0 else path.shape[0]
                 if n:
                     ptr = np.concatenate(([0], np.cumsum(np.arange(n, 0, -1)))).astype(np.int64)
                     data = np.concatenate([path[k:] for k in range(n)]).astype(np.uint8)
@@ -320,6 +342,43 @@ class CompiledGrammar:
                     lazy.walk(np.zeros(1, dtype=np.int32), suffixes)
             if self._lazy_version != lazy.version:
                 self._refresh()
+        return self.match_arrays
+
+    def pending(self, states: Int32Array) -> bool:
+        """Whether some of ``states`` got only their own row from a ``light`` :meth:`reach`."""
+        return self.lazy is not None and not self.lazy.is_done(states)
+
+    def candidate_rows(
+        self, states: Int32Array, entry_ids: Int32Array, snap: TableSnapshot
+    ) -> tuple[Any, ...]:
+        """Return :attr:`match_arrays` with the rows of the entries' candidates built.
+
+        A mask is the entries' tokens within a lexeme and their candidates, each simulated
+        from its state: after a ``light`` :meth:`reach` only the candidates' paths need rows.
+        """
+        lazy, vocab, walked = self.lazy, self.vocab, self._candidates_walked
+        assert lazy is not None
+        for state, e in zip(states.tolist(), entry_ids.tolist(), strict=True):
+            at = np.array([state], dtype=np.int32)
+            tokens = snap.c_tokens[snap.c_indptr[e] : snap.c_indptr[e + 1]]
+            key = (state, tokens.tobytes())
+            if tokens.size == 0 or lazy.is_done(at) or key in walked:
+                continue
+            arrays = self._candidate_tries.get(key[1])  # an entry's: shared by many states
+            if arrays is None:
+                chosen = np.zeros(vocab.size, dtype=np.bool_)
+                chosen[tokens] = True
+                trie = subset_trie(vocab.token_indptr, vocab.token_bytes, chosen)
+                arrays = (trie.node_byte, trie.node_end, trie.node_depth)
+                for a in arrays:
+                    a.flags.writeable = False
+                with self._lazy_lock:
+                    fifo_room(self._candidate_tries, _CANDIDATE_TRIES)[key[1]] = arrays
+            lazy.walk(at, arrays)
+            with self._lazy_lock:
+                fifo_room(walked, _CANDIDATES_WALKED)[key] = None
+        if self._lazy_version != lazy.version:
+            self._refresh()
         return self.match_arrays
 
     def _refresh(self) -> None:
@@ -644,7 +703,8 @@ class Compiler:
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
         compiled = CompiledGrammar(g, vocab, lexer, parser, self.limits, lazy=lazy)
-        if g.is_regular_terminal() and self.limits.precompute_ms > 0:
+        # (a lazy lexer's states are mostly new counts: tables built ahead would go unused)
+        if g.is_regular_terminal() and self.limits.precompute_ms > 0 and lazy is None:
             compiled.precompute(self.limits.precompute_ms / 1e3)
         return compiled
 

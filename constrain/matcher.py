@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from constrain._types import Int32Array
-from constrain.batch import bitmask_rows, fill_next_token_bitmasks, row_token_ids
+from constrain.batch import bitmask_row, bitmask_rows, fill_next_token_bitmasks, row_token_ids
 from constrain.canonical_track import CanonicalTrack
 from constrain.compiler import CompiledGrammar
 from constrain.errors import CompileLimitError, MatcherStateError
@@ -317,10 +317,16 @@ class Matcher:
 
     # -- accepting ----------------------------------------------------------------------------
 
-    def _sync(self, path: np.ndarray | None = None) -> None:
-        """Build the lazy lexer's rows a token (or the bytes ``path``) from here reads."""
-        if self._lazy:
-            self._grammar = self.compiled.reach(self._hyp[1, : self._n], path)
+    def _sync(self, path: np.ndarray | None = None, light: bool = False, token: int = -1) -> bool:
+        """Build the lazy lexer's rows a token (the bytes ``path``, the token ``token``) reads.
+
+        True where a ``light`` one leaves a mask candidates' rows to build (``candidate_rows``).
+        """
+        if not self._lazy:
+            return False
+        states = self._hyp[1, : self._n]
+        self._grammar = self.compiled.reach(states, path, light=light, token=token)
+        return light and self.compiled.pending(states)
 
     def _run(self, data: np.ndarray, lo: np.ndarray, hi: np.ndarray, result: np.ndarray) -> None:
         """Run simulation jobs over ``data[lo[j]:hi[j]]``, all from the current hypotheses."""
@@ -426,7 +432,7 @@ class Matcher:
         canon = None if track is None else track.admit(self, tok)
         if track is not None and canon is None:
             return False
-        self._sync()
+        self._sync(token=tok)
         while True:
             args = (tok, self._hyp, self._n, self._grammar, self._chart, self._step_work)
             # one compiled entry serves every matcher of the grammar (constrain.kernels.entry)
@@ -633,18 +639,7 @@ class Matcher:
             else:
                 rows = bitmask_rows(bitmask)
                 self._last_bitmask, self._last_rows = bitmask, rows
-            if not 0 <= index < rows.shape[0]:
-                raise IndexError(
-                    f"index {index} out of range for a bitmask of {rows.shape[0]} rows"
-                )
-            words = (self.vocab.size + 31) // 32
-            if rows.shape[1] < words:
-                raise ValueError(
-                    f"bitmask has {rows.shape[1]} words per row, the vocabulary needs {words} "
-                    f"(vocab.size={self.vocab.size})"
-                )
-            padded = rows[index, words:]
-            row = rows[index, :words]
+            row, padded = bitmask_row(rows, index, self.vocab.size)
             self._last_index = index
             self._last_row = (row, padded)
         if padded.shape[0]:
@@ -659,10 +654,12 @@ class Matcher:
             self._set_eos(row)
             return
         n = self._n
-        self._sync()
         # entries looked up inside the kernel first; on a miss, found or built here and passed
         entry_ids = self._eids_unset
         snap = self._tables.snapshot()
+        if self._sync(light=True):  # a state sharing tables: its candidates' rows first
+            entry_ids, snap = self._entries(n)
+            self._grammar = self.compiled.candidate_rows(self._hyp[1, :n], entry_ids, snap)
         while True:
             args = (
                 self._hyp, n, entry_ids, row, self._grammar, snap.arrays, self._chart,

@@ -59,6 +59,14 @@ product of every count and takes 0.2-0.7 s to build; lazily, a few ms)."""
 _DEEP_BUDGET = 8
 _DEEP_MISSES = 3
 
+# an item with more DFA states than this (Unicode \w: 309) branches on many byte classes at
+# every byte: its states are walked along the tokens' own paths, as a product's
+_WIDE_ITEM = 32
+
+# a counted state is shared (LazyLexer.share) this far from its bounds beyond a longest token
+# (text a mask build reads past one token: a string slice's characters)
+_SHARE_SLACK = 64
+
 
 class TokenTries(NamedTuple):
     """A vocabulary's tokens as tries for :meth:`LazyLexer.ensure`.
@@ -219,7 +227,14 @@ class LazyLexer:
         self._done = np.zeros(64, dtype=np.bool_)
         self._deep_misses = 0  # neighbourhoods a token deep that outgrew their budget
         self._byte_class64 = self.byte_class.astype(np.int64)
-        self._is_product = np.array([r.other is not None for r in self.regions], dtype=np.bool_)
+        self._walked = np.array(
+            [r.other is not None or r.dfa.num_states - 1 > _WIDE_ITEM for r in self.regions],
+            dtype=np.bool_,
+        )
+        # share(): state -> the state it shares token tables with; subset key -> that state
+        self._shares: dict[int, int] = {}
+        self._share_keys: dict[tuple[Any, ...], int] = {}
+        self.num_shared = 0  # states ensured through another's tables (share)
 
     @property
     def num_states(self) -> int:
@@ -337,7 +352,13 @@ class LazyLexer:
             )  # fmt: skip
             return self._grown(store, before, status)
 
-    def ensure(self, states: Int32Array, tries: TokenTries) -> bool:
+    def is_done(self, states: Int32Array) -> bool:
+        """Whether :meth:`ensure` has built every row a token read from ``states`` meets."""
+        done = self._done
+        n = states.shape[0]
+        return n == 0 or (int(states.max()) < done.shape[0] and bool(done[states].all()))
+
+    def ensure(self, states: Int32Array, tries: TokenTries, *, light: bool = False) -> bool:
         """Build every row a token read from ``states`` meets; memoised per state.
 
         Around a state whose rows are built within radius ``r`` (:meth:`expand` leaves that
@@ -346,19 +367,31 @@ class LazyLexer:
         a neighbourhood of that radius (16 bytes: a deeper one would build every lexeme's
         first bytes, for all properties of a schema after a ``"``). The matcher calls it before
         every step with its current states. Returns whether the lexer grew.
+
+        With ``light``, a state that shares its token tables with another (:meth:`share`) gets
+        its own row only, and that other state the whole: a mask then needs the rows of its
+        candidate tokens alone (:meth:`walk` them); the state is not :meth:`is_done`.
         """
-        done = self._done
-        if states.shape[0] and int(states.max()) < done.shape[0] and done[states].all():
+        if self.is_done(states):
             return False
         grew = False
         short = tries.longer[0][0] if tries.longer else tries.depth
+        whole = []
         for state in np.unique(states).tolist():
-            if state < done.shape[0] and done[state]:
+            if state < self._done.shape[0] and self._done[state]:
                 continue
+            rep = self.share(state, tries) if light else state
+            if rep != state:
+                grew |= self.ensure(np.array([rep], dtype=np.int32), tries)
+                if not self.expanded(state):
+                    grew |= self.expand([state], 1)
+                self.num_shared += 1
+                continue
+            whole.append(state)
             r = int(self._radius[state]) if state < self._radius.shape[0] else -1
             if r >= tries.depth:
                 continue
-            if self._in_product(state):
+            if self._walked_at(state):
                 # a product's neighbourhood branches on every class at every byte (its other
                 # automaton's state differs by class): the tokens' own paths instead
                 every = tries.suffixes if tries.tokens is None else tries.tokens
@@ -383,20 +416,58 @@ class LazyLexer:
                 grown = np.zeros(2 * self.num_states, dtype=np.bool_)
                 grown[: self._done.shape[0]] = self._done
                 self._done = grown
-            self._done[states] = True
+            self._done[whole] = True
         return grew
 
-    def _in_product(self, state: int) -> bool:
-        """Whether ``state``'s subset holds a state of a product region."""
-        if not self._is_product.any():
-            return False
+    def _virtual(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``state``'s real members and its virtual ones' regions and offsets."""
         set_ptr, pool = self._store[2], self._store[3]
         members = pool[set_ptr[state] : set_ptr[state + 1]]
-        virtual = members[members >= self.num_real] - self.num_real
-        if virtual.size == 0:
-            return False
+        real = members < self.num_real
+        virtual = members[~real] - self.num_real
         region = np.searchsorted(self._reg[4], virtual, side="right") - 1
-        return bool(self._is_product[region].any())
+        return members[real], region, virtual - self._reg[4][region]
+
+    def _walked_at(self, state: int) -> bool:
+        """Whether ``state``'s subset holds a state of a product region or a wide item."""
+        if not self._walked.any():
+            return False
+        _, region, _ = self._virtual(state)
+        return bool(self._walked[region].any())
+
+    def share(self, state: int, tries: TokenTries) -> int:
+        """Return the state whose token tables ``state``'s equal: the first one counted alike.
+
+        Over a longest token's bytes (``tries.depth``), and some slack, a virtual state
+        ``(r, k, q)`` acts as ``(r, k', q)`` while both counts keep clear of the region's
+        bounds: both at least ``lo`` or both that far below it, and both that far below ``hi``
+        (and its count bits' window, in a product region). A subset is keyed by its real
+        members and its virtual ones, such counts replaced by their side of ``lo``; the first
+        state of a key asked for represents it. Inside a long string every character is a new
+        state, and all but those near the bounds share one set of tables.
+        """
+        found = self._shares.get(state)
+        if found is not None:
+            return found
+        real, region, off = self._virtual(state)
+        rep = state
+        if region.size:
+            r_lo, r_hi, r_width, r_nbits = self._reg[1], self._reg[2], self._reg[3], self._reg[11]
+            margin = tries.depth + _SHARE_SLACK
+            count = off // r_width[region]
+            lo, top = r_lo[region], r_nbits[region] - 1
+            clear = r_hi[region] - count - margin >= top
+            above = clear & (count >= lo)
+            below = clear & (lo - count >= top + margin)
+            if (above | below).any():
+                zone = np.where(above, -2, np.where(below, -1, count)).tolist()
+                rows = zip(region.tolist(), zone, (off % r_width[region]).tolist(), strict=True)
+                key = (margin, real.tobytes(), tuple(sorted(set(rows))))
+                with self._lock:
+                    rep = self._share_keys.setdefault(key, state)
+        with self._lock:
+            self._shares[state] = rep
+        return rep
 
     def prime(self, tries: TokenTries, short: int = 16) -> None:
         """Build the rows read from the boundary state 0: lexemes restart there.
@@ -408,7 +479,8 @@ class LazyLexer:
         bytes keeps the rows near state 0 complete for comparisons of states.
         """
         zero = np.zeros(1, dtype=np.int32)
-        self.expand(zero, short)
+        if not self._walked_at(0):
+            self.expand(zero, short)
         self.walk(zero, tries.suffixes)
         with self._lock:
             self._done[0] = True

@@ -137,9 +137,9 @@ _DFA_FRAGMENTS = FragmentCache(_SHARED_CACHE_SIZE, max_bytes=64 << 20)  # their 
 _PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
 
 
-REGION_MAX_WIDTH = 32
-r"""Widest item (states of its DFA) a counted region folds: the lazy lexer builds the rows of
-every item state within a token's length, so a wide one (Unicode ``\w``: 309) stays unrolled."""
+REGION_MAX_WIDTH = 512
+r"""Widest item (states of its DFA) a counted region folds; a wide one (Unicode ``\w``: 309)
+is walked along the tokens' own paths by the lazy lexer, not built a neighbourhood around."""
 PRODUCT_FOLD = 2_000_000
 """``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
 lazy lexer as reached, when ``A``'s states times the count's would pass this many (and ``hi``

@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -173,6 +174,9 @@ class MaskTables:
         LazyLexer`): only rows within a token's length of the states asked about are built,
         so the classes computed over the whole lexer are not used; :meth:`set_lexer` gives
         the grown lexer.
+    share : callable, optional
+        A lazy lexer's :meth:`~constrain.automata.lazy_lexer.LazyLexer.share`: a state whose
+        builds equal a state's, its rows built; builds are shared, and walked from it.
     """
 
     def __init__(
@@ -184,8 +188,10 @@ class MaskTables:
         max_bytes: int,
         restart: Int32Array | None = None,
         lazy: bool = False,
+        share: Callable[[int], int] | None = None,
     ) -> None:
         self.vocab = vocab
+        self._share = share
         self.lexer = lexer
         # a lazy lexer grows (set_lexer): what reads the whole lexer at once is not used
         self.lazy = lazy
@@ -369,12 +375,9 @@ class MaskTables:
         lexer, restart = self._view
         key = kernel.tobytes()
         single = self._single.get(key)
-        if single is not None and single[0].shape[0] < lexer.num_states:  # the lexer grew
-            single = self._single[key] = (
-                np.any(lexer.alive_bits & single[2], axis=1),
-                single[1],
-                single[2],
-            )
+        if single is not None and single[0].shape[0] < lexer.num_states:  # a lazy lexer grew:
+            self._single.pop(key, None)  # a new state may end a lexeme: a build judges again
+            single = None
         if single is not None and self.string_body_reach(state, SLICE_CHARS) is None:
             alive, recent, _ = single
             short = self._short_classes_of() if self._pair_misses >= _PAIR_MISSES else None
@@ -482,8 +485,8 @@ class MaskTables:
         entries for identical inputs (:meth:`LexerDfa.bounded_classes`). Class keys are
         negative (``-1 - class``), apart from states'.
         """
-        if self.lazy:  # no classes over a growing lexer
-            return state
+        if self.lazy:  # no classes over a growing lexer: its own sharing, if any
+            return state if self._share is None else -1 - self._share(state)
         c = int(self._class_of[state])
         return state if c < 0 else -1 - c
 
@@ -646,13 +649,14 @@ class MaskTables:
         Past the byte budget the cache starts over first, unless ``may_reset`` is false.
         """
         inputs = self._inputs(kernel)
+        at = key[0] if self._share is None else self._share(key[0])  # walked from (rows built)
         sig = (self._share_state(key[0]), inputs[3])
         walked: tuple[np.ndarray, int, int] | None = None
         if sig not in self._by_inputs:
             # A key whose build inputs equal an existing entry's shares that entry (different
             # Earley kernels often expect the same terminals with the same follow-ups).
             start = time.perf_counter_ns()
-            walked = self._walk(key[0], kernel, inputs)
+            walked = self._walk(at, kernel, inputs)
             if walked[2] == SLICE_CHARS and sig[0] >= 0:
                 # inside a counted string body: a repeat of a build with the same inputs at
                 # another count is what the bounded classes would save, where the string has
@@ -674,7 +678,7 @@ class MaskTables:
                 self.num_shared += 1
                 return e
             if walked is None:  # the shared entry went with a reset: build it here
-                walked = self._walk(key[0], kernel, self._inputs(kernel))
+                walked = self._walk(at, kernel, self._inputs(kernel))
             within, nc, sliced = walked
             over = self._nbytes + self.classifier.nbytes + within.nbytes + 8 * nc > self.max_bytes
             if over and may_reset and snap.num_entries:
