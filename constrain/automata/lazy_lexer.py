@@ -31,7 +31,7 @@ import numpy as np
 
 from constrain._types import Int32Array, UInt64Array
 from constrain.automata.lexer import LexerDfa, lexer_nfa
-from constrain.automata.nfa import CountedRegion
+from constrain.automata.nfa import WIDE_ITEM, CountedRegion
 from constrain.automata.nfa_parts import item_table
 from constrain.errors import CompileLimitError, EmptyTerminalError
 from constrain.ir import Regex
@@ -58,14 +58,6 @@ product of every count and takes 0.2-0.7 s to build; lazily, a few ms)."""
 # _DEEP_BUDGET new states a byte of depth, until it has failed _DEEP_MISSES times
 _DEEP_BUDGET = 8
 _DEEP_MISSES = 3
-
-# an item with more DFA states than this (Unicode \w: 309) branches on many byte classes at
-# every byte: its states are walked along the tokens' own paths, as a product's
-_WIDE_ITEM = 32
-
-# a counted state is shared (LazyLexer.share) this far from its bounds beyond a longest token
-# (text a mask build reads past one token: a string slice's characters)
-_SHARE_SLACK = 64
 
 
 class TokenTries(NamedTuple):
@@ -228,7 +220,7 @@ class LazyLexer:
         self._deep_misses = 0  # neighbourhoods a token deep that outgrew their budget
         self._byte_class64 = self.byte_class.astype(np.int64)
         self._walked = np.array(
-            [r.other is not None or r.dfa.num_states - 1 > _WIDE_ITEM for r in self.regions],
+            [r.other is not None or r.dfa.num_states - 1 > WIDE_ITEM for r in self.regions],
             dtype=np.bool_,
         )
         # share(): state -> the state it shares token tables with; subset key -> that state
@@ -438,13 +430,15 @@ class LazyLexer:
     def share(self, state: int, tries: TokenTries) -> int:
         """Return the state whose token tables ``state``'s equal: the first one counted alike.
 
-        Over a longest token's bytes (``tries.depth``), and some slack, a virtual state
-        ``(r, k, q)`` acts as ``(r, k', q)`` while both counts keep clear of the region's
-        bounds: both at least ``lo`` or both that far below it, and both that far below ``hi``
-        (and its count bits' window, in a product region). A subset is keyed by its real
-        members and its virtual ones, such counts replaced by their side of ``lo``; the first
-        state of a key asked for represents it. Inside a long string every character is a new
-        state, and all but those near the bounds share one set of tables.
+        Over a longest token's bytes (``tries.depth``), a virtual state ``(r, k, q)`` acts as
+        ``(r, k', q)`` while both counts keep clear of the region's bounds: both at least
+        ``lo`` or both that far below it, and both that far below ``hi`` (and its count bits'
+        window, in a product region). A subset is keyed by its real members and its virtual
+        ones, such counts replaced by their side of ``lo``; the first state of a key asked for
+        represents it. A mask build reads tokens from a state (a string slice is tokens too;
+        the unbounded slice check only chooses how the same tokens are found), so shared
+        states build the same tables. Inside a long string every character is a new state,
+        and all but those near the bounds share one set of tables.
         """
         found = self._shares.get(state)
         if found is not None:
@@ -453,7 +447,7 @@ class LazyLexer:
         rep = state
         if region.size:
             r_lo, r_hi, r_width, r_nbits = self._reg[1], self._reg[2], self._reg[3], self._reg[11]
-            margin = tries.depth + _SHARE_SLACK
+            margin = tries.depth
             count = off // r_width[region]
             lo, top = r_lo[region], r_nbits[region] - 1
             clear = r_hi[region] - count - margin >= top

@@ -69,6 +69,8 @@ from constrain.ir import (
 __all__ = [
     "BooleanFragments",
     "REGION_MAX_WIDTH",
+    "WIDE_ITEM",
+    "WIDE_MIN_COUNT",
     "CountedRegion",
     "FoldableRepeat",
     "Nfa",
@@ -138,8 +140,13 @@ _PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
 
 
 REGION_MAX_WIDTH = 512
-r"""Widest item (states of its DFA) a counted region folds; a wide one (Unicode ``\w``: 309)
-is walked along the tokens' own paths by the lazy lexer, not built a neighbourhood around."""
+r"""Widest item (states of its DFA) a counted region folds."""
+WIDE_ITEM = 32
+r"""An item with more DFA states than this (Unicode ``\w``: 309) is *wide*: the lazy lexer walks
+its states along the tokens' own paths (a neighbourhood branches on every byte class), and a
+repetition of it folds from ``WIDE_MIN_COUNT`` copies (``\w{256}`` unrolled: 79k states, 0.4 s
+to build; folded, 5 ms)."""
+WIDE_MIN_COUNT = 8
 PRODUCT_FOLD = 2_000_000
 """``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
 lazy lexer as reached, when ``A``'s states times the count's would pass this many (and ``hi``
@@ -590,9 +597,12 @@ class NfaBuilder:
             folded = self._region(node, start)
             if folded >= 0:
                 return folded
-        elif (least := self._fold_threshold()) is not None and count >= least:
+        elif (least := self._fold_threshold()) is not None and count >= min(least, WIDE_MIN_COUNT):
             assert self.fold_signal is not None  # a threshold needs a signal
-            if _prefix_free_dfa(node.item, self) is not None:
+            dfa = _prefix_free_dfa(node.item, self)
+            if dfa is not None and dfa.num_states - 1 > WIDE_ITEM and count >= WIDE_MIN_COUNT:
+                raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}", WIDE_MIN_COUNT)
+            if dfa is not None and count >= least:
                 self.fold_mass += count
                 if count >= self.fold_signal or self.fold_mass >= self.fold_signal:
                     region_min = self.fold_signal if count >= self.fold_signal else least

@@ -29,6 +29,7 @@ GRAMMARS = {
     "word": lambda: Grammar.from_regex("[a-zé€😀]{10}!"),
     "at_least": lambda: Grammar.from_regex("(ab|c{9,})d"),
     "two_counts": lambda: Grammar.from_regex("x{0,9}y{9,11}"),
+    "wide": lambda: Grammar.from_regex(r"(\w{9,12}|\d{1,3})!"),  # Unicode \w: walked
     "strings": lambda: Grammar.from_json_schema(
         {
             "type": "object",
@@ -61,6 +62,7 @@ GRAMMARS = {
 
 def _both(vocab: Vocabulary, grammar: Grammar, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     monkeypatch.setattr(lazy_lexer, "REGION_MIN", 1 << 40)
+    monkeypatch.setattr(nfa, "WIDE_MIN_COUNT", 1 << 40)  # wide items too: unrolled
     monkeypatch.setattr(nfa, "PRODUCT_FOLD", 1 << 62)  # counts and patterns: their product
     try:
         eager = Compiler(vocab, cache_bytes=0).compile(grammar)
@@ -141,15 +143,14 @@ def test_states_counted_alike_share_tables(
     name: str, tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Counted states clear of their bounds share token tables (``LazyLexer.share``): a mask
-    from a sharing state walks only its candidates' rows, and equals the eager one. With no
-    slack past a token's length, the walks cross from shared states to exact ones near the
-    bounds, in plain and product regions."""
+    from a sharing state walks only its candidates' rows, and equals the eager one. The bounds
+    are a few tokens' lengths long, so the walks cross from shared states to exact ones near
+    them, in plain and product regions; tokens end lexemes inside them ("lark")."""
     vocab = tiny_vocab
     if name == "lark":
         tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
         vocab = Vocabulary.from_bytes([*tokens, *_CROSSING, None], eos_ids=[264])
     eager, lazy = _both(vocab, SHARED[name](), monkeypatch)
-    monkeypatch.setattr(lazy_lexer, "_SHARE_SLACK", 0)
     rng = random.Random(name)
     for k in range(8):
         _walk(eager, lazy, rng, 60, decoding=k % 2 == 0)
@@ -255,6 +256,7 @@ def test_many_bounded_strings_fold_when_their_counts_add_up(
     lazy = Compiler(tiny_vocab, cache_bytes=0).compile(schema(12))
     assert lazy.lazy is not None and len(lazy.lazy.regions) >= 12
     monkeypatch.setattr(lazy_lexer, "REGION_MIN", 1 << 40)
+    monkeypatch.setattr(nfa, "WIDE_MIN_COUNT", 1 << 40)  # wide items too: unrolled
     eager = Compiler(tiny_vocab, cache_bytes=0).compile(schema(12))
     monkeypatch.undo()
     assert eager.lazy is None

@@ -163,9 +163,11 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
     assert matcher.accept_bytes("9!") and matcher.is_accepting()
     with pytest.raises(Refused, match="max_lexer_states"):
         compiled.save("/nonexistent/never-written.npz")  # a million counts cannot be saved
-    # a wide item (Unicode \w: 309 DFA states a character) is folded too
+    # a wide item (Unicode \w: 309 DFA states a character) is folded too, from 8 copies
     wide = LazyLexer(_terminals(Grammar.from_regex(r"\w{300}")), region_min=256)
     assert wide.regions and wide.regions[0].dfa.num_states > 300
+    assert Compiler(tiny_vocab).compile(Grammar.from_regex(r"\w{8}")).lazy is not None
+    assert Compiler(tiny_vocab).compile(Grammar.from_regex(r"\w{7}")).lazy is None
 
 
 def test_a_stopped_neighbourhood_leaves_no_radius_behind() -> None:
