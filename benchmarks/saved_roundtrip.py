@@ -37,12 +37,12 @@ from constrain.errors import CompileLimitError, GrammarError, SavedFileError
 from constrain.testing import llama3_tokenizer_path, llama3_vocabulary
 
 
-class _TimeoutError(Exception):
+class CompileTimeoutError(Exception):
     """The schema's compile ran past ``--timeout-s``."""
 
 
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _TimeoutError
+def raise_timeout(signum: int, frame: Any) -> None:
+    raise CompileTimeoutError
 
 
 def same_masks(a: CompiledGrammar, b: CompiledGrammar, tokens: list[int], eos: int) -> bool:
@@ -85,7 +85,7 @@ def main() -> None:
     failures: dict[str, list[str]] = {
         "mismatch": [], "save_error": [], "load_error": [], "compile_bug": []
     }  # fmt: skip
-    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGALRM, raise_timeout)
     folder = Path(tempfile.mkdtemp(prefix="saved-roundtrip-"))
     started = time.perf_counter()
     for row in rows:
@@ -98,7 +98,7 @@ def main() -> None:
             compiled = compiler.compile(
                 Grammar.from_json_schema(row["schema"], whitespace="flexible")
             )
-        except _TimeoutError:
+        except CompileTimeoutError:
             counts["timeout"] += 1
             continue
         except (GrammarError, CompileLimitError, RecursionError):

@@ -694,10 +694,14 @@ class Compiler:
         # A non-greedy grammar that counts to REGION_MIN gets a lexer built as it is reached:
         # the eager build signals the first such count (nothing to scan beforehand).
         fold = None if grammar.greedy else lazy_lexer.REGION_MIN
-        try:
-            g, lexer = grammar_lexer(grammar, max_states=max_states, build=_eager(fold))
-        except FoldableRepeat as signal:
-            build = functools.partial(LazyLexer, region_min=signal.region_min)
+        region_min = None if grammar.greedy else lazy_lexer.FORCE
+        if region_min is None:
+            try:
+                g, lexer = grammar_lexer(grammar, max_states=max_states, build=_eager(fold))
+            except FoldableRepeat as signal:
+                region_min = signal.region_min
+        if region_min is not None:
+            build = functools.partial(LazyLexer, region_min=region_min)
             g, built = grammar_lexer(grammar, max_states=max_states, build=build)
             lazy, lexer = built, built.snapshot()
         names = [t.name for t in g.terminals]

@@ -23,6 +23,22 @@ if settings is not None:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--force-lazy",
+        action="store_true",
+        help="build every non-greedy grammar's lexer lazily (constrain.automata.lazy_lexer), "
+        "counted repetitions of 8 copies or more folded: the tests then check the lazy build",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--force-lazy"):
+        from constrain.automata import lazy_lexer
+
+        lazy_lexer.FORCE = 8
+
+
 def _data_dir() -> Path | None:
     env = os.environ.get("CONSTRAIN_DATA")
     candidates = [Path(env)] if env else []

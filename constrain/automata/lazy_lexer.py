@@ -43,7 +43,7 @@ from constrain.kernels.numba_lazy import (
 )
 from constrain.kernels.numba_subsets import nfa_csr_kernel, nfa_live_kernel
 
-__all__ = ["REGION_MIN", "REGION_SMALL", "LazyLexer", "TokenTries"]
+__all__ = ["FORCE", "REGION_MIN", "REGION_SMALL", "LazyLexer", "TokenTries"]
 
 REGION_MIN = 1024
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
@@ -52,6 +52,11 @@ REGION_SMALL = 64
 """... and so are those of this many copies or more, once their copies add up to REGION_MIN
 (many bounded strings of a schema, e.g. ``maxLength`` 100-1,000: eagerly, their lexer is a
 product of every count and takes 0.2-0.7 s to build; lazily, a few ms)."""
+
+FORCE: int | None = None
+"""For tests: build every non-greedy grammar's lexer lazily, folding the repetitions of this many
+copies or more (``pytest --force-lazy``, ``benchmarks/lazy_exactness.py``); None: chosen by
+the counts."""
 
 
 # ensure(): a neighbourhood a longest token deep is tried while it needs at most
