@@ -234,7 +234,8 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
     ``nfa`` is ``(bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, vptr, vreg, xtrans,
     r_toff, atrans, r_aoff)``, ``reg`` as for :func:`_close`.
     The store is ``(trans, expanded, set_ptr, pool, hashes, htab, meta)``, ``meta[0]`` the
-    number of states; no state yet when ``start`` is dead.
+    number of states. A dead ``start`` (no terminal at all) is state 0 alone, every byte dead,
+    as in the eager lexer.
     """
     eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
     trans = np.full((64, num_classes), -1, np.int32)
@@ -247,17 +248,17 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
         np.full(128, -1, np.int32),
         np.zeros(2, np.int64),
     )
-    if not live[start]:
-        return store
     mark = np.zeros(num_real, np.int64)
     seeds = np.empty(1, np.int64)
     seeds[0] = start
     room = _close_room(1, num_real, vreg)
     members = np.empty(room, np.int64)
-    k = _close(
-        seeds, 1, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, 1,
-        np.empty(room, np.int64), members,
-    )  # fmt: skip
+    k = 0
+    if live[start]:
+        k = _close(
+            seeds, 1, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, 1,
+            np.empty(room, np.int64), members,
+        )  # fmt: skip
     if not keep[start]:
         members2 = np.empty(k + 1, np.int64)
         members2[:k] = members[:k]

@@ -170,6 +170,23 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
     assert Compiler(tiny_vocab).compile(Grammar.from_regex(r"\w{7}")).lazy is None
 
 
+def test_a_lexer_without_terminals_keeps_its_boundary_state(
+    tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The empty regex built lazily (``lazy_lexer.FORCE``): state 0 alone, every byte dead, as
+    the eager lexer (the lazy one had no state at all, and refused the empty text)."""
+    from constrain import Compiler, Matcher
+    from constrain.automata import lazy_lexer
+
+    monkeypatch.setattr(lazy_lexer, "FORCE", 8)
+    compiled = Compiler(tiny_vocab, cache_bytes=0).compile(Grammar.from_regex(r"[\s\S]{0}"))
+    assert compiled.lazy is not None and compiled.lexer.num_states == 1
+    matcher = Matcher(compiled)
+    assert matcher.is_accepting()
+    assert matcher.allowed_token_ids().tolist() == list(tiny_vocab.eos_ids)
+    assert not matcher.accept_bytes("a")
+
+
 def test_a_stopped_neighbourhood_leaves_no_radius_behind() -> None:
     """A build stopped by the state limit claims nothing: asking again fails again."""
     from constrain.automata.lazy_lexer import TokenTries
