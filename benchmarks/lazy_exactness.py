@@ -13,7 +13,7 @@ and feed both the Llama 3.2 tokens of each instance, valid and invalid (``same_m
 ``saved_roundtrip.py``): before every token the two filled bitmasks must be equal, and each token
 accepted by both or refused by both; at the end both agree on ``is_accepting``.
 
-    .venv/bin/python benchmarks/lazy_exactness.py --stride 4 --limit 500
+    .venv/bin/python benchmarks/lazy_exactness.py --stride 2 --limit 500
 
 Prints one JSON line of counts (``compared``: schemas whose masks were compared, ``equal``,
 ``mismatch``, ``tokens``: the tokens compared, ``regions``/``products``: compared schemas with a
