@@ -253,13 +253,13 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
     seeds[0] = start
     room = _close_room(1, num_real, vreg)
     members = np.empty(room, np.int64)
-    k = 0
+    k = 0  # a dead start: state 0 of no member (no terminal alive, every byte dead)
     if live[start]:
         k = _close(
             seeds, 1, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, 1,
             np.empty(room, np.int64), members,
         )  # fmt: skip
-    if not keep[start]:
+    if live[start] and not keep[start]:
         members2 = np.empty(k + 1, np.int64)
         members2[:k] = members[:k]
         members2[k] = start

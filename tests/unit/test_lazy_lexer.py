@@ -7,6 +7,7 @@ every prefix the terminals accepted and kept alive must agree, and both must die
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -171,20 +172,23 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
 
 
 def test_a_lexer_without_terminals_keeps_its_boundary_state(
-    tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+    tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The empty regex built lazily (``lazy_lexer.FORCE``): state 0 alone, every byte dead, as
     the eager lexer (the lazy one had no state at all, and refused the empty text)."""
-    from constrain import Compiler, Matcher
+    from constrain import CompiledGrammar, Compiler, Matcher
     from constrain.automata import lazy_lexer
 
     monkeypatch.setattr(lazy_lexer, "FORCE", 8)
     compiled = Compiler(tiny_vocab, cache_bytes=0).compile(Grammar.from_regex(r"[\s\S]{0}"))
     assert compiled.lazy is not None and compiled.lexer.num_states == 1
-    matcher = Matcher(compiled)
-    assert matcher.is_accepting()
-    assert matcher.allowed_token_ids().tolist() == list(tiny_vocab.eos_ids)
-    assert not matcher.accept_bytes("a")
+    assert not compiled.lexer.alive_bits.any()  # no terminal, none alive
+    compiled.save(tmp_path / "empty.npz")  # (the file check refuses a terminal not there)
+    for grammar in (compiled, CompiledGrammar.load(tmp_path / "empty.npz", tiny_vocab)):
+        matcher = Matcher(grammar)
+        assert matcher.is_accepting()
+        assert matcher.allowed_token_ids().tolist() == list(tiny_vocab.eos_ids)
+        assert not matcher.accept_bytes("a")
 
 
 def test_a_stopped_neighbourhood_leaves_no_radius_behind() -> None:
