@@ -255,9 +255,10 @@ class CompiledGrammar:
         # (state, candidate tokens) whose rows candidate_rows built
         self._candidates_walked: dict[tuple[int, bytes], None] = {}
         self._candidate_tries: dict[bytes, tuple[np.ndarray, ...]] = {}  # by candidates
-        # rows of cont_bits computed from a built lexer row (a lazy lexer's others are zero)
-        self._cont_rows = np.zeros(0, dtype=np.bool_) if lazy is None else lazy.expanded_rows()
+        # a lazy lexer's rows (in build order) whose cont_bits were computed (others are zero)
+        self._cont_seen = 0 if lazy is None else lazy.rows_built
         self._cont_room = self.cont_bits.copy()  # where a lazy lexer's new rows are written
+        self._restart_room = self.restart  # zeros (no lazy lexer is greedy), grown 2x
         self.match_arrays = self._match_arrays()
         # compiled kernel entries for its matchers' argument types (constrain.kernels.entry):
         # every matcher of this grammar passes arrays of the same types
@@ -389,16 +390,19 @@ class CompiledGrammar:
             version = lazy.version
             if version == self._lazy_version:
                 return
-            lexer, expanded = lazy.view()  # one lock: rows built and the lexer agree
+            # one lock: the lexer and the rows built since agree (a step costs what it
+            # built, not the lexer's size: a long generation stays linear)
+            lexer, todo, self._cont_seen = lazy.view(self._cont_seen)
             n = lexer.num_states
-            done = np.zeros(n, dtype=np.bool_)
-            done[: self._cont_rows.shape[0]] = self._cont_rows
-            todo = np.flatnonzero(expanded & ~done)
-            room = self._cont_room
-            if room.shape[0] < n:  # room grows 2x: a long generation copies O(S) in all
+            room, restart = self._cont_room, self._restart_room
+            if room.shape[0] < n:  # rooms grow 2x: a long generation copies O(S) in all
                 room = np.zeros((max(2 * room.shape[0], n), lexer.alive_bits.shape[1]), np.uint64)
                 room[: self.cont_bits.shape[0]] = self.cont_bits
                 self._cont_room = room
+            if restart.shape[0] < n:
+                restart = np.zeros(room.shape[0], dtype=np.int32)
+                restart.flags.writeable = False
+                self._restart_room = restart
             if todo.size:
                 rows = lexer.trans[todo]
                 rows.flags.writeable = False
@@ -407,10 +411,9 @@ class CompiledGrammar:
                 room[todo] = out
             cont = room[:n].view()
             cont.flags.writeable = False
-            restart = np.zeros(n, dtype=np.int32)
-            restart.flags.writeable = False
+            restart = restart[:n]
             self.lexer = self.kernel_lexer = lexer
-            self.cont_bits, self.restart, self._cont_rows = cont, restart, expanded
+            self.cont_bits, self.restart = cont, restart
             self.tables.set_lexer(self._table_lexer(lexer), restart)
             self.match_arrays = self._match_arrays()
             self._lazy_version = version

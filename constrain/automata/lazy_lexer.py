@@ -23,6 +23,7 @@ state identity, only on the language, so they equal the eager lexer's.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -217,7 +218,7 @@ class LazyLexer:
         self._accept = np.zeros((64, self.num_words), dtype=np.uint64)
         self._alive = np.zeros((64, self.num_words), dtype=np.uint64)
         self._bits_done = 0
-        self._lock = threading.RLock()  # view() takes snapshot() and expanded_rows() at once
+        self._lock = threading.RLock()  # view() takes snapshot() and the new rows at once
         self._bits(self.num_states)
         self.version = 0
         # states whose token walks' rows are built (ensure)
@@ -230,6 +231,9 @@ class LazyLexer:
         )
         # share(): state -> the state it shares token tables with; subset key -> that state
         self._shares: dict[int, int] = {}
+        # ... the regions' first virtual ids, lo, hi, widths and count bits, as lists: a key is
+        # computed for every new state (Python on a few members beats numpy's per-call cost)
+        self._reg_lists = tuple(self._reg[i].tolist() for i in (4, 1, 2, 3, 11))
         self._share_keys: dict[tuple[Any, ...], int] = {}
         self.num_shared = 0  # states ensured through another's tables (share)
 
@@ -242,12 +246,6 @@ class LazyLexer:
     def rows_built(self) -> int:
         """Transition rows built so far (each once)."""
         return int(self._store[6][1])
-
-    def expanded_rows(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
-        """Return whether each state's row is built (a copy)."""
-        with self._lock:
-            rows: np.ndarray[Any, np.dtype[np.bool_]] = self._store[1][: self.num_states].copy()
-            return rows
 
     def expanded(self, state: int) -> bool:
         """Whether the transition row of ``state`` is built."""
@@ -352,8 +350,11 @@ class LazyLexer:
     def is_done(self, states: Int32Array) -> bool:
         """Whether :meth:`ensure` has built every row a token read from ``states`` meets."""
         done = self._done
-        n = states.shape[0]
-        return n == 0 or (int(states.max()) < done.shape[0] and bool(done[states].all()))
+        size = done.shape[0]
+        for state in states.tolist():  # a few states: faster than numpy's reductions
+            if state >= size or not done[state]:
+                return False
+        return True
 
     def ensure(self, states: Int32Array, tries: TokenTries, *, light: bool = False) -> bool:
         """Build every row a token read from ``states`` meets; memoised per state.
@@ -382,7 +383,8 @@ class LazyLexer:
                 grew |= self.ensure(np.array([rep], dtype=np.int32), tries)
                 if not self.expanded(state):
                     grew |= self.expand([state], 1)
-                self.num_shared += 1
+                with self._lock:
+                    self.num_shared += 1
                 continue
             whole.append(state)
             r = int(self._radius[state]) if state < self._radius.shape[0] else -1
@@ -448,22 +450,32 @@ class LazyLexer:
         found = self._shares.get(state)
         if found is not None:
             return found
-        real, region, off = self._virtual(state)
+        set_ptr, pool = self._store[2], self._store[3]
+        members = pool[set_ptr[state] : set_ptr[state + 1]].tolist()
+        num_real, margin = self.num_real, tries.depth
+        base, r_lo, r_hi, r_width, r_nbits = self._reg_lists
+        rows: set[tuple[int, int, int]] = set()
+        clear = False
+        for member in members:
+            if member < num_real:
+                continue
+            virtual = member - num_real
+            region = bisect.bisect_right(base, virtual) - 1
+            off = virtual - base[region]
+            count, lo, top = off // r_width[region], r_lo[region], r_nbits[region] - 1
+            zone = count
+            if r_hi[region] - count - margin >= top:
+                if count >= lo:
+                    zone, clear = -2, True  # above lo
+                elif lo - count >= top + margin:
+                    zone, clear = -1, True  # below lo
+            rows.add((region, zone, off % r_width[region]))
         rep = state
-        if region.size:
-            r_lo, r_hi, r_width, r_nbits = self._reg[1], self._reg[2], self._reg[3], self._reg[11]
-            margin = tries.depth
-            count = off // r_width[region]
-            lo, top = r_lo[region], r_nbits[region] - 1
-            clear = r_hi[region] - count - margin >= top
-            above = clear & (count >= lo)
-            below = clear & (lo - count >= top + margin)
-            if (above | below).any():
-                zone = np.where(above, -2, np.where(below, -1, count)).tolist()
-                rows = zip(region.tolist(), zone, (off % r_width[region]).tolist(), strict=True)
-                key = (margin, real.tobytes(), tuple(sorted(set(rows))))
-                with self._lock:
-                    rep = self._share_keys.setdefault(key, state)
+        if clear:
+            real = tuple(m for m in members if m < num_real)
+            key = (margin, real, tuple(sorted(rows)))
+            with self._lock:
+                rep = self._share_keys.setdefault(key, state)
         with self._lock:
             self._shares[state] = rep
         return rep
@@ -489,10 +501,15 @@ class LazyLexer:
         while self.expand(np.arange(self.num_states, dtype=np.int32), 1 << 30):
             pass
 
-    def view(self) -> tuple[LexerDfa, np.ndarray[Any, np.dtype[np.bool_]]]:
-        """Return :meth:`snapshot` and :meth:`expanded_rows` taken together (one lock)."""
+    def view(self, since: int) -> tuple[LexerDfa, Int32Array, int]:
+        """Return :meth:`snapshot`, the rows built after the first ``since`` and the count.
+
+        The rows are the states whose rows were built, in build order (a copy), and the count
+        :attr:`rows_built`; the three taken together (one lock).
+        """
         with self._lock:
-            return self.snapshot(), self.expanded_rows()
+            built = self.rows_built
+            return self.snapshot(), self._store[7][since:built].copy(), built
 
     def snapshot(self) -> LexerDfa:
         """Return the lexer built so far as a :class:`LexerDfa` (rows not built read -1)."""

@@ -55,7 +55,11 @@ def _read_only(a: np.ndarray[Any, Any], dtype: np.dtype[Any]) -> np.ndarray[Any,
 
     No copy when ``a`` already is one; a writable ``a`` stays writable (the result is a view).
     """
-    out = np.require(a, dtype=dtype, requirements=("C", "A"))
+    flags = a.flags
+    if a.dtype == dtype and flags.c_contiguous and flags.aligned:
+        out = a  # (np.require checks the same, slower: a lazy lexer publishes every step)
+    else:
+        out = np.require(a, dtype=dtype, requirements=("C", "A"))
     if out is a and a.flags.writeable:
         out = a.view()
     out.flags.writeable = False

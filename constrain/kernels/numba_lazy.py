@@ -177,7 +177,7 @@ def _reserve(store, states, members):  # type: ignore[no-untyped-def]
     Arrays grow 2x (or to what is needed) and the hash table keeps a load of at most one half,
     so :func:`_add` never reallocates.
     """
-    trans, expanded, set_ptr, pool, hashes, htab, meta = store
+    trans, expanded, set_ptr, pool, hashes, htab, meta, order = store
     n = meta[0]
     if n + states > trans.shape[0]:
         cap = max(2 * trans.shape[0], n + states)
@@ -193,6 +193,9 @@ def _reserve(store, states, members):  # type: ignore[no-untyped-def]
         grown_h = np.zeros(cap, np.int64)
         grown_h[:n] = hashes[:n]
         hashes = grown_h
+        grown_o = np.zeros(cap, np.int32)
+        grown_o[: meta[1]] = order[: meta[1]]
+        order = grown_o
     used = set_ptr[n]
     if used + members > pool.shape[0]:
         grown_pool = np.empty(max(2 * pool.shape[0], used + members), np.int64)
@@ -208,7 +211,7 @@ def _reserve(store, states, members):  # type: ignore[no-untyped-def]
             while htab[slot] >= 0:
                 slot = (slot + 1) & (cap - 1)
             htab[slot] = q
-    return trans, expanded, set_ptr, pool, hashes, htab, meta
+    return trans, expanded, set_ptr, pool, hashes, htab, meta, order
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -233,9 +236,10 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
 
     ``nfa`` is ``(bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, vptr, vreg, xtrans,
     r_toff, atrans, r_aoff)``, ``reg`` as for :func:`_close`.
-    The store is ``(trans, expanded, set_ptr, pool, hashes, htab, meta)``, ``meta[0]`` the
-    number of states. A dead ``start`` (no terminal at all) is state 0 alone, every byte dead,
-    as in the eager lexer.
+    The store is ``(trans, expanded, set_ptr, pool, hashes, htab, meta, order)``: ``meta[0]``
+    states, ``meta[1]`` rows built, ``order[: meta[1]]`` the states whose rows were built, in
+    that order (what is new since a count: a slice, not a scan). A dead ``start`` (no terminal
+    at all) is state 0 alone, every byte dead, as in the eager lexer.
     """
     eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
     trans = np.full((64, num_classes), -1, np.int32)
@@ -247,6 +251,7 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
         np.zeros(64, np.int64),
         np.full(128, -1, np.int32),
         np.zeros(2, np.int64),
+        np.zeros(64, np.int32),
     )
     mark = np.zeros(num_real, np.int64)
     seeds = np.empty(1, np.int64)
@@ -389,7 +394,7 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
     eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
     r_width, r_base, r_iw = reg[3], reg[4], reg[6]
     mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work
-    trans, expanded, set_ptr, pool, hashes, htab, meta = store
+    trans, expanded, set_ptr, pool, hashes, htab, meta, order = store
     C = fill.shape[0]
     a = set_ptr[s]
     b = set_ptr[s + 1]
@@ -479,6 +484,7 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
             n_single += 1
     trans[s, :] = row_out
     expanded[s] = True
+    order[meta[1]] = s  # the rows in the order they were built
     meta[1] += 1  # rows built so far
     return 0
 

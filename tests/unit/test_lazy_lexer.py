@@ -171,6 +171,29 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
     assert Compiler(tiny_vocab).compile(Grammar.from_regex(r"\w{7}")).lazy is None
 
 
+def test_published_rows_equal_a_fresh_computation(tiny_vocab: Vocabulary) -> None:
+    """Each step publishes only the rows it built; the arrays equal ones computed whole."""
+    from constrain import Compiler, Matcher
+    from constrain.compiler import continuation_bits
+
+    compiled = Compiler(tiny_vocab).compile(Grammar.from_regex("(ab|c){1,100000}[xy]"))
+    assert compiled.lazy is not None
+    matcher = Matcher(compiled)
+    bitmask = np.zeros((1, -(-tiny_vocab.size // 32)), dtype=np.int32)
+    for chunk in ["ab", "c", "abab", "cab"] * 300:  # rooms grow several times
+        matcher.fill_next_token_bitmask(bitmask)
+        assert matcher.accept_bytes(chunk)
+        n = compiled.lexer.num_states
+        assert compiled.cont_bits.shape[0] == compiled.restart.shape[0] == n
+    assert np.array_equal(compiled.cont_bits, continuation_bits(compiled.lexer))
+    assert not compiled.restart.any() and not compiled.restart.flags.writeable
+    built = compiled.lazy.rows_built
+    _, rows, count = compiled.lazy.view(0)
+    assert count == built and np.unique(rows).size == built  # each row built once, all logged
+    assert all(compiled.lazy.expanded(s) for s in rows.tolist())
+    assert matcher.accept_bytes("y") and matcher.is_accepting()
+
+
 def test_a_lexer_without_terminals_keeps_its_boundary_state(
     tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
