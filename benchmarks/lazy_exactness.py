@@ -24,17 +24,20 @@ folded repetition / a product region, ``eager_limit``: the whole product passes 
 
 from __future__ import annotations
 
-import argparse
 import json
-import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from common import args_record, machine, result_path, write_result
-from maskbench import instance_text, load_rows, stratified_sample
-from saved_roundtrip import CompileTimeoutError, raise_timeout, same_masks
+from common import args_record, machine, write_result
+from saved_roundtrip import (
+    CompileTimeoutError,
+    compile_within,
+    instance_tokens,
+    same_masks,
+    sample_arguments,
+    sample_rows,
+)
 
 from constrain import CompiledGrammar, Compiler, Grammar
 from constrain.automata import lazy_lexer, nfa
@@ -60,24 +63,16 @@ def compile_both(vocab: Any, schema: Any) -> tuple[CompiledGrammar, CompiledGram
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", type=int, default=2000, help="stratified sample size")
-    parser.add_argument("--seed", type=int, default=1, help="sample seed (maskbench.py's: 1)")
-    parser.add_argument("--stride", type=int, default=1, help="every STRIDE-th sampled schema")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many compared")
-    parser.add_argument("--timeout-s", type=float, default=60.0, help="both compiles a schema")
-    parser.add_argument("--out", type=Path, default=result_path("lazy-exactness"))
-    args = parser.parse_args()
+    args = sample_arguments(__doc__.splitlines()[0], "lazy-exactness").parse_args()
     import tokenizers
 
-    rows = stratified_sample(load_rows(), args.sample, args.seed)[:: args.stride]
+    rows = sample_rows(args)
     vocab = llama3_vocabulary()
     tok = tokenizers.Tokenizer.from_file(str(llama3_tokenizer_path()))
     eos = int(vocab.eos_ids[0])
     keys = ("schemas", "compared", "equal", "mismatch", "tokens", "regions", "products")
     counts = dict.fromkeys((*keys, "eager_limit", "compile_error", "timeout"), 0)
     mismatches: list[str] = []
-    signal.signal(signal.SIGALRM, raise_timeout)
     started = time.perf_counter()
     for row in rows:
         if args.limit is not None and counts["compared"] >= args.limit:
@@ -85,9 +80,8 @@ def main() -> None:
         counts["schemas"] += 1
         if counts["schemas"] % 100 == 0:
             print(json.dumps(counts), file=sys.stderr, flush=True)
-        signal.setitimer(signal.ITIMER_REAL, args.timeout_s)
         try:
-            eager, lazy = compile_both(vocab, row["schema"])
+            eager, lazy = compile_within(args.timeout_s, compile_both, vocab, row["schema"])
         except CompileTimeoutError:
             counts["timeout"] += 1
             continue
@@ -97,16 +91,13 @@ def main() -> None:
         except (GrammarError, RecursionError):
             counts["compile_error"] += 1
             continue
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         assert eager.lazy is None and lazy.lazy is not None
         counts["compared"] += 1
         counts["regions"] += bool(lazy.lazy.regions)
         counts["products"] += any(r.other is not None for r in lazy.lazy.regions)
-        texts = [instance_text(t["data"]) for t in row["tests"]]
-        encoded = tok.encode_batch(texts, add_special_tokens=False) if texts else []
-        counts["tokens"] += sum(len(e.ids) + 1 for e in encoded)
-        equal = all(same_masks(eager, lazy, e.ids, eos) for e in encoded)
+        encoded = instance_tokens(tok, row)
+        counts["tokens"] += sum(len(ids) + 1 for ids in encoded)
+        equal = all(same_masks(eager, lazy, ids, eos) for ids in encoded)
         counts["equal" if equal else "mismatch"] += 1
         if not equal:
             mismatches.append(row["id"])

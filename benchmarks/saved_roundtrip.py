@@ -25,8 +25,9 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from common import args_record, machine, result_path, write_result
@@ -36,13 +37,55 @@ from constrain import CompiledGrammar, Compiler, Grammar, Matcher
 from constrain.errors import CompileLimitError, GrammarError, SavedFileError
 from constrain.testing import llama3_tokenizer_path, llama3_vocabulary
 
+T = TypeVar("T")
+
 
 class CompileTimeoutError(Exception):
     """The schema's compile ran past ``--timeout-s``."""
 
 
-def raise_timeout(signum: int, frame: Any) -> None:
+def _raise_timeout(signum: int, frame: Any) -> None:
     raise CompileTimeoutError
+
+
+def compile_within(seconds: float, build: Callable[..., T], *args: Any) -> T:
+    """Return ``build(*args)``, or raise :class:`CompileTimeoutError` once it runs ``seconds``."""
+    signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return build(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def compile_schema(vocab: Any, schema: Any) -> CompiledGrammar:
+    """Compile ``schema`` (flexible whitespace) with a compiler that caches nothing."""
+    grammar = Grammar.from_json_schema(schema, whitespace="flexible")
+    return Compiler(vocab, cache_bytes=0).compile(grammar)
+
+
+def sample_arguments(description: str, result: str) -> argparse.ArgumentParser:
+    """The options of a check over the MaskBench sample; ``--out`` defaults to ``result``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sample", type=int, default=2000, help="stratified sample size")
+    parser.add_argument("--seed", type=int, default=1, help="sample seed (maskbench.py's: 1)")
+    parser.add_argument("--stride", type=int, default=1, help="every STRIDE-th sampled schema")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many checked")
+    parser.add_argument("--timeout-s", type=float, default=60.0, help="compile limit a schema")
+    parser.add_argument("--out", type=Path, default=result_path(result))
+    return parser
+
+
+def sample_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The sampled MaskBench rows, every ``--stride``-th."""
+    rows: list[dict[str, Any]] = stratified_sample(load_rows(), args.sample, args.seed)
+    return rows[:: args.stride]
+
+
+def instance_tokens(tok: Any, row: dict[str, Any]) -> list[list[int]]:
+    """The Llama 3.2 token ids of each instance (valid and invalid) of ``row``."""
+    texts = [instance_text(t["data"]) for t in row["tests"]]
+    return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)] if texts else []
 
 
 def same_masks(a: CompiledGrammar, b: CompiledGrammar, tokens: list[int], eos: int) -> bool:
@@ -64,17 +107,10 @@ def same_masks(a: CompiledGrammar, b: CompiledGrammar, tokens: list[int], eos: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", type=int, default=2000, help="stratified sample size")
-    parser.add_argument("--seed", type=int, default=1, help="sample seed (maskbench.py's: 1)")
-    parser.add_argument("--stride", type=int, default=1, help="every STRIDE-th sampled schema")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many schemas")
-    parser.add_argument("--timeout-s", type=float, default=60.0, help="compile limit a schema")
-    parser.add_argument("--out", type=Path, default=result_path("saved-roundtrip"))
-    args = parser.parse_args()
+    args = sample_arguments(__doc__.splitlines()[0], "saved-roundtrip").parse_args()
     import tokenizers
 
-    rows = stratified_sample(load_rows(), args.sample, args.seed)[:: args.stride][: args.limit]
+    rows = sample_rows(args)[: args.limit]
     vocab = llama3_vocabulary()
     tok = tokenizers.Tokenizer.from_file(str(llama3_tokenizer_path()))
     eos = int(vocab.eos_ids[0])
@@ -85,19 +121,14 @@ def main() -> None:
     failures: dict[str, list[str]] = {
         "mismatch": [], "save_error": [], "load_error": [], "compile_bug": []
     }  # fmt: skip
-    signal.signal(signal.SIGALRM, raise_timeout)
     folder = Path(tempfile.mkdtemp(prefix="saved-roundtrip-"))
     started = time.perf_counter()
     for row in rows:
         counts["schemas"] += 1
         if counts["schemas"] % 500 == 0:
             print(json.dumps(counts), file=sys.stderr, flush=True)
-        compiler = Compiler(vocab, cache_bytes=0)
-        signal.setitimer(signal.ITIMER_REAL, args.timeout_s)
         try:
-            compiled = compiler.compile(
-                Grammar.from_json_schema(row["schema"], whitespace="flexible")
-            )
+            compiled = compile_within(args.timeout_s, compile_schema, vocab, row["schema"])
         except CompileTimeoutError:
             counts["timeout"] += 1
             continue
@@ -108,8 +139,6 @@ def main() -> None:
             counts["compile_bug"] += 1
             failures["compile_bug"].append(f"{row['id']}: {type(err).__name__}: {err}"[:300])
             continue
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         counts["compiled"] += 1
         path = folder / "g.npz"
         try:
@@ -124,10 +153,8 @@ def main() -> None:
             counts["load_error"] += 1
             failures["load_error"].append(f"{row['id']}: {err}"[:300])
             continue
-        texts = [instance_text(t["data"]) for t in row["tests"]]
-        encoded = tok.encode_batch(texts, add_special_tokens=False) if texts else []
         equal = loaded.grammar == compiled.grammar and all(
-            same_masks(compiled, loaded, e.ids, eos) for e in encoded
+            same_masks(compiled, loaded, ids, eos) for ids in instance_tokens(tok, row)
         )
         counts["round_trips" if equal else "mismatch"] += 1
         if not equal:
