@@ -418,21 +418,26 @@ class LazyLexer:
             self._done[whole] = True
         return grew
 
-    def _virtual(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return ``state``'s real members and its virtual ones' regions and offsets."""
+    def _virtual(self, state: int) -> tuple[tuple[int, ...], list[tuple[int, int]]]:
+        """Return ``state``'s real members and its virtual ones as (region, offset) pairs.
+
+        Plain lists: a subset has a few members, and numpy's per-call cost would dominate.
+        """
         set_ptr, pool = self._store[2], self._store[3]
-        members = pool[set_ptr[state] : set_ptr[state + 1]]
-        real = members < self.num_real
-        virtual = members[~real] - self.num_real
-        region = np.searchsorted(self._reg[4], virtual, side="right") - 1
-        return members[real], region, virtual - self._reg[4][region]
+        members = pool[set_ptr[state] : set_ptr[state + 1]].tolist()
+        num_real, base = self.num_real, self._reg_lists[0]
+        real = tuple(m for m in members if m < num_real)
+        virtual = []
+        for member in members[len(real) :]:  # (sorted: the virtual ids come last)
+            region = bisect.bisect_right(base, member - num_real) - 1
+            virtual.append((region, member - num_real - base[region]))
+        return real, virtual
 
     def _walked_at(self, state: int) -> bool:
         """Whether ``state``'s subset holds a state of a product region or a wide item."""
         if not self._walked.any():
             return False
-        _, region, _ = self._virtual(state)
-        return bool(self._walked[region].any())
+        return any(self._walked[region] for region, _ in self._virtual(state)[1])
 
     def share(self, state: int, tries: TokenTries) -> int:
         """Return the state whose token tables ``state``'s equal: the first one counted alike.
@@ -450,18 +455,12 @@ class LazyLexer:
         found = self._shares.get(state)
         if found is not None:
             return found
-        set_ptr, pool = self._store[2], self._store[3]
-        members = pool[set_ptr[state] : set_ptr[state + 1]].tolist()
-        num_real, margin = self.num_real, tries.depth
-        base, r_lo, r_hi, r_width, r_nbits = self._reg_lists
+        real, virtual = self._virtual(state)
+        margin = tries.depth
+        _, r_lo, r_hi, r_width, r_nbits = self._reg_lists
         rows: set[tuple[int, int, int]] = set()
         clear = False
-        for member in members:
-            if member < num_real:
-                continue
-            virtual = member - num_real
-            region = bisect.bisect_right(base, virtual) - 1
-            off = virtual - base[region]
+        for region, off in virtual:
             count, lo, top = off // r_width[region], r_lo[region], r_nbits[region] - 1
             zone = count
             if r_hi[region] - count - margin >= top:
@@ -472,7 +471,6 @@ class LazyLexer:
             rows.add((region, zone, off % r_width[region]))
         rep = state
         if clear:
-            real = tuple(m for m in members if m < num_real)
             key = (margin, real, tuple(sorted(rows)))
             with self._lock:
                 rep = self._share_keys.setdefault(key, state)
