@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from constrain._gc import paused_gc
 from constrain._types import Int32Array
 from constrain._version import __version__
 from constrain.automata import lazy_lexer
@@ -653,7 +654,8 @@ class Compiler:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        compiled = self._compile(grammar)
+        with paused_gc():  # the IR and NFA pieces are acyclic: see constrain._gc
+            compiled = self._compile(grammar)
         size = compiled.nbytes()
         with self._lock:
             if key not in self._cache and size <= self.cache_bytes:

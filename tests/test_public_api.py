@@ -119,6 +119,7 @@ STAGES: list[tuple[str, ...]] = [
     # the foundations; constrain.npz reads and writes the .npz files of vocabularies and grammars
     (
         "constrain.errors",
+        "constrain._gc",
         "constrain._types",
         "constrain._version",
         "constrain.grammars",

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from constrain._gc import paused_gc
 from constrain.errors import GrammarError
 from constrain.ir.nodes import Regex, matches_empty, non_empty
 from constrain.ir.printer import expand_nullable, lark_names, terminal_to_lark
@@ -161,7 +162,8 @@ class Grammar:
         """
         from constrain.frontends.regex import parse_regex
 
-        return cls.from_terminal_regex(parse_regex(pattern))
+        with paused_gc():
+            return cls.from_terminal_regex(parse_regex(pattern))
 
     @classmethod
     def from_terminal_regex(cls, regex: Regex, name: str = "REGEX") -> Grammar:
@@ -191,7 +193,8 @@ class Grammar:
         """
         from constrain.frontends.lark import parse_lark
 
-        return parse_lark(text, start=start, lexer=lexer)
+        with paused_gc():
+            return parse_lark(text, start=start, lexer=lexer)
 
     @classmethod
     def from_ebnf(cls, text: str, *, root: str = "root") -> Grammar:
@@ -207,7 +210,8 @@ class Grammar:
         """
         from constrain.frontends.ebnf import parse_ebnf
 
-        return parse_ebnf(text, root)
+        with paused_gc():
+            return parse_ebnf(text, root)
 
     @classmethod
     def from_lark_file(
@@ -216,7 +220,8 @@ class Grammar:
         """Return the grammar of a ``.lark`` file (relative ``%import`` from its folder)."""
         from constrain.frontends.lark import parse_lark_file
 
-        return parse_lark_file(Path(path), start=start, lexer=lexer)
+        with paused_gc():
+            return parse_lark_file(Path(path), start=start, lexer=lexer)
 
     @classmethod
     def builtin(cls, name: str) -> Grammar:
@@ -287,7 +292,8 @@ class Grammar:
             opts = JsonSchemaOptions(**options)
         except TypeError as err:
             raise TypeError(f"Grammar.from_json_schema: {err}") from err
-        return compile_json_schema(schema, opts)
+        with paused_gc():
+            return compile_json_schema(schema, opts)
 
     @classmethod
     def from_json_schema_file(cls, path: str | Path, **options: Any) -> Grammar:
