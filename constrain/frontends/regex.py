@@ -337,6 +337,27 @@ def _translate_ecmascript(pattern: str) -> tuple[str, list[int]]:
 # --------------------------------------------------------------------------------------------
 
 
+def _trim_counts(out: list[Regex], at: int) -> None:
+    """Search mode: shorten the counted repetitions at an unanchored end of a sequence.
+
+    ``.*X{m,n}B`` is ``.*X{m}B`` for ``m <= n`` (``n`` may be unbounded): a match with more
+    copies ends with one of ``m`` copies, and ``m`` copies are a match. Likewise ``BX{m,n}.*``
+    at the end (``at = -1``; ``at = 0``: the start). A count of 0 drops the repetition and the
+    next item is looked at. An unanchored ``[a-z]{1,255}`` needed every count tracked in
+    parallel (0.1 s to compile), for the language of ``.*[a-z].*``.
+    """
+    while out:
+        node = out[at]
+        if not isinstance(node, Repeat) or node.min == node.max:
+            return
+        if node.max is not None and node.min > node.max:  # the empty language: kept as is
+            return
+        if node.min > 0:
+            out[at] = node.item if node.min == 1 else Repeat(node.item, node.min, node.min)
+            return
+        del out[at]
+
+
 def _concat(parts: list[Regex]) -> Regex:
     """Concatenate, merging adjacent literals and dropping empty strings."""
     out: list[Regex] = []
@@ -485,9 +506,15 @@ class _Converter:
         if chars:
             out.append(Literal("".join(chars)))
         if self.search:
-            if start and not pin_start and not self._delegates(items, first):
+            head = start and not pin_start and not self._delegates(items, first)
+            tail = end and not pin_end and not self._delegates(items, last)
+            if head:
+                _trim_counts(out, 0)
+            if tail:
+                _trim_counts(out, -1)
+            if head:
                 out.insert(0, _ANY_RUN)
-            if end and not pin_end and not self._delegates(items, last):
+            if tail:
                 out.append(_ANY_RUN)
         return _concat(out)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 
@@ -11,7 +12,17 @@ import reference
 from constrain.automata.dfa import compile_regex
 from constrain.errors import GrammarError, RegexError
 from constrain.frontends.regex import literal_regex, parse_regex
-from constrain.ir import EMPTY, NOTHING, Alt, CharSet, Concat, Literal, Repeat, regex_to_pattern
+from constrain.ir import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    CharSet,
+    Concat,
+    Literal,
+    Repeat,
+    regex_to_pattern,
+)
 
 # Strings that exercise Unicode classes, case folding and multi-byte encodings.
 PROBES = [
@@ -320,6 +331,37 @@ def test_ecmascript_property_escape_errors() -> None:
         assert info.value.offset == 1
     dfa = compile_regex(parse_regex(r"^[\p{L}\d_]+$", flavor="ecmascript"))
     assert dfa.matches("Ωé_1".encode()) and not dfa.matches("٣".encode())
+
+
+SEARCH_COUNTS = [
+    "a{2,4}", "a{0,3}b", "ba{1,}", "a{1,3}b{2,3}", "^a{1,3}", "a{2,3}$", "(?:ab){1,3}",
+    "a{1,3}|b{2}", "(a{1,3}b){1,2}", "a*b{1,2}c?", "x(a{1,3})", "(?:a?){2,3}b", "a{3,2}",
+]  # fmt: skip
+SEARCH_TEXTS = ["".join(p) for n in range(7) for p in itertools.product("abx", repeat=n)]
+
+
+@pytest.mark.parametrize("pattern", SEARCH_COUNTS)
+def test_search_counts_at_open_ends(pattern: str) -> None:
+    """Search mode shortens a count at an unanchored end (``.*a{2,4}`` is ``.*aa``): the
+    strings matched are still exactly ``re.search``'s."""
+    if pattern == "a{3,2}":
+        with pytest.raises(RegexError):
+            parse_regex(pattern, flavor="ecmascript", search=True)
+        return
+    dfa = compile_regex(parse_regex(pattern, flavor="ecmascript", search=True))
+    for text in SEARCH_TEXTS:
+        expected = re.search(pattern, text) is not None
+        assert dfa.matches(text.encode()) == expected, (pattern, text)
+
+
+def test_search_counts_shape() -> None:
+    any_run = Repeat(ANY_CHAR)
+    node = parse_regex("[a-z]{1,255}", flavor="ecmascript", search=True)
+    assert node == Concat((any_run, CharSet(((97, 122),)), any_run))
+    assert parse_regex("^[a-z]{1,255}", flavor="ecmascript", search=True) == Concat(node.items[1:])
+    assert parse_regex("^[a-z]{1,255}x", flavor="ecmascript", search=True) == Concat(
+        (Repeat(CharSet(((97, 122),)), 1, 255), Literal("x"), any_run)
+    )
 
 
 def test_ir_survives_pickling() -> None:
