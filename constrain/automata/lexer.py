@@ -21,7 +21,7 @@ from constrain._types import ByteArray, Int32Array, UInt64Array
 from constrain.automata.byte_dfa import walk_bytes
 from constrain.automata.nfa import CountedRegion, Nfa, NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
-from constrain.automata.subsets import determinize, minimize_classes, nfa_live
+from constrain.automata.subsets import compress_classes, determinize, minimize_classes, nfa_live
 from constrain.errors import EmptyTerminalError, GrammarError
 from constrain.ir import Alt, Concat, Grammar, Regex, Repeat, Terminal
 from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
@@ -35,10 +35,16 @@ __all__ = [
     "ignored_as_prefixes",
     "lexer_nfa",
     "lexer_restarts",
+    "MINIMIZE_MAX_CELLS",
 ]
 
 
 _NFA_STATES_PER_DFA_STATE = 4
+MINIMIZE_MAX_CELLS = 1 << 20
+"""Lexers of more transition cells (states x byte classes) are not minimised: minimisation
+costs ~35 ns a cell and takes ~10% of a big lexer's states away (MaskBench: 43,080 -> 39,227
+states in 122 ms), while masks depend only on the language; its first mask came 110 ms later
+for no measurable gain per token."""
 _NFA_SLACK = 4096
 
 
@@ -506,7 +512,7 @@ def build_lexer(
     fold_signal: int | None = None,
     fold_small: int | None = None,
 ) -> LexerDfa:
-    """Build the combined minimal lexer DFA of several terminals.
+    """Build the combined lexer DFA of several terminals (minimal up to ``MINIMIZE_MAX_CELLS``).
 
     Parameters
     ----------
@@ -563,6 +569,9 @@ def build_lexer(
     accept_bits = np.zeros((num, num_words), dtype=np.uint64)
     alive_bits = np.zeros((num, num_words), dtype=np.uint64)
     state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    if num * subsets.trans.shape[1] > MINIMIZE_MAX_CELLS:
+        byte_class, trans = compress_classes(subsets.trans, subsets.byte_class)
+        return LexerDfa(byte_class, trans, accept_bits, alive_bits, names)
     signature = np.concatenate(
         (
             (np.arange(num) == 0).astype(np.uint64)[:, None],

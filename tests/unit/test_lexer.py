@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import reference
 
+import constrain.automata.lexer as lexer_module
 from constrain.automata.dfa import compile_regex
 from constrain.automata.lexer import LexerDfa, build_lexer
 from constrain.errors import CompileLimitError, GrammarError
@@ -87,10 +88,19 @@ def test_minimal_for_signature() -> None:
     assert len(set(blocks)) == lx.num_states
 
 
+@pytest.mark.parametrize("minimised", [True, False])
 @pytest.mark.parametrize("seed", range(3))
-def test_bits_against_per_terminal_automata(seed: int) -> None:
+def test_bits_against_per_terminal_automata(
+    seed: int, minimised: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also for a lexer too big to minimise (``MINIMIZE_MAX_CELLS``): the same bits."""
     rng = random.Random(seed)
+    small = lexer_of(TERMINALS)
+    if not minimised:
+        monkeypatch.setattr(lexer_module, "MINIMIZE_MAX_CELLS", 0)
     lx = lexer_of(TERMINALS)
+    assert lx.num_states > small.num_states if not minimised else lx.num_states == small.num_states
+    assert not (lx.trans == 0).any()  # state 0 is never re-entered
     dfas = [compile_regex(parse_regex(p)) for p in TERMINALS.values()]
     alphabet = 'ifabc_xyz019.-> \n"\\é'
     for _ in range(300):
