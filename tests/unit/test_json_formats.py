@@ -435,7 +435,7 @@ def test_recurring_format_bodies_enter_the_lexer_as_their_minimal_dfa(
     valid and invalid texts on a small vocabulary).
     """
     from constrain import Compiler, Grammar, Matcher
-    from constrain.automata import nfa
+    from constrain.automata import lexer, nfa
     from constrain.automata.nfa_parts import FragmentCache
     from constrain.testing import tiny_vocabulary
 
@@ -444,6 +444,7 @@ def test_recurring_format_bodies_enter_the_lexer_as_their_minimal_dfa(
         "type": "object",
         "properties": {k: {"type": "string", "format": "uri"} for k in ("a", "b", "c")},
     }
+    monkeypatch.setattr(lexer, "MINIMIZE_MAX_CELLS", 1 << 30)  # minimal lexers: compared below
     monkeypatch.setattr(nfa, "_DFA_SEEN", {})
     monkeypatch.setattr(nfa, "_DFA_FRAGMENTS", FragmentCache(4096, max_bytes=64 << 20))
     cached = Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))

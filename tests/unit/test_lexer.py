@@ -76,7 +76,9 @@ def test_state_zero_never_reentered() -> None:
         assert not (lexer_of(terminals).trans == 0).any()
 
 
-def test_minimal_for_signature() -> None:
+def test_minimal_for_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``MINIMIZE_MAX_CELLS`` (raised here) the lexer is the minimal DFA."""
+    monkeypatch.setattr(lexer_module, "MINIMIZE_MAX_CELLS", 1 << 30)
     lx = lexer_of(TERMINALS)
     signature = [
         (q == 0, *lx.accept_bits[q].tolist(), *lx.alive_bits[q].tolist())
@@ -93,8 +95,9 @@ def test_minimal_for_signature() -> None:
 def test_bits_against_per_terminal_automata(
     seed: int, minimised: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Also for a lexer too big to minimise (``MINIMIZE_MAX_CELLS``): the same bits."""
+    """Minimised or not (past ``MINIMIZE_MAX_CELLS``), the same bits."""
     rng = random.Random(seed)
+    monkeypatch.setattr(lexer_module, "MINIMIZE_MAX_CELLS", 1 << 30)
     small = lexer_of(TERMINALS)
     if not minimised:
         monkeypatch.setattr(lexer_module, "MINIMIZE_MAX_CELLS", 0)
@@ -170,9 +173,12 @@ COUNTED = {
 
 @pytest.mark.parametrize("terminals", [TERMINALS, COUNTED], ids=["plain", "counted"])
 @pytest.mark.parametrize("depth", [0, 1, 2, 5, 17, 1000])
-def test_bounded_classes_equal_moore_rounds(terminals: dict[str, str], depth: int) -> None:
+def test_bounded_classes_equal_moore_rounds(
+    terminals: dict[str, str], depth: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """From every start state: the states reached and their classes are those of ``depth``
     rounds of Moore's refinement over the reachable part (the oracle)."""
+    monkeypatch.setattr(lexer_module, "MINIMIZE_MAX_CELLS", 1 << 30)  # minimal: see the end
     lx = lexer_of(terminals)
     for start in sorted({0, *range(1, lx.num_states, max(lx.num_states // 7, 1))}):
         found = lx.bounded_classes(depth, [start])
