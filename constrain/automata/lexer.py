@@ -28,6 +28,7 @@ from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kern
 from constrain.kernels.numba_subsets import state_bits_kernel
 
 __all__ = [
+    "MINIMIZE_MAX_CELLS",
     "EmptyTerminalError",
     "LexerDfa",
     "build_lexer",
@@ -35,11 +36,12 @@ __all__ = [
     "ignored_as_prefixes",
     "lexer_nfa",
     "lexer_restarts",
-    "MINIMIZE_MAX_CELLS",
 ]
 
 
 _NFA_STATES_PER_DFA_STATE = 4
+_NFA_SLACK = 4096
+
 MINIMIZE_MAX_CELLS = 1 << 13
 """Lexers of more transition cells (states x byte classes) are not minimised. Masks depend only
 on the language, and minimisation costs ~35 ns a cell for mostly ~10% fewer states (MaskBench:
@@ -47,7 +49,6 @@ on the language, and minimisation costs ~35 ns a cell for mostly ~10% fewer stat
 is built per state *visited*, and equivalent states are rarely both visited: over 160 MaskBench
 schemas' instances minimisation saved 21 of 12,870 table builds (59,785 tokens), for 8-15% of
 their median time to the first mask."""
-_NFA_SLACK = 4096
 
 
 _ARRAY_DTYPES: dict[str, np.dtype[Any]] = {
