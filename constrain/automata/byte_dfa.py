@@ -241,5 +241,8 @@ def nfa_to_dfa(nfa: Nfa, *, max_states: int, limit_name: str) -> Dfa:
     num = subsets.trans.shape[0]
     accept_bits = np.zeros((num, 1), dtype=np.uint64)
     alive_bits = np.zeros((num, 1), dtype=np.uint64)
-    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    state_bits_kernel(
+        subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp,
+        (nfa.group_base, nfa.group_ptr, nfa.group_terms), accept_bits, alive_bits,
+    )  # fmt: skip
     return minimal_dfa(subsets.trans, subsets.byte_class, accept_bits[:, 0] != 0)

@@ -113,7 +113,7 @@ class LazyLexer:
             region_min = REGION_MIN
         self.names = tuple(name for name, _ in terminals)
         self.max_states = max_states
-        nfa, bounds, regions = lexer_nfa(terminals, max_states=max_states, region_min=region_min)
+        nfa, entries, regions = lexer_nfa(terminals, max_states=max_states, region_min=region_min)
         start = 0
         self.regions: tuple[CountedRegion, ...] = tuple(regions)
         num_real = nfa.num_states
@@ -127,7 +127,7 @@ class LazyLexer:
             np.flatnonzero(nfa.tag >= 0).astype(np.int32),
             live,
         )
-        empty = [n for n, entry in zip(self.names, bounds[:-1], strict=True) if not live[entry]]
+        empty = [n for n, ent in zip(self.names, entries, strict=True) if not live[ent].any()]
         if empty:
             raise EmptyTerminalError(empty)
         byte_class, num_classes, bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep = nfa_csr_kernel(
@@ -205,6 +205,7 @@ class LazyLexer:
             self._reg = tuple(np.zeros(1, dtype=a.dtype) for a in self._reg)  # type: ignore[assignment]
         self._tag = nfa.tag
         self._comp = comp
+        self._groups = (nfa.group_base, nfa.group_ptr, nfa.group_terms)
         self._r_comp = r_comp.astype(np.int32) if self.regions else np.full(1, -1, np.int32)
         self.num_real = num_real
         self.num_classes = num_classes
@@ -265,8 +266,8 @@ class LazyLexer:
             self._accept, self._alive = accept, alive
         set_ptr, pool = self._store[2], self._store[3]
         lazy_bits_kernel(
-            set_ptr, pool, old, n, self.num_real, self._tag, self._comp, self._reg[4],
-            self._r_comp, self._accept, self._alive,
+            set_ptr, pool, old, n, self.num_real, self._tag, self._comp, self._groups,
+            self._reg[4], self._r_comp, self._accept, self._alive,
         )  # fmt: skip
         self._bits_done = n
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from constrain._types import ByteArray, Int32Array, UInt64Array
 from constrain.automata.byte_dfa import walk_bytes
+from constrain.automata.key_groups import key_groups
 from constrain.automata.nfa import CountedRegion, Nfa, NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
 from constrain.automata.subsets import compress_classes, determinize, minimize_classes, nfa_live
@@ -461,15 +462,17 @@ def lexer_nfa(
     region_min: int | None = None,
     fold_signal: int | None = None,
     fold_small: int | None = None,
-) -> tuple[Nfa, list[int], list[CountedRegion]]:
-    """Return the union NFA of the terminals, each terminal's first state, and its regions.
+) -> tuple[Nfa, list[list[int]], list[CountedRegion]]:
+    """Return the union NFA of the terminals, each terminal's first states, and its regions.
 
-    State 0 starts every terminal (an epsilon edge to each one's first state); ``bounds[t] ..
-    bounds[t + 1] - 1`` are terminal ``t``'s states. With ``region_min``, counted repetitions of
-    that many copies or more are left folded (:meth:`NfaBuilder.enable_regions`); with
-    ``fold_signal``, such a repetition raises :class:`~constrain.automata.nfa.FoldableRepeat`
-    instead (the caller builds the lazy lexer), and so does one of ``fold_small`` copies or
-    more once the copies of such repetitions add up to ``fold_signal``.
+    State 0 starts every terminal (an epsilon edge to each one's first state, or to each of
+    the shared fragments that make it up, :mod:`~constrain.automata.key_groups`: their states
+    are tagged with groups of terminals, :class:`~constrain.automata.nfa_parts.Nfa`). With
+    ``region_min``, counted repetitions of that many copies or more are left folded
+    (:meth:`NfaBuilder.enable_regions`); with ``fold_signal``, such a repetition raises
+    :class:`~constrain.automata.nfa.FoldableRepeat` instead (the caller builds the lazy
+    lexer), and so does one of ``fold_small`` copies or more once the copies of such
+    repetitions add up to ``fold_signal``.
 
     Raises
     ------
@@ -496,16 +499,42 @@ def lexer_nfa(
     builder.fold_signal = fold_signal
     builder.fold_small = fold_small
     start = builder.new_state()
-    bounds: list[int] = []
-    finals: list[int] = []
-    for _, regex in terminals:
+    plan = key_groups([regex for _, regex in terminals])
+    entries: list[list[int]] = [[] for _ in terminals]
+    pieces: list[tuple[int, int, int, int]] = []  # first state, end, final, owner
+    groups: list[tuple[int, ...]] = []
+
+    def add(regex: Regex, owners: tuple[int, ...]) -> None:
         entry = builder.new_state()
-        bounds.append(entry)
         builder.add_eps(start, entry)
-        finals.append(builder.build(regex, entry))
-    bounds.append(builder.num_states)
-    nfa = builder.finish(start, finals, bounds if terminals else ())
-    return nfa, bounds, list(builder.regions or ())
+        final = builder.build(regex, entry)
+        owner = owners[0]
+        if len(owners) > 1:  # a group's tag (key_groups)
+            owner = len(terminals) + len(groups)
+            groups.append(owners)
+        pieces.append((entry, builder.num_states, final, owner))
+        for t in owners:
+            entries[t].append(entry)
+
+    for t, (_, regex) in enumerate(terminals):
+        if t not in plan.grouped:
+            add(regex, (t,))
+    for regex, owners in plan.fragments:
+        add(regex, owners)
+    nfa = builder.finish(start, [])
+    tag = np.full(nfa.num_states, -1, dtype=np.int32)
+    comp = np.full(nfa.num_states, -1, dtype=np.int32)
+    for entry, end, final, owner in pieces:
+        comp[entry:end] = owner
+        tag[final] = owner
+    group_ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=group_ptr[1:])
+    group_terms = np.array([t for g in groups for t in g], dtype=np.int32)
+    nfa = dataclasses.replace(
+        nfa, tag=tag, comp=comp, group_base=len(terminals), group_ptr=group_ptr,
+        group_terms=group_terms,
+    )  # fmt: skip
+    return nfa, entries, list(builder.regions or ())
 
 
 def build_lexer(
@@ -548,11 +577,11 @@ def build_lexer(
     if max_states < 1:
         raise ValueError(f"max_states must be positive, got {max_states}")
     names = tuple(name for name, _ in terminals)
-    nfa, bounds, _ = lexer_nfa(
+    nfa, entries, _ = lexer_nfa(
         terminals, max_states=max_states, fold_signal=fold_signal, fold_small=fold_small
     )
     live = nfa_live(nfa)
-    empty = [name for name, entry in zip(names, bounds[:-1], strict=True) if not live[entry]]
+    empty = [name for name, ent in zip(names, entries, strict=True) if not live[ent].any()]
     if empty:
         raise EmptyTerminalError(empty)
     # at least one word, as the parser's bitsets: kernels read word 0 even without terminals
@@ -571,7 +600,10 @@ def build_lexer(
         )
     accept_bits = np.zeros((num, num_words), dtype=np.uint64)
     alive_bits = np.zeros((num, num_words), dtype=np.uint64)
-    state_bits_kernel(subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp, accept_bits, alive_bits)
+    state_bits_kernel(
+        subsets.set_ptr, subsets.pool, nfa.tag, nfa.comp,
+        (nfa.group_base, nfa.group_ptr, nfa.group_terms), accept_bits, alive_bits,
+    )  # fmt: skip
     if num * subsets.trans.shape[1] > MINIMIZE_MAX_CELLS:
         byte_class, trans = compress_classes(subsets.trans, subsets.byte_class)
         return LexerDfa(byte_class, trans, accept_bits, alive_bits, names)

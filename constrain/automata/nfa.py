@@ -699,24 +699,17 @@ class NfaBuilder:
             self.add_eps(cur, final)
         return final
 
-    def finish(self, start: int, finals: Sequence[int], comp_bounds: Sequence[int] = ()) -> Nfa:
-        """Return the NFA; ``finals[t]`` accepts terminal ``t``.
+    def finish(self, start: int, finals: Sequence[int]) -> Nfa:
+        """Return the NFA; ``finals[t]`` accepts terminal ``t``, every state is terminal 0's.
 
-        ``comp_bounds`` (length ``T + 1``), when given, says that states
-        ``comp_bounds[t] .. comp_bounds[t + 1] - 1`` belong to terminal ``t``.
+        (:func:`~constrain.automata.lexer.lexer_nfa` sets the tags and components of a union.)
         """
         self._check(0)
         n = self.num_states
         table, eps = self._arrays()
         tag = np.full(n, -1, dtype=np.int32)
         tag[np.asarray(finals, dtype=np.int64)] = np.arange(len(finals), dtype=np.int32)
-        comp = np.full(n, -1, dtype=np.int32)
-        if comp_bounds:
-            bounds = np.asarray(comp_bounds, dtype=np.int64)
-            sizes = np.diff(bounds)
-            comp[bounds[0] : bounds[-1]] = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
-        else:
-            comp[:] = 0
+        comp = np.zeros(n, dtype=np.int32)
         src, lo, hi, dst, eps_src, eps_dst = (np.ascontiguousarray(r) for r in (*table, *eps))
         return Nfa(n, src, lo, hi, dst, eps_src, eps_dst, start, tag, comp)
 

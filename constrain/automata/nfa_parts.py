@@ -7,12 +7,12 @@ repeats of stars and check an :class:`~constrain.ir.Automaton`'s state ids.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
 
-from constrain._types import Int32Array, UInt64Array
+from constrain._types import Int32Array, Int64Array, UInt64Array
 from constrain.automata.byte_dfa import Dfa, DfaFragment
 from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import GrammarError
@@ -30,10 +30,14 @@ from constrain.ir import (
 from constrain.kernels.numba_minimize import acyclic_classes_kernel
 from constrain.kernels.numba_product import product_counts_kernel
 
+# Nfa.group_base of an NFA without groups: no tag reaches it
+NO_GROUPS = 2**31 - 1
+
 K = TypeVar("K")
 V = TypeVar("V")
 
 __all__ = [
+    "NO_GROUPS",
     "CountedRegion",
     "FoldableRepeat",
     "FragmentCache",
@@ -294,6 +298,10 @@ class Nfa:
         Terminal accepted in each state, -1 for none.
     comp : (N,) int32
         Terminal whose automaton each state belongs to, -1 for none.
+    group_base, group_ptr, group_terms : int, (G + 1,) int64, (M,) int32
+        A ``tag`` or ``comp`` of ``group_base + g`` or more stands for group ``g``: several
+        terminals sharing the state, ``group_terms[group_ptr[g]:group_ptr[g + 1]]``
+        (:mod:`constrain.automata.key_groups`). None by default.
     """
 
     num_states: int
@@ -306,6 +314,9 @@ class Nfa:
     start: int
     tag: Int32Array
     comp: Int32Array
+    group_base: int = NO_GROUPS
+    group_ptr: Int64Array = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    group_terms: Int32Array = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
 
 
 class FoldableRepeat(Exception):  # noqa: N818 - a signal, not an error

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL, mix_hash
+from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL, mix_hash, set_terminal_bits
 
 __all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel", "lazy_walk_kernel"]
 
@@ -687,24 +687,24 @@ def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_sta
 
 @njit(cache=True, nogil=True)
 def lazy_bits_kernel(  # type: ignore[no-untyped-def]
-    set_ptr, pool, lo, hi, num_real, tag, comp, r_base, r_comp, accept_bits, alive_bits
+    set_ptr, pool, lo, hi, num_real, tag, comp, groups, r_base, r_comp, accept_bits, alive_bits
 ):
     """Write the terminal bitsets of DFA states ``lo .. hi - 1`` (rows of the outputs).
 
     Bit ``t`` of ``accept_bits[s]`` is set when a real member accepts terminal ``t``, of
     ``alive_bits[s]`` when a member (real, or virtual in a region of terminal ``t``) belongs
-    to terminal ``t``. Rows ``lo .. hi - 1`` must be zero on entry.
+    to terminal ``t``; ``groups`` as for :func:`~constrain.kernels.numba_subsets.
+    state_bits_kernel`. Rows ``lo .. hi - 1`` must be zero on entry.
     """
-    one = np.uint64(1)
     for s in range(lo, hi):
         for i in range(set_ptr[s], set_ptr[s + 1]):
             v = pool[i]
             if v < num_real:
                 t = tag[v]
                 if t >= 0:
-                    accept_bits[s, t >> 6] |= one << np.uint64(t & 63)
+                    set_terminal_bits(accept_bits, s, t, groups)
                 t = comp[v]
             else:
                 t = r_comp[_region_of(v, num_real, r_base)]
             if t >= 0:
-                alive_bits[s, t >> 6] |= one << np.uint64(t & 63)
+                set_terminal_bits(alive_bits, s, t, groups)

@@ -24,6 +24,7 @@ __all__ = [
     "mix_hash",
     "nfa_csr_kernel",
     "nfa_live_kernel",
+    "set_terminal_bits",
     "state_bits_kernel",
 ]
 
@@ -433,8 +434,25 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     return 0, n, trans[:n], set_ptr[: n + 1], pool[:pool_len]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def set_terminal_bits(bits, s, t, groups):  # type: ignore[no-untyped-def]
+    """Set bit ``t`` of ``bits[s]``, or every terminal's of group ``t - base`` (``t >= base``).
+
+    ``groups`` is ``(base, group_ptr, group_terms)`` (:class:`~constrain.automata.nfa_parts.
+    Nfa`).
+    """
+    one = np.uint64(1)
+    base, group_ptr, group_terms = groups
+    if t < base:
+        bits[s, t >> 6] |= one << np.uint64(t & 63)
+        return
+    for j in range(group_ptr[t - base], group_ptr[t - base + 1]):
+        u = group_terms[j]
+        bits[s, u >> 6] |= one << np.uint64(u & 63)
+
+
 @njit(cache=True, nogil=True)
-def state_bits_kernel(set_ptr, pool, tag, comp, accept_bits, alive_bits):  # type: ignore[no-untyped-def]
+def state_bits_kernel(set_ptr, pool, tag, comp, groups, accept_bits, alive_bits):  # type: ignore[no-untyped-def]
     """Summarise each DFA state's NFA subset as terminal bitsets.
 
     Parameters
@@ -447,17 +465,19 @@ def state_bits_kernel(set_ptr, pool, tag, comp, accept_bits, alive_bits):  # typ
         Terminal accepted in each NFA state, -1 for none.
     comp : (N,) int32
         Terminal whose automaton each NFA state belongs to, -1 for none.
+    groups : tuple
+        ``(base, group_ptr, group_terms)``: tags and components of ``base`` or more are groups
+        of terminals (:class:`~constrain.automata.nfa_parts.Nfa`).
     accept_bits, alive_bits : (S, W) uint64
         Outputs, zero on entry: bit ``t`` of a row is set when terminal ``t`` accepts (has a
         live component state) in that DFA state.
     """
-    one = np.uint64(1)
     for s in range(set_ptr.shape[0] - 1):
         for i in range(set_ptr[s], set_ptr[s + 1]):
             m = pool[i]
             t = tag[m]
             if t >= 0:
-                accept_bits[s, t >> 6] |= one << np.uint64(t & 63)
+                set_terminal_bits(accept_bits, s, t, groups)
             t = comp[m]
             if t >= 0:
-                alive_bits[s, t >> 6] |= one << np.uint64(t & 63)
+                set_terminal_bits(alive_bits, s, t, groups)
