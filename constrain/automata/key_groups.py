@@ -66,6 +66,25 @@ def _flat(node: Regex) -> list[Regex]:
     return [node]
 
 
+def _one_intersection(node: Regex) -> bool:
+    """Whether ``node`` is a concatenation with exactly one intersection among its items.
+
+    A quick test of every terminal (most have none), before :func:`_excluding` looks closer.
+    """
+    if type(node) is not Concat:
+        return False
+    found = 0
+    stack: list[Regex] = [node]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is Concat:
+            stack.extend(item.items)  # type: ignore[union-attr]
+        elif kind is Intersect:
+            found += 1
+    return found == 1
+
+
 def _excluding(node: Regex) -> tuple[tuple[Regex, Regex, tuple[Regex, ...]], frozenset[str]] | None:
     """Split ``P (S & ~(k1|...)) Q`` into ``((P, S, Q), {k1, ...})``; None for another shape."""
     items = _flat(node)
@@ -118,7 +137,7 @@ def key_groups(terminals: Sequence[Regex]) -> KeyGroups:
     alike: defaultdict[tuple[Regex, Regex, tuple[Regex, ...]], list[tuple[int, frozenset[str]]]]
     alike = defaultdict(list)
     for t, regex in enumerate(terminals):
-        if isinstance(regex, Concat):
+        if _one_intersection(regex):
             split = _excluding(regex)
             if split is not None:
                 alike[split[0]].append((t, split[1]))

@@ -24,6 +24,7 @@ keyword this cannot enforce raises :class:`~constrain.JsonSchemaError` with its 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -58,6 +59,9 @@ class NormalForm(SchemaContext):
         self._expanding: set[tuple[int, str]] = set()
         self._expanded: dict[tuple[int, str], list[Shape]] = {}
         self._combinations = 0  # shape pairs conjoined so far (max_combinations)
+        # a complement's content key by the id of its schema (kept, so that ids stay unique):
+        # _distinct compares the same complements over and over
+        self._content_keys: dict[int, tuple[Any, Any]] = {}
 
     def shapes(self, pieces: tuple[Piece, ...]) -> list[Shape]:
         """Return the disjunctive normal form of the conjunction of ``pieces``."""
@@ -101,7 +105,7 @@ class NormalForm(SchemaContext):
             )
         out = [s for a in left for b in right if not (s := a.merge(b)).is_empty()]
         if len(out) > 1:
-            out = _distinct(out)
+            out = _distinct(out, self._piece_key)
         if len(out) > self.options.max_branches:
             raise CompileLimitError(
                 "max_branches",
@@ -269,6 +273,20 @@ class NormalForm(SchemaContext):
         sub = self.child(piece, dep, "dependentSchemas", name)
         return self._expand(absent) + self.conjoin(self._expand(need), self._expand(sub), "")
 
+    def _piece_key(self, piece: Piece) -> Any:
+        """Return what tells ``piece`` apart in :func:`_distinct`: its identity, or its content."""
+        if not (isinstance(piece.schema, dict) and piece.schema.get(NEGATION_MARK)):
+            return piece.key()
+        found = self._content_keys.get(id(piece.schema))
+        if found is not None and found[0] is piece.schema:
+            return found[1]
+        try:  # a complement is a fresh schema each time: compared by content
+            key: Any = (json.dumps(piece.schema, sort_keys=True), piece.key()[1])
+        except (TypeError, ValueError):
+            key = piece.key()
+        self._content_keys[id(piece.schema)] = (piece.schema, key)
+        return key
+
     def negate(self, shapes: list[Shape], pointer: str) -> list[Shape]:
         """Return the normal form of the complement of a disjunction of shapes.
 
@@ -335,17 +353,7 @@ def _dependencies(schema: dict[str, Any], piece: Piece) -> dict[str, Any]:
     return out
 
 
-def _piece_key(piece: Piece) -> Any:
-    if isinstance(piece.schema, dict) and piece.schema.get(NEGATION_MARK):
-        try:  # a complement is a fresh schema each time: compared by content
-            text = json.dumps(piece.schema, sort_keys=True)
-        except (TypeError, ValueError):
-            return piece.key()
-        return (text, str(getattr(piece.resolver, "_base_uri", "")))
-    return piece.key()
-
-
-def _distinct(shapes: list[Shape]) -> list[Shape]:
+def _distinct(shapes: list[Shape], piece_key: Callable[[Piece], Any]) -> list[Shape]:
     """Return ``shapes`` without repeats (the same constraints reached by two products)."""
     seen: set[Any] = set()
     out: list[Shape] = []
@@ -357,10 +365,10 @@ def _distinct(shapes: list[Shape]) -> list[Shape]:
                 shape.num,
                 shape.strs,
                 shape.str_exact,
-                None if shape.arr is None else frozenset(map(_piece_key, shape.arr)),
-                None if shape.obj is None else frozenset(map(_piece_key, shape.obj)),
+                None if shape.arr is None else frozenset(map(piece_key, shape.arr)),
+                None if shape.obj is None else frozenset(map(piece_key, shape.obj)),
                 None if shape.values is None else json.dumps(shape.values, sort_keys=True),
-                frozenset(map(_piece_key, shape.pieces)),
+                frozenset(map(piece_key, shape.pieces)),
             )
             hash(key)
         except (TypeError, ValueError):
