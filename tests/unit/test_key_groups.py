@@ -141,3 +141,20 @@ def test_objects_keep_their_own_other_keys(instance: str) -> None:
 
     matcher = Matcher(Compiler(BYTES).compile(grammar))
     assert (matcher.accept_bytes(instance) and matcher.is_accepting()) == valid
+
+
+def test_no_head_and_an_empty_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    def other(*keys: str) -> Regex:
+        excluded: Regex = Alt(tuple(map(Literal, keys))) if len(keys) > 1 else Literal(keys[0])
+        return Concat((Intersect((LETTERS, Complement(excluded))), Literal(":")))
+
+    terminals = [("A", other("ab", "")), ("B", other("cd")), ("C", other("ab"))]
+    assert key_groups([r for _, r in terminals]).grouped == {0, 1, 2}
+    grouped = build_lexer(terminals)
+    accepted = {
+        text: {grouped.names[t] for t in grouped.terminals_accepting(grouped.walk(0, text))}
+        for text in (b"ab:", b"cd:", b":", b"x:")
+    }
+    assert accepted == {b"ab:": {"B"}, b"cd:": {"A", "C"}, b":": {"B", "C"}, b"x:": {"A", "B", "C"}}
+    monkeypatch.setattr(key_groups_module, "GROUP_MIN", 1 << 30)
+    assert _same_lexers(grouped, build_lexer(terminals))
