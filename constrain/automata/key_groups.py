@@ -4,9 +4,9 @@ A JSON object that declares properties and allows others has a terminal for its 
 ``P "(S & ~(k1|k2|...))" Q``: a string of characters ``S`` but not a declared key, between the
 same ``P`` (a comma, whitespace) and ``Q`` (whitespace, colon). A schema of many such objects
 (a Kubernetes resource: a hundred) has as many of these terminals, alike but for their keys. In
-the union NFA each keeps its own copy of the key automaton alive inside every key, so every
-lexer state inside a key held a member per object: on such schemas the subset construction
-handled ~75 members a state and took ~0.3-0.5 s.
+the union NFA each would keep its own copy of the key automaton alive inside every key, so
+every lexer state inside a key would hold a member per object: ~75 members a state, and
+0.3-0.5 s of subset construction on such schemas.
 
 :func:`key_groups` finds such terminals, alike in ``P``, ``S`` and ``Q``, and plans their union
 as shared fragments, each accepted by a *group* of terminals:
