@@ -41,7 +41,8 @@ __all__ = ["GROUP_MIN", "KeyGroups", "key_groups"]
 
 # alike terminals grouped from this many on (two already share the key automaton)
 GROUP_MIN = 2
-# the character language S is small (a JSON string character: ~20 states); larger ones stay
+# the character language S is small (a JSON string character: ~20 states); terminals whose S
+# has a larger DFA are left as they are
 _S_MAX_STATES = 4096
 
 
@@ -103,11 +104,11 @@ def _excluding(node: Regex) -> tuple[tuple[Regex, Regex, tuple[Regex, ...]], fro
         keys = other.item.items
     else:
         return None
-    texts = frozenset(k.text for k in keys if isinstance(k, Literal))
-    if len(texts) < len(set(keys)):
+    texts = [k.text for k in keys if isinstance(k, Literal)]
+    if len(texts) < len(keys):
         return None  # not literals only
     head = Concat(tuple(items[: where[0]]))
-    return (head, chars, tuple(items[where[0] + 1 :])), texts
+    return (head, chars, tuple(items[where[0] + 1 :])), frozenset(texts)
 
 
 @functools.lru_cache(maxsize=64)
