@@ -135,6 +135,8 @@ def key_groups(terminals: Sequence[Regex]) -> KeyGroups:
     KeyGroups
         No fragment when no ``GROUP_MIN`` terminals are alike.
     """
+    if len(terminals) < GROUP_MIN:
+        return KeyGroups([], frozenset())
     alike: defaultdict[tuple[Regex, Regex, tuple[Regex, ...]], list[tuple[int, frozenset[str]]]]
     alike = defaultdict(list)
     for t, regex in enumerate(terminals):

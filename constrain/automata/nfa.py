@@ -601,12 +601,12 @@ class NfaBuilder:
             assert self.fold_signal is not None  # a threshold needs a signal
             dfa = _prefix_free_dfa(node.item, self)
             if dfa is not None and dfa.num_states - 1 > WIDE_ITEM and count >= WIDE_MIN_COUNT:
-                raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}", WIDE_MIN_COUNT)
+                raise FoldableRepeat(node, WIDE_MIN_COUNT)
             if dfa is not None and count >= least:
                 self.fold_mass += count
                 if count >= self.fold_signal or self.fold_mass >= self.fold_signal:
                     region_min = self.fold_signal if count >= self.fold_signal else least
-                    raise FoldableRepeat(f"{node.item!r}{{{node.min},{node.max}}}", region_min)
+                    raise FoldableRepeat(node, region_min)
         tpl = self._shared(node)
         if tpl is not None:
             self._check(tpl.num_states - 1)
@@ -654,7 +654,7 @@ class NfaBuilder:
             return -1
         other, reach = found
         if self.regions is None:
-            raise FoldableRepeat(f"{count!r} & ...", self._fold_threshold() or 0)
+            raise FoldableRepeat(node, self._fold_threshold() or 0)
         after = self.new_state()
         region = CountedRegion(start, after, count.min, count.max, count.item, item, other, reach)
         self.regions.append(region)

@@ -152,6 +152,19 @@ def test_lazy_lexer_limit() -> None:
         lazy.expand([0], 500)
 
 
+def test_the_eager_build_signals_a_foldable_count() -> None:
+    """The signal names the fold count and the repetition (written out only when printed)."""
+    terminals = _terminals(Grammar.from_regex("x[ab]{2000}"))
+    with pytest.raises(nfa.FoldableRepeat) as signal:
+        build_lexer(terminals, fold_signal=1024, fold_small=64)
+    assert signal.value.region_min == 1024
+    assert "max=2000" in str(signal.value) and "98" in str(signal.value)  # [ab]: 97-98
+    many = _terminals(Grammar.from_regex("[ab]{100}c[ab]{100}d" * 6))  # 1,200 copies in all
+    with pytest.raises(nfa.FoldableRepeat) as signal:
+        build_lexer(many, fold_signal=1024, fold_small=64)
+    assert signal.value.region_min == 64
+
+
 def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None:
     from constrain import CompileLimitError as Refused
     from constrain import Compiler, Matcher
