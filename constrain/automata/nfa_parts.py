@@ -324,9 +324,9 @@ class FoldableRepeat(Exception):  # noqa: N818 - a signal, not an error
 
     ``what`` is the repetition (or the intersection holding it), written out only if the
     signal is printed: a JSON string character's repr took ~60 us of each compile that
-    signals. ``region_min`` is the count from which the lazy lexer should fold:
-    ``fold_signal`` for one large count, ``fold_small`` when many smaller counts add up to
-    ``fold_signal`` copies.
+    switches to the lazy lexer. ``region_min`` is the count from which the lazy lexer should
+    fold: ``fold_signal`` for one large count, ``fold_small`` when many smaller counts add up
+    to ``fold_signal`` copies.
     """
 
     def __init__(self, what: object, region_min: int) -> None:
