@@ -527,15 +527,14 @@ def lexer_nfa(
     for entry, end, final, owner in pieces:
         comp[entry:end] = owner
         tag[final] = owner
-    if not groups:
-        return dataclasses.replace(nfa, tag=tag, comp=comp), entries, list(builder.regions or ())
-    group_ptr = np.zeros(len(groups) + 1, dtype=np.int64)
-    np.cumsum([len(g) for g in groups], out=group_ptr[1:])
-    group_terms = np.array([t for g in groups for t in g], dtype=np.int32)
-    nfa = dataclasses.replace(
-        nfa, tag=tag, comp=comp, group_base=len(terminals), group_ptr=group_ptr,
-        group_terms=group_terms,
-    )  # fmt: skip
+    nfa = dataclasses.replace(nfa, tag=tag, comp=comp)
+    if groups:  # else the NFA keeps NO_GROUPS
+        group_ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+        np.cumsum([len(g) for g in groups], out=group_ptr[1:])
+        group_terms = np.array([t for g in groups for t in g], dtype=np.int32)
+        nfa = dataclasses.replace(
+            nfa, group_base=len(terminals), group_ptr=group_ptr, group_terms=group_terms
+        )
     return nfa, entries, list(builder.regions or ())
 
 

@@ -49,7 +49,7 @@ from constrain.ir import ANY_CHAR, Alt, Complement, Intersect, Literal, Regex, R
 from constrain.kernels.numba_dfa import product_kernel
 from constrain.kernels.numba_subsets import nfa_live_kernel
 
-__all__ = ["boolean_dfa", "boolean_fragment", "product_dfa", "trie_dfa"]
+__all__ = ["boolean_dfa", "boolean_fragment", "plain_dfa", "product_dfa", "trie_dfa"]
 
 # The cache of compiled intersections and complements: least recently used first, bounded by
 # entries and by the bytes of the arrays it holds.
@@ -65,7 +65,7 @@ def _nbytes(entry: tuple[Dfa, DfaFragment]) -> int:
     return int(dfa.trans.nbytes + frag.table.nbytes + 512)
 
 
-def _plain_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
+def plain_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
     """Return the minimal DFA of ``node``, whose intersections and complements come from here."""
     return regex_dfa(node, max_states=max_states, limit_name=limit_name, boolean=boolean_fragment)
 
@@ -73,7 +73,7 @@ def _plain_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
 @functools.cache
 def _universe() -> Dfa:
     """Return the DFA of every valid UTF-8 string (``ANY_CHAR*``)."""
-    return _plain_dfa(Repeat(ANY_CHAR, 0, None), 1 << 20, "max_dfa_states")
+    return plain_dfa(Repeat(ANY_CHAR, 0, None), 1 << 20, "max_dfa_states")
 
 
 def _trimmed_minimal(
@@ -229,7 +229,7 @@ def _operand_dfa(node: Regex, max_states: int, limit_name: str) -> Dfa:
     key = (node, max_states, limit_name)
     found = _operands.get(key)
     if found is None:
-        found = _plain_dfa(node, max_states, limit_name)
+        found = plain_dfa(node, max_states, limit_name)
         if found.trans.nbytes <= _OPERAND_MAX_BYTES:
             with _cache_lock:
                 while len(_operands) >= _OPERAND_ENTRIES:

@@ -986,7 +986,7 @@ def test_unsatisfiable_length_bounds_are_an_empty_branch() -> None:
 
 
 def test_a_large_count_is_dropped_only_where_implied() -> None:
-    from constrain.automata.product import _plain_dfa as plain
+    from constrain.automata.product import plain_dfa as plain
     from constrain.automata.product import unit_counts
     from constrain.ir import ANY_CHAR, Literal, Repeat
     from constrain.ir.nodes import Alt
