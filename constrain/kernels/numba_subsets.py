@@ -219,12 +219,16 @@ def _start_subset(start, keep_start, eptr, edst, keep, live, mark, gen, stack, m
     return k
 
 
-# The per-class steps (the reuse of the previous class's result, the lookup of a subset) are kept
-# in place (measured): as helpers (``@njit(inline="always")``) the kernel took 5.22-5.29 ms
-# instead of 4.16-4.20 ms (+26%) on the 12 subset constructions of building the SQL grammar's
-# lexer, a JSON Schema with four long patterns and the JSON grammar (sum of per-call minima of
-# 10 replays, 3 alternating runs per version); numba increfs and decrefs the arrays a helper
-# takes at every call. The helpers below run once per state or per growth.
+# The per-run steps (the reuse of the previous run's result, the lookup of a subset) are kept
+# in place (measured, when they were per class): as helpers (``@njit(inline="always")``) the
+# kernel took 5.22-5.29 ms instead of 4.16-4.20 ms (+26%) on the 12 subset constructions of
+# building the SQL grammar's lexer, a JSON Schema with four long patterns and the JSON grammar
+# (sum of per-call minima of 10 replays, 3 alternating runs per version); numba increfs and
+# decrefs the arrays a helper takes at every call. The helpers below run once per state or per
+# growth. Runs instead of classes (a subset's few edges split the classes into a few runs:
+# 3 runs and 4 edges a state on average for a JSON object's lexer of 62 classes) took the
+# subset constructions of 40 MaskBench lexers from 11.7 to 8.8 ms, of 6 large ones (15-33k
+# states) from 298 to 273 ms, with the same output for every construction of 500 schemas.
 @njit(cache=True, nogil=True, inline="always")
 def _targets_by_class(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill, bucket):  # type: ignore[no-untyped-def]
     """Bucket the live byte-edge targets of subset ``pool[a:b]`` by class (counting sort).
@@ -285,6 +289,119 @@ def _rehash(hashes, n, hcap):  # type: ignore[no-untyped-def]
     return htab
 
 
+# a subset with at most this many live byte edges is split into runs of classes by the edges'
+# bounds (``_edge_runs``); a larger one by a counting sort over the classes (``_targets_by_class``)
+_FEW_EDGES = 32
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _few_edges(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, edges):  # type: ignore[no-untyped-def]
+    """Copy the live byte edges of subset ``pool[a:b]`` to ``edges`` (rows lo, hi, target).
+
+    Returns their number, or -1 when there are more than ``edges`` holds.
+    """
+    ne = 0
+    cap = edges.shape[1]
+    for i in range(a, b):
+        m = pool[i]
+        for e in range(bptr[m], bptr[m + 1]):
+            t = bdst[e]
+            if live[t]:
+                if ne == cap:
+                    return -1
+                edges[0, ne] = bcls_lo[e]
+                edges[1, ne] = bcls_hi[e]
+                edges[2, ne] = t
+                ne += 1
+    return ne
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt):  # type: ignore[no-untyped-def]
+    """Split the classes of ``ne`` edges into runs with the same targets (see the kernel).
+
+    Between two consecutive edge bounds the same edges apply: the runs are those stretches
+    (with targets), adjacent ones with the same targets merged. Returns the number of runs and
+    ``run_tgt`` (grown when too small).
+    """
+    nc = 0
+    for j in range(2 * ne):  # the bounds, sorted (insertion sort: a few) and unique
+        v = edges[0, j >> 1] if j & 1 == 0 else edges[1, j >> 1] + 1
+        i = nc
+        while i > 0 and cuts[i - 1] > v:
+            i -= 1
+        if i > 0 and cuts[i - 1] == v:
+            continue
+        for r in range(nc, i, -1):
+            cuts[r] = cuts[r - 1]
+        cuts[i] = v
+        nc += 1
+    if run_tgt.shape[0] < ne * (nc - 1):
+        run_tgt = np.empty(2 * ne * (nc - 1), np.int32)
+    runs = 0
+    used = 0
+    for r in range(nc - 1):
+        x = cuts[r]
+        start = used
+        for j in range(ne):
+            if edges[0, j] <= x and x <= edges[1, j]:
+                run_tgt[used] = edges[2, j]
+                used += 1
+        if used == start:
+            continue
+        if runs > 0 and run_hi[runs - 1] == x - 1 and used - start == start - run_ptr[runs - 1]:
+            same = True
+            off = run_ptr[runs - 1] - start
+            for i in range(start, used):
+                if run_tgt[i] != run_tgt[i + off]:
+                    same = False
+                    break
+            if same:
+                run_hi[runs - 1] = cuts[r + 1] - 1
+                used = start
+                continue
+        run_lo[runs] = x
+        run_hi[runs] = cuts[r + 1] - 1
+        run_ptr[runs + 1] = used
+        runs += 1
+    return runs, run_tgt
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _class_runs(count, bucket, run_lo, run_hi, run_ptr, run_tgt):  # type: ignore[no-untyped-def]
+    """Split the classes into runs with the same targets from ``_targets_by_class``'s buckets.
+
+    Returns the number of runs and ``run_tgt`` (grown when too small).
+    """
+    C = count.shape[0] - 1
+    if run_tgt.shape[0] < count[C]:
+        run_tgt = np.empty(2 * count[C], np.int32)
+    runs = 0
+    used = 0
+    for c in range(C):
+        p, q = count[c], count[c + 1]
+        if p == q:
+            continue
+        if runs > 0 and run_hi[runs - 1] == c - 1 and q - p == used - run_ptr[runs - 1]:
+            same = True
+            off = run_ptr[runs - 1] - p
+            for i in range(p, q):
+                if bucket[i] != run_tgt[i + off]:
+                    same = False
+                    break
+            if same:
+                run_hi[runs - 1] = c
+                continue
+        for i in range(p, q):
+            run_tgt[used] = bucket[i]
+            used += 1
+        run_lo[runs] = c
+        run_hi[runs] = c
+        run_ptr[runs + 1] = used
+        runs += 1
+    return runs, run_tgt
+
+
 @njit(cache=True, nogil=True)
 def determinize_kernel(  # type: ignore[no-untyped-def]
     bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, start, num_classes, max_states, keep_start
@@ -343,6 +460,15 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     count = np.zeros(C + 1, np.int64)
     fill = np.zeros(C, np.int64)
     bucket = np.empty(64, np.int32)
+    # a subset's successors as runs of classes with the same targets (``_edge_runs``,
+    # ``_class_runs``): run ``j`` covers classes ``run_lo[j] .. run_hi[j]``, its targets are
+    # ``run_tgt[run_ptr[j] : run_ptr[j + 1]]``
+    edges = np.empty((3, _FEW_EDGES), np.int32)
+    cuts = np.empty(2 * _FEW_EDGES, np.int32)
+    run_lo = np.empty(C, np.int32)
+    run_hi = np.empty(C, np.int32)
+    run_ptr = np.zeros(C + 1, np.int64)
+    run_tgt = np.empty(64, np.int32)
 
     gen = 1
     k = _start_subset(start, keep_start, eptr, edst, keep, live, mark, gen, stack, members)
@@ -360,76 +486,76 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
 
     s = 0
     while s < n:
-        total, bucket = _targets_by_class(
-            set_ptr[s], set_ptr[s + 1], pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill,
-            bucket,
-        )  # fmt: skip
-        if total == 0:
-            s += 1
-            continue
-        prev = -1
-        for c in range(C):
-            if count[c] == count[c + 1]:
-                continue
-            # Adjacent classes often have the same targets: reuse the previous result.
-            if prev >= 0 and count[c + 1] - count[c] == count[prev + 1] - count[prev]:
-                same = True
-                off = count[prev] - count[c]
-                for i in range(count[c], count[c + 1]):
-                    if bucket[i] != bucket[i + off]:
+        a, b = set_ptr[s], set_ptr[s + 1]
+        ne = _few_edges(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, edges)
+        if ne > 0:
+            runs, run_tgt = _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt)
+        elif ne < 0:
+            total, bucket = _targets_by_class(
+                a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill, bucket
+            )  # fmt: skip
+            runs, run_tgt = _class_runs(count, bucket, run_lo, run_hi, run_ptr, run_tgt)
+        else:
+            runs = 0
+        d = -1
+        for j in range(runs):
+            p, q = run_ptr[j], run_ptr[j + 1]
+            # Runs often have the previous run's targets (classes apart): reuse its result.
+            same = j > 0 and q - p == p - run_ptr[j - 1]
+            if same:
+                off = run_ptr[j - 1] - p
+                for i in range(p, q):
+                    if run_tgt[i] != run_tgt[i + off]:
                         same = False
                         break
-                if same:
-                    trans[s, c] = trans[s, prev]
-                    prev = c
-                    continue
-            prev = c
-            gen += 1
-            nseed = 0
-            for i in range(count[c], count[c + 1]):
-                t = bucket[i]
-                if mark[t] != gen:
-                    mark[t] = gen
-                    stack[nseed] = t
-                    nseed += 1
-            k = _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members)
-            if k == 0:
-                continue
-            h = _hash_kernel(members, k)
-            slot = h & (htab.shape[0] - 1)
-            d = -1
-            while htab[slot] >= 0:
-                q = htab[slot]
-                if hashes[q] == h and set_ptr[q + 1] - set_ptr[q] == k:
-                    base = set_ptr[q]
-                    same = True
-                    for j in range(k):
-                        if pool[base + j] != members[j]:
-                            same = False
-                            break
-                    if same:
-                        d = q
-                        break
-                slot = (slot + 1) & (htab.shape[0] - 1)
-            if d < 0:  # a new state
-                if n >= max_states:
-                    return 1, n + 1, trans[:0], set_ptr[:1], pool[:0]
-                if n == trans.shape[0]:
-                    trans, set_ptr, hashes = _grow_states(trans, set_ptr, hashes, n)
-                if pool_len + k > pool.shape[0]:
-                    grown_pool = np.empty(2 * (pool_len + k), np.int32)
-                    grown_pool[:pool_len] = pool[:pool_len]
-                    pool = grown_pool
-                pool[pool_len : pool_len + k] = members[:k]
-                pool_len += k
-                set_ptr[n + 1] = pool_len
-                hashes[n] = h
-                htab[slot] = n
-                d = n
-                n += 1
-                if 2 * n > htab.shape[0]:
-                    htab = _rehash(hashes, n, 2 * htab.shape[0])
-            trans[s, c] = d
+            if not same:
+                gen += 1
+                nseed = 0
+                for i in range(p, q):
+                    t = run_tgt[i]
+                    if mark[t] != gen:
+                        mark[t] = gen
+                        stack[nseed] = t
+                        nseed += 1
+                k = _closure_kernel(stack, nseed, eptr, edst, keep, live, mark, gen, members)
+                d = -1
+                if k > 0:
+                    h = _hash_kernel(members, k)
+                    slot = h & (htab.shape[0] - 1)
+                    while htab[slot] >= 0:
+                        q0 = htab[slot]
+                        if hashes[q0] == h and set_ptr[q0 + 1] - set_ptr[q0] == k:
+                            base = set_ptr[q0]
+                            found = True
+                            for i in range(k):
+                                if pool[base + i] != members[i]:
+                                    found = False
+                                    break
+                            if found:
+                                d = q0
+                                break
+                        slot = (slot + 1) & (htab.shape[0] - 1)
+                    if d < 0:  # a new state
+                        if n >= max_states:
+                            return 1, n + 1, trans[:0], set_ptr[:1], pool[:0]
+                        if n == trans.shape[0]:
+                            trans, set_ptr, hashes = _grow_states(trans, set_ptr, hashes, n)
+                        if pool_len + k > pool.shape[0]:
+                            grown_pool = np.empty(2 * (pool_len + k), np.int32)
+                            grown_pool[:pool_len] = pool[:pool_len]
+                            pool = grown_pool
+                        pool[pool_len : pool_len + k] = members[:k]
+                        pool_len += k
+                        set_ptr[n + 1] = pool_len
+                        hashes[n] = h
+                        htab[slot] = n
+                        d = n
+                        n += 1
+                        if 2 * n > htab.shape[0]:
+                            htab = _rehash(hashes, n, 2 * htab.shape[0])
+            if d >= 0:
+                for c in range(run_lo[j], run_hi[j] + 1):
+                    trans[s, c] = d
         s += 1
     return 0, n, trans[:n], set_ptr[: n + 1], pool[:pool_len]
 

@@ -211,14 +211,21 @@ def test_limits() -> None:
 
 
 def _random_nfa(
-    rng: random.Random,
+    rng: random.Random, wide: bool = False
 ) -> tuple[int, list[tuple[int, int, int, int]], list[tuple[int, int]], list[int]]:
-    n = rng.randint(2, 9)
+    # wide: subsets with more live byte edges than determinize_kernel splits by their bounds
+    # (it then sorts the edges' targets by class instead)
+    n = rng.randint(20, 30) if wide else rng.randint(2, 9)
     byte_edges = [
         (rng.randrange(n), lo, lo + rng.choice([0, 0, 1, 2]), rng.randrange(n))
-        for lo in (rng.randrange(3) for _ in range(rng.randint(1, 14)))
+        for lo in (
+            rng.randrange(3) for _ in range(rng.randint(80, 160) if wide else rng.randint(1, 14))
+        )
     ]
-    eps = [(rng.randrange(n), rng.randrange(n)) for _ in range(rng.randint(0, 5))]
+    eps = [
+        (rng.randrange(n), rng.randrange(n))
+        for _ in range(rng.randint(10, 30) if wide else rng.randint(0, 5))
+    ]
     finals = rng.sample(range(n), rng.randint(1, 2))
     return n, byte_edges, eps, finals
 
@@ -238,10 +245,11 @@ def _nfa_from(
     return builder.finish(0, finals)
 
 
+@pytest.mark.parametrize("wide", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_kernels_match_reference(seed: int) -> None:
+def test_kernels_match_reference(seed: int, wide: bool) -> None:
     rng = random.Random(seed)
-    n, byte_edges, eps, finals = _random_nfa(rng)
+    n, byte_edges, eps, finals = _random_nfa(rng, wide)
     nfa = _nfa_from(n, byte_edges, eps, finals)
     live = np.zeros(n, dtype=np.bool_)
     all_edges = [(s, d) for s, _, _, d in byte_edges] + eps
@@ -251,7 +259,7 @@ def test_kernels_match_reference(seed: int) -> None:
     assert live.tolist() == reference.naive_nfa_live(n, all_edges, finals)
     assert nfa_live(nfa).tolist() == live.tolist()  # type: ignore[arg-type]
 
-    subsets = determinize(nfa, max_states=1000, limit_name="max_dfa_states")  # type: ignore[arg-type]
+    subsets = determinize(nfa, max_states=1 << 16, limit_name="max_dfa_states")  # type: ignore[arg-type]
     bc = subsets.byte_class
     class_edges = [(s, int(bc[lo]), int(bc[hi]), d) for s, lo, hi, d in byte_edges]
     keep = [live[q] and (any(e[0] == q for e in byte_edges) or q in finals) for q in range(n)]
@@ -260,7 +268,7 @@ def test_kernels_match_reference(seed: int) -> None:
         results[keep_start] = reference.naive_determinize(
             n, class_edges, eps, keep, live.tolist(), 0, int(bc[255]) + 1, keep_start
         )
-        got = determinize(nfa, max_states=1000, limit_name="x", keep_start=keep_start)  # type: ignore[arg-type]
+        got = determinize(nfa, max_states=1 << 16, limit_name="x", keep_start=keep_start)  # type: ignore[arg-type]
         assert got.trans.tolist() == results[keep_start][0]
         pool, ptr = got.pool.tolist(), got.set_ptr.tolist()
         sets = [tuple(pool[ptr[i] : ptr[i + 1]]) for i in range(len(ptr) - 1)]
