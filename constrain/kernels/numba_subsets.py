@@ -371,7 +371,9 @@ def _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt):  # type: igno
 def _class_runs(count, bucket, run_lo, run_hi, run_ptr, run_tgt):  # type: ignore[no-untyped-def]
     """Split the classes into runs with the same targets from ``_targets_by_class``'s buckets.
 
-    Returns the number of runs and ``run_tgt`` (grown when too small).
+    Returns the number of runs and ``run_tgt`` (grown when too small). The merge with the last
+    run repeats ``_edge_runs``' in place (measured: as a shared helper, the 40 lexers'
+    constructions took 9.5 instead of 8.7 ms).
     """
     C = count.shape[0] - 1
     if run_tgt.shape[0] < count[C]:

@@ -227,6 +227,35 @@ def test_unsatisfiable_schema_is_an_error() -> None:
         Grammar.from_json_schema(False)
 
 
+def test_a_pattern_and_its_negation_exclude_strings_without_a_product() -> None:
+    from constrain.frontends.json_schema.shapes import Shape
+    from constrain.ir import Complement, Intersect, Literal
+
+    a, b = Literal("a"), Literal("b")
+    assert Shape(strs=(a,)).merge(Shape(strs=(Complement(a),))).strs is None
+    both = Shape(strs=(a, b)).merge(Shape(strs=(Complement(Intersect((a, b))),)))
+    assert both.strs is None
+    assert Shape(strs=(a,)).merge(Shape(strs=(Complement(Intersect((a, b))),))).strs is not None
+    # strings go, the rest stays (the string alternative is not built at all)
+    either = Grammar.from_json_schema(
+        {
+            "anyOf": [
+                {"type": "integer"},
+                {"type": "string", "pattern": "^a", "not": {"pattern": "^a"}},
+                {
+                    "type": "string",
+                    "allOf": [{"pattern": "x"}, {"pattern": "y"}],
+                    "not": {"allOf": [{"pattern": "x"}, {"pattern": "y"}]},
+                },
+            ]
+        }
+    )
+    assert "Intersect" not in repr([t.regex for t in either.terminals])
+    assert accepts(either, "12") and not accepts(either, '"ab"') and not accepts(either, '"xy"')
+    with pytest.raises(JsonSchemaError, match="accepts no JSON value"):
+        Grammar.from_json_schema({"type": "string", "pattern": "^a", "not": {"pattern": "^a"}})
+
+
 def test_limits_raise_compile_limit_error() -> None:
     many = {f"p{i}": {} for i in range(12)}
     with pytest.raises(CompileLimitError) as info:

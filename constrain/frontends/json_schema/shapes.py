@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from constrain.errors import JsonSchemaError
+from constrain.ir import Complement, Intersect
 
 __all__ = [
     "ANY_SHAPE",
@@ -146,6 +147,24 @@ def _union(first: tuple[Piece, ...], second: tuple[Piece, ...]) -> tuple[Piece, 
     return first + extra if extra else first
 
 
+def _conjoin(first: tuple[Any, ...], second: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Return the string languages of two shapes together; None when they plainly exclude all.
+
+    That is when one language is the complement of another, or of an intersection of others
+    (``X`` and ``not X``, as ``allOf`` with a ``not`` of its own patterns writes it): the
+    product that would find the intersection empty is not built (it may take seconds).
+    """
+    both = first + second
+    present = set(both)
+    for lang in both:
+        if isinstance(lang, Complement):
+            inner = lang.item
+            parts = inner.items if isinstance(inner, Intersect) else (inner,)
+            if all(part in present for part in parts):
+                return None
+    return both
+
+
 @dataclass(frozen=True)
 class Shape:
     """One disjunct of a schema's normal form: per-type constraints, all of which must hold.
@@ -179,7 +198,7 @@ class Shape:
             self.null and other.null,
             self.bools & other.bools,
             None if self.num is None or other.num is None else self.num.merge(other.num),
-            None if self.strs is None or other.strs is None else self.strs + other.strs,
+            None if self.strs is None or other.strs is None else _conjoin(self.strs, other.strs),
             self.str_exact and other.str_exact,
             None if self.arr is None or other.arr is None else _union(self.arr, other.arr),
             None if self.obj is None or other.obj is None else _union(self.obj, other.obj),
