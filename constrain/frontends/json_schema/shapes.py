@@ -155,10 +155,10 @@ def _conjoin(first: tuple[Any, ...], second: tuple[Any, ...]) -> tuple[Any, ...]
     product that would find the intersection empty is not built (it may take seconds).
     """
     both = first + second
-    present = set(both)
-    for lang in both:
-        if isinstance(lang, Complement):
-            inner = lang.item
+    negated = [lang.item for lang in both if isinstance(lang, Complement)]
+    if negated:  # (most conjunctions have none: no set to build)
+        present = set(both)
+        for inner in negated:
             parts = inner.items if isinstance(inner, Intersect) else (inner,)
             if all(part in present for part in parts):
                 return None
