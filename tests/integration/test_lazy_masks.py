@@ -118,6 +118,19 @@ def test_lazy_masks_equal_eager(
         _walk(eager, lazy, rng, 40)
 
 
+@pytest.mark.parametrize("name", ["strings", "products", "flexible"])
+def test_lazy_masks_equal_eager_without_the_boundary_neighbourhood(
+    name: str, tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over its budget (``_PRIME_BUDGET``, here none) the neighbourhood of state 0 is left to
+    the token walks: the rows read from the boundary are those of the token suffixes."""
+    monkeypatch.setattr(lazy_lexer, "_PRIME_BUDGET", 0)
+    eager, lazy = _both(tiny_vocab, GRAMMARS[name](), monkeypatch)
+    rng = random.Random(name)
+    for k in range(6):
+        _walk(eager, lazy, rng, 40, decoding=k % 2 == 0)
+
+
 SHARED = {
     "strings": lambda: Grammar.from_json_schema(
         {
