@@ -216,6 +216,8 @@ class LazyLexer:
         self._store = lazy_start_kernel(
             self._nfa, self._reg, num_real, start, num_classes, max_states
         )
+        # the kernels' closure marks and their generation (under the lock)
+        self._marks = (np.zeros(num_real, dtype=np.int64), np.zeros(1, dtype=np.int64))
         self._stamp = np.zeros(64, dtype=np.int64)
         self._radius = np.full(64, -1, dtype=np.int64)
         self._call = 0
@@ -290,7 +292,7 @@ class LazyLexer:
             status, store, stamp, radius = lazy_expand_kernel(
                 self._nfa, self._reg, self.num_real, self._store,
                 np.asarray(seeds, dtype=np.int64), depth, self.max_states, self._stamp,
-                self._call, self._radius,
+                self._call, self._radius, self._marks,
             )  # fmt: skip
             self._stamp, self._radius = stamp, radius
             return self._grown(store, before, status)
@@ -307,7 +309,7 @@ class LazyLexer:
             status, store, stamp, radius = lazy_expand_kernel(
                 self._nfa, self._reg, self.num_real, self._store,
                 np.asarray(seeds, dtype=np.int64), depth, cap, self._stamp, self._call,
-                self._radius,
+                self._radius, self._marks,
             )  # fmt: skip
             self._stamp, self._radius = stamp, radius
             stopped = status != 0 and cap < self.max_states
@@ -348,6 +350,7 @@ class LazyLexer:
             status, store = lazy_walk_kernel(
                 self._nfa, self._reg, self.num_real, self._store,
                 np.asarray(states, dtype=np.int64), trie, self._byte_class64, self.max_states,
+                self._marks,
             )  # fmt: skip
             return self._grown(store, before, status)
 

@@ -490,16 +490,22 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _new_work(num_real, num_classes):  # type: ignore[no-untyped-def]
-    """Return the scratch of :func:`_expand_row`: marks, counts, fills, buckets, a stamp, a row."""
+def _new_work(mark, gen_box, num_classes):  # type: ignore[no-untyped-def]
+    """Return the scratch of :func:`_expand_row`: marks, counts, fills, buckets, a stamp, a row.
+
+    The marks and their generation are the lazy DFA's own (``LazyLexer``), kept between
+    calls: a generation only grows, so marks need no clearing, and zeroing ``num_real`` of them
+    anew cost ~12 µs a call for a schema of 96,000 NFA states, where most calls build one row
+    or none. The rest is small and made here (returned to Python, every array is boxed).
+    """
     return (
-        np.zeros(num_real, np.int64),
+        mark,
         np.zeros(num_classes + 1, np.int64),
         np.zeros(num_classes, np.int64),
         np.empty(64, np.int64),
         np.empty(64, np.int64),
         np.empty(64, np.int64),
-        np.zeros(1, np.int64),
+        gen_box,
         np.empty(num_classes, np.int32),
         np.empty(num_classes, np.int64),
         np.empty(num_classes, np.int32),
@@ -507,7 +513,9 @@ def _new_work(num_real, num_classes):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stamp, call, radius):  # type: ignore[no-untyped-def]
+def lazy_expand_kernel(
+    nfa, reg, num_real, store, seeds, depth, max_states, stamp, call, radius, marks
+):  # type: ignore[no-untyped-def]
     """Expand every DFA state within ``depth`` bytes of ``seeds`` (breadth first).
 
     Parameters
@@ -529,6 +537,9 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
     radius : (S',) int64
         Per state, a radius within which every row is built (grown and returned): a state at
         distance ``d`` from a seed gets at least ``depth - d``.
+    marks : tuple
+        ``(mark, gen)``: the DFA's ``(num_real,)`` int64 closure marks and ``(1,)`` int64
+        generation, kept between calls (zeros at first).
 
     Returns
     -------
@@ -537,7 +548,7 @@ def lazy_expand_kernel(nfa, reg, num_real, store, seeds, depth, max_states, stam
     store, stamp, radius : the grown arrays.
     """
     C = store[0].shape[1]
-    work = _new_work(num_real, C)
+    work = _new_work(marks[0], marks[1], C)
     stamp, radius = _room_for_states(stamp, radius, store[0].shape[0])
     queue = np.empty(max(64, 4 * C), np.int64)
     dist = np.empty(queue.shape[0], np.int64)
@@ -648,13 +659,14 @@ def _walk_span(trans, expanded, node_byte, node_end, node_depth, byte_class, at,
 
 
 @njit(cache=True, nogil=True)
-def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_states):  # type: ignore[no-untyped-def]
+def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_states, marks):  # type: ignore[no-untyped-def]
     """Expand the rows a walk of the token trie from each of ``seeds`` reads.
 
     ``trie`` is ``(node_byte, node_end, node_depth)`` (the flat DFS trie of
     :mod:`constrain.vocab.trie`, or a single path); a subtree is skipped where the lexer dies.
     Where a lexeme ends inside a token the rest is read from the boundary state 0, whose rows
-    the caller builds along every token suffix (``LazyLexer.prime``).
+    the caller builds along every token suffix (``LazyLexer.prime``). ``marks`` as for
+    :func:`lazy_expand_kernel`.
 
     Returns
     -------
@@ -664,7 +676,7 @@ def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_sta
     """
     node_byte, node_end, node_depth = trie
     C = store[0].shape[1]
-    work = _new_work(num_real, C)
+    work = _new_work(marks[0], marks[1], C)
     depth_max = 1
     for i in range(node_depth.shape[0]):
         if node_depth[i] + 1 > depth_max:
