@@ -513,9 +513,9 @@ def _new_work(mark, gen_box, num_classes):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def lazy_expand_kernel(
+def lazy_expand_kernel(  # type: ignore[no-untyped-def]
     nfa, reg, num_real, store, seeds, depth, max_states, stamp, call, radius, marks
-):  # type: ignore[no-untyped-def]
+):
     """Expand every DFA state within ``depth`` bytes of ``seeds`` (breadth first).
 
     Parameters
