@@ -233,8 +233,9 @@ def _start_subset(start, keep_start, eptr, edst, keep, live, mark, gen, stack, m
 def _targets_by_class(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill, bucket):  # type: ignore[no-untyped-def]
     """Bucket the live byte-edge targets of subset ``pool[a:b]`` by class (counting sort).
 
-    Class ``c``'s targets end up in ``bucket[count[c]:count[c + 1]]``; returns the total and
-    the bucket (grown when too small). ``count`` has ``C + 1`` entries, ``fill`` ``C``.
+    Class ``c``'s targets end up in ``bucket[count[c]:count[c + 1]]`` (``count[C]`` is their
+    total); returns the bucket (grown when too small). ``count`` has ``C + 1`` entries,
+    ``fill`` ``C``.
     """
     C = fill.shape[0]
     count[:] = 0
@@ -247,7 +248,7 @@ def _targets_by_class(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fil
                     count[c + 1] += 1
                 total += bcls_hi[e] - bcls_lo[e] + 1
     if total == 0:
-        return total, bucket
+        return bucket
     if bucket.shape[0] < total:
         bucket = np.empty(2 * total, np.int32)
     for c in range(C):
@@ -261,7 +262,7 @@ def _targets_by_class(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fil
                 for c in range(bcls_lo[e], bcls_hi[e] + 1):
                     bucket[fill[c]] = t
                     fill[c] += 1
-    return total, bucket
+    return bucket
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -493,7 +494,7 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
         if ne > 0:
             runs, run_tgt = _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt)
         elif ne < 0:
-            total, bucket = _targets_by_class(
+            bucket = _targets_by_class(
                 a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill, bucket
             )  # fmt: skip
             runs, run_tgt = _class_runs(count, bucket, run_lo, run_hi, run_ptr, run_tgt)
