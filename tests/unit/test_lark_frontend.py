@@ -8,8 +8,10 @@ on the original grammar versus the text ``Grammar.to_lark()`` prints.
 from __future__ import annotations
 
 import itertools
+import random
 import re
 from pathlib import Path
+from typing import Any
 
 import lark
 import pytest
@@ -363,6 +365,60 @@ def test_empty_literal_is_refused_by_lark() -> None:
 def test_grammar_that_derives_nothing() -> None:
     err = _error('start: "a" start\n')
     assert "accepts no string" in str(err)
+
+
+def _naive_reduce(rules: dict[str, list[tuple[str, ...]]], terms: set[str], start: str) -> Any:
+    """The productive rules reachable from ``start``, by passes until nothing changes."""
+    productive = set(terms)
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in rules.items():
+            if name not in productive and any(all(s in productive for s in a) for a in alts):
+                productive.add(name)
+                changed = True
+    if start not in productive:
+        return None
+    kept = {n: [a for a in alts if all(s in productive for s in a)] for n, alts in rules.items()}
+    reachable, todo = {start}, [start]
+    while todo:
+        for alt in kept[todo.pop()]:
+            for sym in alt:
+                if sym in rules and sym not in reachable:
+                    reachable.add(sym)
+                    todo.append(sym)
+    used = {s for n in reachable for a in kept[n] for s in a if s in terms}
+    return {n: kept[n] for n in reachable}, used
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_normalise_keeps_the_productive_reachable_rules(seed: int) -> None:
+    """Random grammars (recursion, unproductive cycles, unreachable rules) against a naive
+    fixpoint: the same rules, alternatives and terminals, or the same refusal."""
+    rng = random.Random(seed)
+    names = [f"r{i}" for i in range(rng.randint(2, 12))]
+    terms = [f"T{i}" for i in range(rng.randint(1, 4))]
+    rules: dict[str, list[tuple[str, ...]]] = {}
+    for name in names:
+        rules[name] = [
+            tuple(rng.choice(names + terms) for _ in range(rng.randint(0, 3)))
+            for _ in range(rng.randint(1, 3))
+        ]
+    grammar = Grammar(
+        rules=tuple(Rule(n, tuple(alts)) for n, alts in rules.items()),
+        terminals=tuple(Terminal(t, Literal(t.lower())) for t in terms),
+        start=names[0],
+    )
+    expected = _naive_reduce(rules, set(terms), names[0])
+    if expected is None:
+        with pytest.raises(GrammarError, match="accepts no string"):
+            grammar.normalise()
+        return
+    got = grammar.normalise()
+    kept, used = expected
+    assert {r.name: list(r.alternatives) for r in got.rules} == kept
+    assert got.rules[0].name == names[0]
+    assert {t.name for t in got.terminals} == used
 
 
 def test_locale_flag_is_refused() -> None:
