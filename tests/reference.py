@@ -375,6 +375,41 @@ def _grammar_parts(grammar: Any) -> tuple[dict[str, Any], dict[str, list[tuple[s
     return terms, rules
 
 
+def naive_productive(rules: dict[str, list[tuple[str, ...]]], symbols: set[str]) -> set[str]:
+    """The symbols that derive a finite string: ``symbols`` (terminals that match some text)
+    and the rules with an alternative of such symbols, by passes until nothing changes."""
+    productive = set(symbols)
+    changed = True
+    while changed:
+        changed = False
+        for name, alts in rules.items():
+            if name not in productive and any(all(s in productive for s in a) for a in alts):
+                productive.add(name)
+                changed = True
+    return productive
+
+
+def naive_reduce(
+    rules: dict[str, list[tuple[str, ...]]], terms: set[str], start: str
+) -> tuple[dict[str, list[tuple[str, ...]]], set[str]] | None:
+    """The productive rules reachable from ``start``, with their productive alternatives, and
+    the terminals those use (``Grammar.normalise``'s reduction); None if ``start`` derives
+    nothing."""
+    productive = naive_productive(rules, terms)
+    if start not in productive:
+        return None
+    kept = {n: [a for a in alts if all(s in productive for s in a)] for n, alts in rules.items()}
+    reachable, todo = {start}, [start]
+    while todo:
+        for alt in kept[todo.pop()]:
+            for sym in alt:
+                if sym in rules and sym not in reachable:
+                    reachable.add(sym)
+                    todo.append(sym)
+    used = {s for n in reachable for a in kept[n] for s in a if s in terms}
+    return {n: kept[n] for n in reachable}, used
+
+
 def naive_cfg_accepts(grammar: Any, text: bytes) -> bool:
     """Whether ``text`` is a sentence of the Grammar IR ``grammar`` (see the section comment).
 
@@ -465,14 +500,9 @@ class NaiveCfgRecognizer:
 
         terms, rules = _grammar_parts(grammar)
         self.dfas = {name: compile_regex(regex) for name, regex in terms.items()}
-        productive = {name for name, dfa in self.dfas.items() if bool(dfa.live[0])}
-        changed = True
-        while changed:
-            changed = False
-            for name, alts in rules.items():
-                if name not in productive and any(all(s in productive for s in a) for a in alts):
-                    productive.add(name)
-                    changed = True
+        productive = naive_productive(
+            rules, {name for name, dfa in self.dfas.items() if bool(dfa.live[0])}
+        )
         at_end = grammar.ignore_at_end
         aug: list[tuple[str, tuple[str, ...]]] = [
             ("$start", ("$gap", grammar.start) if at_end else (grammar.start,)),

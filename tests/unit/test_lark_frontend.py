@@ -11,10 +11,10 @@ import itertools
 import random
 import re
 from pathlib import Path
-from typing import Any
 
 import lark
 import pytest
+import reference
 
 from constrain.errors import GrammarError, LarkGrammarError
 from constrain.frontends.lark import parse_lark, parse_lark_file
@@ -367,30 +367,6 @@ def test_grammar_that_derives_nothing() -> None:
     assert "accepts no string" in str(err)
 
 
-def _naive_reduce(rules: dict[str, list[tuple[str, ...]]], terms: set[str], start: str) -> Any:
-    """The productive rules reachable from ``start``, by passes until nothing changes."""
-    productive = set(terms)
-    changed = True
-    while changed:
-        changed = False
-        for name, alts in rules.items():
-            if name not in productive and any(all(s in productive for s in a) for a in alts):
-                productive.add(name)
-                changed = True
-    if start not in productive:
-        return None
-    kept = {n: [a for a in alts if all(s in productive for s in a)] for n, alts in rules.items()}
-    reachable, todo = {start}, [start]
-    while todo:
-        for alt in kept[todo.pop()]:
-            for sym in alt:
-                if sym in rules and sym not in reachable:
-                    reachable.add(sym)
-                    todo.append(sym)
-    used = {s for n in reachable for a in kept[n] for s in a if s in terms}
-    return {n: kept[n] for n in reachable}, used
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_normalise_keeps_the_productive_reachable_rules(seed: int) -> None:
     """Random grammars (recursion, unproductive cycles, unreachable rules) against a naive
@@ -409,7 +385,7 @@ def test_normalise_keeps_the_productive_reachable_rules(seed: int) -> None:
         terminals=tuple(Terminal(t, Literal(t.lower())) for t in terms),
         start=names[0],
     )
-    expected = _naive_reduce(rules, set(terms), names[0])
+    expected = reference.naive_reduce(rules, set(terms), names[0])
     if expected is None:
         with pytest.raises(GrammarError, match="accepts no string"):
             grammar.normalise()
