@@ -7,7 +7,7 @@ construction, so the NFA builder (:class:`~constrain.automata.nfa.NfaBuilder`) i
 
 - ``Intersect((a, b, ...))`` is the product automaton of the operands' DFAs (each compiled with
   :func:`~constrain.automata.nfa.regex_dfa` and this module's products, so operands nest
-  freely), folded left to right and minimised after each step but the last; an operand
+  freely), folded smallest first and minimised after each step but the last; an operand
   ``Complement(c)`` is folded in as the difference ``... - L(c)`` (the other operands accept
   valid UTF-8 only, so that is the same language, from one product instead of two);
 - ``Complement(a)`` is ``ANY_CHAR* - L(a)``: the product of the DFA of every valid UTF-8 string
@@ -55,6 +55,9 @@ __all__ = ["boolean_dfa", "boolean_fragment", "plain_dfa", "product_dfa", "trie_
 # entries and by the bytes of the arrays it holds.
 _CACHE_ENTRIES = 512
 _CACHE_BYTES = 64 << 20
+# Largest table of all pairs of two operands' states that a product indexes directly (int32:
+# 8 MB; allany23's products 58 -> 49 ms against the hash table).
+_DENSE_PAIRS = 1 << 21
 _cache: OrderedDict[Regex, tuple[Dfa, DfaFragment]] = OrderedDict()
 _cache_used = [0]  # bytes held, in a list so that it can change under the lock
 _cache_lock = threading.Lock()
@@ -135,7 +138,7 @@ def product_dfa(
     col_a = (joint // 256).astype(np.int32)
     col_b = (joint % 256).astype(np.int32)
     status, count, trans, pair_a, pair_b = product_kernel(
-        a.trans, b.trans, col_a, col_b, difference, max_states
+        a.trans, b.trans, col_a, col_b, difference, max_states, _DENSE_PAIRS
     )
     if status != 0:
         raise CompileLimitError(
@@ -381,15 +384,24 @@ def _cached(
             # go first, so a difference always has a left side.
             positive = [i for i in node.items if not isinstance(i, Complement)]
             negative = [i.item for i in node.items if isinstance(i, Complement)]
-            folded = _fold_lengths(positive, max_states, limit_name)
-            dfa = _operand_dfa(folded[0], max_states, limit_name) if folded else _universe()
-            steps = [(i, False) for i in folded[1:]] + [(i, True) for i in negative]
-            for k, (item, difference) in enumerate(steps):
+
+            # Smallest operands first: a large operand met early multiplies every later
+            # intermediate. On the 74 MaskBench schemas whose products this order changes, the
+            # products visit 1.56M states instead of 2.16M (allany23: 80k instead of 133k,
+            # its 1,801-state operand now last).
+            def by_size(items: Sequence[Regex]) -> list[Dfa]:
+                dfas = [_operand_dfa(i, max_states, limit_name) for i in items]
+                return sorted(dfas, key=lambda d: d.num_states)
+
+            operands = by_size(_fold_lengths(positive, max_states, limit_name))
+            dfa = operands[0] if operands else _universe()
+            steps = [(d, False) for d in operands[1:]] + [(d, True) for d in by_size(negative)]
+            for k, (operand, difference) in enumerate(steps):
                 if dfa.is_empty_language():
                     break
                 dfa = product_dfa(
                     dfa,
-                    _operand_dfa(item, max_states, limit_name),
+                    operand,
                     difference=difference,
                     max_states=max_states,
                     limit_name=limit_name,

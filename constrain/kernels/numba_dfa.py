@@ -31,7 +31,7 @@ __all__ = [
 
 
 @njit(cache=True, nogil=True)
-def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type: ignore[no-untyped-def]
+def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states, dense_pairs):  # type: ignore[no-untyped-def]
     """Product construction of two partial DFAs over joint byte classes (reachable pairs only).
 
     Semantics as a loop, with ``-1`` the dead state of either side::
@@ -59,6 +59,9 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type:
         (intersection).
     max_states : int
         Stop as soon as more pairs would be needed.
+    dense_pairs : int
+        Pairs are found in a table of all ``SA * (SB + 1)`` pairs when it has at most this
+        many entries (int32 each), else in a hash table; the result is the same.
 
     Returns
     -------
@@ -78,10 +81,15 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type:
     pair_a = np.zeros(cap, np.int32)
     pair_b = np.zeros(cap, np.int32)
     keys = np.zeros(cap, np.int64)
+    dense = trans_a.shape[0] * sb1 <= dense_pairs
+    index = np.full(trans_a.shape[0] * sb1 if dense else 0, -1, np.int32)
     hcap = 64
-    htab = np.full(hcap, -1, np.int32)
+    htab = np.full(0 if dense else hcap, -1, np.int32)
     keys[0] = 1  # the pair (0, 0)
-    htab[((keys[0] % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)] = 0
+    if dense:
+        index[1] = 0
+    else:
+        htab[((keys[0] % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)] = 0
     n = 1
     s = 0
     while s < n:
@@ -97,13 +105,17 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type:
             if nb < 0 and not b_sink:
                 continue
             key = np.int64(na) * sb1 + nb + 1
-            slot = ((key % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)
+            slot = 0
             d = -1
-            while htab[slot] >= 0:
-                if keys[htab[slot]] == key:
-                    d = htab[slot]
-                    break
-                slot = (slot + 1) & (hcap - 1)
+            if dense:
+                d = index[key]
+            else:
+                slot = ((key % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)
+                while htab[slot] >= 0:
+                    if keys[htab[slot]] == key:
+                        d = htab[slot]
+                        break
+                    slot = (slot + 1) & (hcap - 1)
             if d < 0:
                 if n >= max_states:
                     return 1, n + 1, trans[:0], pair_a[:0], pair_b[:0]
@@ -124,17 +136,20 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states):  # type:
                 pair_a[n] = na
                 pair_b[n] = nb
                 keys[n] = key
-                htab[slot] = n
                 d = n
                 n += 1
-                if 2 * n > hcap:
-                    hcap *= 2
-                    htab = np.full(hcap, -1, np.int32)
-                    for q in range(n):
-                        slot = ((keys[q] % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)
-                        while htab[slot] >= 0:
-                            slot = (slot + 1) & (hcap - 1)
-                        htab[slot] = q
+                if dense:
+                    index[key] = d
+                else:
+                    htab[slot] = d
+                    if 2 * n > hcap:
+                        hcap *= 2
+                        htab = np.full(hcap, -1, np.int32)
+                        for q in range(n):
+                            slot = ((keys[q] % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)
+                            while htab[slot] >= 0:
+                                slot = (slot + 1) & (hcap - 1)
+                            htab[slot] = q
             trans[s, c] = d
         s += 1
     return 0, n, trans[:n], pair_a[:n], pair_b[:n]

@@ -276,21 +276,28 @@ def _naive_product(ta: np.ndarray, tb: np.ndarray, b_sink: bool) -> dict[tuple[i
 def test_product_kernel_against_naive_search(seed: int) -> None:
     rng = np.random.default_rng(seed)
     num_classes = int(rng.integers(1, 4))
-    ta = rng.integers(-1, 5, size=(5, num_classes)).astype(np.int32)
-    tb = rng.integers(-1, 4, size=(4, num_classes)).astype(np.int32)
+    size_a, size_b = (5, 4) if seed < 10 else (40, 30)  # the larger ones grow the hash table
+    ta = rng.integers(-1, size_a, size=(size_a, num_classes)).astype(np.int32)
+    tb = rng.integers(-1, size_b, size=(size_b, num_classes)).astype(np.int32)
     cols = np.arange(num_classes, dtype=np.int32)
     for b_sink in (False, True):
-        status, count, trans, pa, pb = product_kernel(ta, tb, cols, cols, b_sink, 1000)
         expected = _naive_product(ta, tb, b_sink)
-        pairs = list(zip(pa.tolist(), pb.tolist(), strict=True))
-        assert status == 0 and count == len(expected) and set(pairs) == set(expected)
-        assert pairs[0] == (0, 0)
-        for i, pair in enumerate(pairs):
-            got = {c: pairs[d] for c, d in enumerate(trans[i].tolist()) if d >= 0}
-            assert got == expected[pair]
-        if count > 1:
-            status, count, *_ = product_kernel(ta, tb, cols, cols, b_sink, 1)
-            assert status == 1 and count == 2
+        results = []
+        for dense_pairs in (0, 1 << 21):  # hash table, then the dense table of all pairs
+            status, count, trans, pa, pb = product_kernel(
+                ta, tb, cols, cols, b_sink, 10_000, dense_pairs
+            )
+            pairs = list(zip(pa.tolist(), pb.tolist(), strict=True))
+            assert status == 0 and count == len(expected) and set(pairs) == set(expected)
+            assert pairs[0] == (0, 0)
+            for i, pair in enumerate(pairs):
+                got = {c: pairs[d] for c, d in enumerate(trans[i].tolist()) if d >= 0}
+                assert got == expected[pair]
+            results.append((pairs, trans.tolist()))
+            if count > 1:
+                status, count, *_ = product_kernel(ta, tb, cols, cols, b_sink, 1, dense_pairs)
+                assert status == 1 and count == 2
+        assert results[0] == results[1]  # the same numbering either way
 
 
 # -- IR helpers ---------------------------------------------------------------------------------
