@@ -65,7 +65,11 @@ the counts."""
 _DEEP_BUDGET = 8
 _DEEP_MISSES = 3
 # prime(): the neighbourhood of state 0 is built while it needs at most this many new states (in
-# a product region it branches on every class: 51,545 states, 0.37 s, for MaskBench allany23)
+# a product region it branches on every class: 51,545 states, 0.37 s, for MaskBench allany23).
+# Half as deep first, within a quarter of it: neighbourhoods grow faster than their depth (the
+# 87 lazy schemas of the MaskBench sample: 16 bytes deep, 3-10x the states of 8 bytes deep, at
+# most 1,587 states at 8 bytes), so a failed half-depth try (allany23: 10,873 states at 8 bytes)
+# stops before the full budget is spent.
 _PRIME_BUDGET = 16384
 
 
@@ -508,12 +512,13 @@ class LazyLexer:
         neighbourhood a longest token deep would build every lexeme's first 128 bytes: with
         many properties, more states than the limit allows). A neighbourhood of ``short``
         bytes then builds ahead the rows that the first steps' neighbourhoods would (cheaper in
-        one call), where it needs at most ``_PRIME_BUDGET`` new states: entering a product
-        region it branches on every class, and the token walks build what a mask reads.
+        one call), where it needs at most ``_PRIME_BUDGET`` new states (and its half-depth
+        part a quarter of that): entering a product region it branches on every class, and
+        the token walks build what a mask reads.
         """
         zero = np.zeros(1, dtype=np.int32)
         self.walk(zero, tries.suffixes)
-        if not self._walked_at(0):
+        if not self._walked_at(0) and self.try_expand(zero, short // 2, _PRIME_BUDGET // 4):
             self.try_expand(zero, short, _PRIME_BUDGET)
         with self._lock:
             self._done[0] = True
