@@ -105,7 +105,7 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states, dense_pai
             if nb < 0 and not b_sink:
                 continue
             key = np.int64(na) * sb1 + nb + 1
-            slot = 0
+            slot = np.int64(0)
             d = -1
             if dense:
                 d = index[key]
