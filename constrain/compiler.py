@@ -700,14 +700,17 @@ class Compiler:
         # the eager build signals the first such count (nothing to scan beforehand).
         fold = None if grammar.greedy else lazy_lexer.REGION_MIN
         region_min = None if grammar.greedy else lazy_lexer.FORCE
+        grammar = grammar.normalise()  # once, for both tries
         if region_min is None:
             try:
-                g, lexer = grammar_lexer(grammar, max_states=max_states, build=_eager(fold))
+                g, lexer = grammar_lexer(
+                    grammar, max_states=max_states, build=_eager(fold), normalised=True
+                )
             except FoldableRepeat as signal:
                 region_min = signal.region_min
         if region_min is not None:
             build = functools.partial(LazyLexer, region_min=region_min)
-            g, built = grammar_lexer(grammar, max_states=max_states, build=build)
+            g, built = grammar_lexer(grammar, max_states=max_states, build=build, normalised=True)
             lazy, lexer = built, built.snapshot()
         names = [t.name for t in g.terminals]
         parser = build_parser_tables(g, names, max_items=self.limits.max_grammar_items)
