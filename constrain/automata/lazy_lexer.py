@@ -234,6 +234,7 @@ class LazyLexer:
         # states whose token walks' rows are built (ensure)
         self._done = np.zeros(64, dtype=np.bool_)
         self._deep_misses = 0  # neighbourhoods a token deep that outgrew their budget
+        self._boundary_depth = 0  # prime()'s neighbourhood, left to the first ensure()
         self._byte_class64 = self.byte_class.astype(np.int64)
         self._walked = np.array(
             [r.other is not None or r.dfa.num_states - 1 > WIDE_ITEM for r in self.regions],
@@ -383,7 +384,7 @@ class LazyLexer:
         """
         if self.is_done(states):
             return False
-        grew = False
+        grew = self._boundary_neighbourhood()
         short = tries.longer[0][0] if tries.longer else tries.depth
         whole = []
         for state in np.unique(states).tolist():
@@ -508,20 +509,33 @@ class LazyLexer:
         """Build the rows read from the boundary state 0: lexemes restart there.
 
         After a lexeme ends inside a token, the rest of the token is read from state 0: the
-        walk of every token suffix from it builds exactly those rows (a breadth-first
-        neighbourhood a longest token deep would build every lexeme's first 128 bytes: with
-        many properties, more states than the limit allows). A neighbourhood of ``short``
-        bytes then builds ahead the rows that the first steps' neighbourhoods would (cheaper in
-        one call), where it needs at most ``_PRIME_BUDGET`` new states (and its half-depth
-        part a quarter of that): entering a product region it branches on every class, and
-        the token walks build what a mask reads.
+        walk of every token suffix from it builds exactly those rows, all that a mask at state
+        0 reads (a breadth-first neighbourhood a longest token deep would build every lexeme's
+        first 128 bytes: with many properties, more states than the limit allows). A
+        neighbourhood of ``short`` bytes then builds ahead the rows that the first steps'
+        neighbourhoods would (cheaper in one call): the first mask does not read it, so the
+        first :meth:`ensure` builds it, after the first mask (MaskBench's o9916: 11,408 states,
+        30 ms). It is built where it needs at most ``_PRIME_BUDGET`` new states (and its
+        half-depth part a quarter of that): entering a product region it branches on every
+        class, and the token walks build what a mask reads.
         """
         zero = np.zeros(1, dtype=np.int32)
         self.walk(zero, tries.suffixes)
-        if not self._walked_at(0) and self.try_expand(zero, short // 2, _PRIME_BUDGET // 4):
-            self.try_expand(zero, short, _PRIME_BUDGET)
         with self._lock:
             self._done[0] = True
+            self._boundary_depth = short
+
+    def _boundary_neighbourhood(self) -> bool:
+        """Build the neighbourhood :meth:`prime` left (once); return whether the lexer grew."""
+        with self._lock:
+            short, self._boundary_depth = self._boundary_depth, 0
+        if not short or self._walked_at(0):
+            return False
+        before = self.rows_built
+        zero = np.zeros(1, dtype=np.int32)
+        if self.try_expand(zero, short // 2, _PRIME_BUDGET // 4):
+            self.try_expand(zero, short, _PRIME_BUDGET)
+        return self.rows_built != before
 
     def expand_all(self) -> None:
         """Build every state (up to ``max_states``: else :class:`CompileLimitError`)."""

@@ -184,6 +184,26 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
     assert Compiler(tiny_vocab).compile(Grammar.from_regex(r"\w{7}")).lazy is None
 
 
+def test_the_boundary_neighbourhood_waits_for_the_first_mask(tiny_vocab: Vocabulary) -> None:
+    """The first mask reads the token walks from state 0 only: the 16-byte neighbourhood of
+    state 0 that later steps read is built by the first ensure() after it, once."""
+    from constrain import Compiler, Matcher
+
+    compiled = Compiler(tiny_vocab).compile(Grammar.from_regex("[a-z0-9]{1,1000000}!"))
+    lazy = compiled.lazy
+    assert lazy is not None
+    matcher = Matcher(compiled)
+    first = matcher.allowed_token_ids()
+    assert lazy._radius[0] < 16  # the first mask did not build it
+    assert matcher.accept_bytes("ab")
+    rows = lazy.rows_built
+    matcher.allowed_token_ids()
+    assert lazy._radius[0] >= 16 and lazy.rows_built > rows
+    assert lazy._boundary_neighbourhood() is False  # once
+    fresh = Matcher(compiled)
+    np.testing.assert_array_equal(fresh.allowed_token_ids(), first)
+
+
 def test_published_rows_equal_a_fresh_computation(tiny_vocab: Vocabulary) -> None:
     """Each step publishes only the rows it built; the arrays equal ones computed whole."""
     from constrain import Compiler, Matcher
