@@ -67,9 +67,9 @@ _DEEP_MISSES = 3
 # prime(): the neighbourhood of state 0 is built while it needs at most this many new states (in
 # a product region it branches on every class: 51,545 states, 0.37 s, for MaskBench allany23).
 # Half as deep first, within a quarter of it: neighbourhoods grow faster than their depth (the
-# 87 lazy schemas of the MaskBench sample: 16 bytes deep, 3-10x the states of 8 bytes deep, at
-# most 1,587 states at 8 bytes), so a failed half-depth try (allany23: 10,873 states at 8 bytes)
-# stops before the full budget is spent.
+# other 86 lazy schemas of the MaskBench sample: 16 bytes deep, 3-10x the states of 8 bytes deep,
+# at most 1,587 states at 8 bytes), so a failed half-depth try (allany23: 10,873 states at 8
+# bytes) stops before the full budget is spent.
 _PRIME_BUDGET = 16384
 
 

@@ -60,8 +60,9 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states, dense_pai
     max_states : int
         Stop as soon as more pairs would be needed.
     dense_pairs : int
-        Pairs are found in a table of all ``SA * (SB + 1)`` pairs when it has at most this
-        many entries (int32 each), else in a hash table; the result is the same.
+        Pairs are found in a hash table, then in a table of all ``SA * (SB + 1)`` pairs once
+        they fill a 64th of it, if it has at most this many entries (int32 each); the
+        result is the same.
 
     Returns
     -------
@@ -81,15 +82,16 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states, dense_pai
     pair_a = np.zeros(cap, np.int32)
     pair_b = np.zeros(cap, np.int32)
     keys = np.zeros(cap, np.int64)
-    dense = trans_a.shape[0] * sb1 <= dense_pairs
-    index = np.full(trans_a.shape[0] * sb1 if dense else 0, -1, np.int32)
+    # Pairs are looked up in a hash table, then, once they fill a 64th of all the pairs
+    # (when those are at most ``dense_pairs``), in a table of all pairs: a product that stops
+    # early never pays for a large table.
+    total = trans_a.shape[0] * sb1
+    dense = False
+    index = np.full(0, -1, np.int32)
     hcap = 64
-    htab = np.full(0 if dense else hcap, -1, np.int32)
+    htab = np.full(hcap, -1, np.int32)
     keys[0] = 1  # the pair (0, 0)
-    if dense:
-        index[1] = 0
-    else:
-        htab[((keys[0] % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)] = 0
+    htab[((keys[0] % HASH_MOD) * HASH_MUL % HASH_MOD) & (hcap - 1)] = 0
     n = 1
     s = 0
     while s < n:
@@ -142,7 +144,12 @@ def product_kernel(trans_a, trans_b, col_a, col_b, b_sink, max_states, dense_pai
                     index[key] = d
                 else:
                     htab[slot] = d
-                    if 2 * n > hcap:
+                    if 2 * n > hcap and 64 * n >= total and total <= dense_pairs:
+                        index = np.full(total, -1, np.int32)
+                        for q in range(n):
+                            index[keys[q]] = q
+                        dense = True
+                    elif 2 * n > hcap:
                         hcap *= 2
                         htab = np.full(hcap, -1, np.int32)
                         for q in range(n):

@@ -276,14 +276,14 @@ def _naive_product(ta: np.ndarray, tb: np.ndarray, b_sink: bool) -> dict[tuple[i
 def test_product_kernel_against_naive_search(seed: int) -> None:
     rng = np.random.default_rng(seed)
     num_classes = int(rng.integers(1, 4))
-    size_a, size_b = (5, 4) if seed < 10 else (40, 30)  # the larger ones grow the hash table
+    size_a, size_b = (5, 4) if seed < 10 else (40, 30)  # larger: hash growth, then the table
     ta = rng.integers(-1, size_a, size=(size_a, num_classes)).astype(np.int32)
     tb = rng.integers(-1, size_b, size=(size_b, num_classes)).astype(np.int32)
     cols = np.arange(num_classes, dtype=np.int32)
     for b_sink in (False, True):
         expected = _naive_product(ta, tb, b_sink)
         results = []
-        for dense_pairs in (0, 1 << 21):  # hash table, then the dense table of all pairs
+        for dense_pairs in (0, 1 << 21):  # hash table only; hash table, then all pairs
             status, count, trans, pa, pb = product_kernel(
                 ta, tb, cols, cols, b_sink, 10_000, dense_pairs
             )
