@@ -437,13 +437,17 @@ class LazyLexer:
         ``depth`` builds up to ``_DEEP_BUDGET * depth`` states before it fails). Returns whether
         it got to ``depth``.
         """
-        d = short
-        while True:
-            if not self.try_expand([state], d, _DEEP_BUDGET * d):
-                return False
-            if d >= depth:
-                return True
-            d = min(2 * d, depth)
+        depths = [short]
+        while depths[-1] < depth:
+            depths.append(min(2 * depths[-1], depth))
+        return self._expand_within(state, [(d, _DEEP_BUDGET * d) for d in depths])
+
+    def _expand_within(self, state: int, steps: Sequence[tuple[int, int]]) -> bool:
+        """Return whether :meth:`try_expand` of ``state`` fits each ``(depth, budget)`` in turn.
+
+        Stops at the first that does not fit (its rows built so far stay).
+        """
+        return all(self.try_expand([state], depth, budget) for depth, budget in steps)
 
     def _virtual(self, state: int) -> tuple[tuple[int, ...], list[tuple[int, int]]]:
         """Return ``state``'s real members and its virtual ones as (region, offset) pairs.
@@ -527,14 +531,14 @@ class LazyLexer:
 
     def _boundary_neighbourhood(self) -> bool:
         """Build the neighbourhood :meth:`prime` left (once); return whether the lexer grew."""
+        if not self._boundary_depth:  # built already (read without the lock: it only drops)
+            return False
         with self._lock:
             short, self._boundary_depth = self._boundary_depth, 0
         if not short or self._walked_at(0):
             return False
         before = self.rows_built
-        zero = np.zeros(1, dtype=np.int32)
-        if self.try_expand(zero, short // 2, _PRIME_BUDGET // 4):
-            self.try_expand(zero, short, _PRIME_BUDGET)
+        self._expand_within(0, [(short // 2, _PRIME_BUDGET // 4), (short, _PRIME_BUDGET)])
         return self.rows_built != before
 
     def expand_all(self) -> None:
