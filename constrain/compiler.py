@@ -218,10 +218,11 @@ class CompiledGrammar:
         self.reach_depth = vocab.max_token_length + 1
         self._tries: TokenTries | None = None  # built when a lazy lexer first needs them
         share = None  # states counted alike share token tables (LazyLexer.share)
+        built = None  # and a lazy lexer's rows built, as flags per state
         if lazy is not None:  # the rows read from the boundary, where lexemes restart
             self._tries = token_tries(vocab)
             lazy.prime(self._tries)
-            lexer = lazy.snapshot()
+            lexer, _, _, built = lazy.view(0)
             share = functools.partial(lazy.share, tries=self._tries)
         self.lexer = lexer
         self._sized_lexer: LexerDfa | None = None  # the lexer whose size nbytes() has
@@ -247,8 +248,7 @@ class CompiledGrammar:
         self.inner_ends = inner
         self.tables = MaskTables(
             vocab, self._table_lexer(klex), parser, max_bytes=limits.mask_cache_bytes,
-            restart=self.restart, lazy=lazy is not None,
-            share=share,
+            restart=self.restart, lazy=lazy is not None, share=share, built=built,
         )  # fmt: skip
         self.cont_bits = continuation_bits(klex)
         self._lazy_version = 0 if lazy is None else lazy.version
@@ -393,7 +393,7 @@ class CompiledGrammar:
                 return
             # one lock: the lexer and the rows built since agree (a step costs what it
             # built, not the lexer's size: a long generation stays linear)
-            lexer, todo, self._cont_seen = lazy.view(self._cont_seen)
+            lexer, todo, self._cont_seen, built = lazy.view(self._cont_seen)
             n = lexer.num_states
             room, restart = self._cont_room, self._restart_room
             if room.shape[0] < n:  # rooms grow 2x: a long generation copies O(S) in all
@@ -415,7 +415,7 @@ class CompiledGrammar:
             restart = restart[:n]
             self.lexer = self.kernel_lexer = lexer
             self.cont_bits, self.restart = cont, restart
-            self.tables.set_lexer(self._table_lexer(lexer), restart)
+            self.tables.set_lexer(self._table_lexer(lexer), restart, built)
             self.match_arrays = self._match_arrays()
             self._lazy_version = version
 

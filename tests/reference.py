@@ -6,6 +6,7 @@ Plain Python functions, slow and obviously correct; each section names the kerne
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -331,6 +332,65 @@ def naive_alike_within(
             for c in range(len(trans[0]))
         ]
     return True
+
+
+def naive_body_bound(
+    lexer: Any,
+    built: Sequence[bool] | None,
+    allowed: Sequence[int],
+    start: int,
+    max_chars: int,
+    shapes: Sequence[Sequence[tuple[int, int]]],
+) -> int:
+    """What ``body_bound_kernel`` returns first (oracle), by following each string-body
+    character alone: one per sequence of byte classes its bytes can take (``shapes``, UTF-8
+    byte ranges; a character's transitions depend on its bytes' classes only).
+
+    ``R[d]``: the states exactly ``d`` characters lead to; a state is open when a terminal of
+    ``allowed`` (a bitset) is alive there. Returns ``r`` when every character from ``R[0..r-1]``
+    leads to an open state and none from ``R[r]`` does, ``max_chars + 1`` when every one up to
+    ``R[max_chars]`` does, -1 when they disagree or a state met accepts a terminal. States
+    whose rows are not ``built`` are left out, with where they lead."""
+    trans, alive, accept = lexer.trans, lexer.alive_bits, lexer.accept_bits
+
+    def is_built(s: int) -> bool:
+        return built is None or (s < len(built) and bool(built[s]))
+
+    chars = [
+        seq
+        for shape in shapes
+        for seq in itertools.product(
+            *(sorted({int(lexer.byte_class[b]) for b in range(lo, hi + 1)}) for lo, hi in shape)
+        )
+    ]
+    level = {start}
+    for d in range(max_chars + 1):
+        opened, closed = set(), False
+        for x in level:
+            for seq in chars:
+                s = x
+                for c in seq:
+                    if not is_built(s):
+                        s = -2  # (no token goes there)
+                        break
+                    s = int(trans[s, c])
+                    if s < 0:
+                        closed = True
+                        break
+                    if accept[s].any():
+                        return -1
+                if s < 0 or not is_built(s):
+                    continue
+                if any(int(alive[s, w]) & int(allowed[w]) for w in range(len(allowed))):
+                    opened.add(s)
+                else:
+                    closed = True
+        if opened and closed:
+            return -1
+        if not opened:
+            return d
+        level = opened
+    return max_chars + 1
 
 
 def naive_dfa_equivalent(

@@ -546,15 +546,18 @@ class LazyLexer:
         while self.expand(np.arange(self.num_states, dtype=np.int32), 1 << 30):
             pass
 
-    def view(self, since: int) -> tuple[LexerDfa, Int32Array, int]:
-        """Return :meth:`snapshot`, the rows built after the first ``since`` and the count.
+    def view(self, since: int) -> tuple[LexerDfa, Int32Array, int, np.ndarray]:
+        """Return :meth:`snapshot`, the rows built after the first ``since``, the count, flags.
 
-        The rows are the states whose rows were built, in build order (a copy), and the count
-        :attr:`rows_built`; the three taken together (one lock).
+        The rows are the states whose rows were built, in build order (a copy), the count
+        :attr:`rows_built`, and the flags whether each state's row is built (a copy: a row
+        built later is not in the snapshot, read -1 like a dead one); taken together (one lock).
         """
         with self._lock:
-            built = self.rows_built
-            return self.snapshot(), self._store[7][since:built].copy(), built
+            built, n = self.rows_built, self.num_states
+            flags = self._store[1][:n].copy()
+            flags.flags.writeable = False
+            return self.snapshot(), self._store[7][since:built].copy(), built, flags
 
     def snapshot(self) -> LexerDfa:
         """Return the lexer built so far as a :class:`LexerDfa` (rows not built read -1)."""

@@ -3,9 +3,10 @@
 ``entry_inputs_kernel`` derives a build's inputs from an Earley kernel (the expected terminals,
 per terminal the next expected set and whether it is exact, and a signature under which equal
 builds share an entry); ``bit_lists_kernel`` lists the lexer's accept bits for the walk. The
-shortcuts: ``body_reach_kernel`` and ``all_alive_kernel`` (whether a whole string-body slice of
-the vocabulary is allowed), ``equivalent_within`` (whether two lexer states allow the same short
-tokens, so one's table can be reused). The walk itself is in :mod:`constrain.kernels.numba_tables`.
+shortcuts: ``body_reach_kernel``, ``body_bound_kernel`` and ``all_alive_kernel`` (whether a
+string-body slice of the vocabulary is allowed whole), ``equivalent_within`` (whether two lexer
+states allow the same short tokens, so one's table can be reused). The walk itself is in
+:mod:`constrain.kernels.numba_tables`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from numba import njit
 __all__ = [
     "all_alive_kernel",
     "bit_lists_kernel",
+    "body_bound_kernel",
     "body_reach_kernel",
     "entry_inputs_kernel",
     "equivalent_within",
@@ -98,6 +100,148 @@ def body_reach_kernel(
                     n += 1
     stamp[0] = tick
     return n
+
+
+_BOUND_WIDTH = 64  # the most states at one distance that body_bound_kernel follows
+
+
+@njit(cache=True, nogil=True)
+def body_bound_kernel(
+    trans: np.ndarray,
+    built: np.ndarray,
+    alive_bits: np.ndarray,
+    accept_bits: np.ndarray,
+    allowed: np.ndarray,
+    classes: np.ndarray,
+    pos_ptr: np.ndarray,
+    seq_ptr: np.ndarray,
+    start: int,
+    max_chars: int,
+    out: np.ndarray,
+    visited: np.ndarray,
+    mark: np.ndarray,
+    cur: np.ndarray,
+    nxt: np.ndarray,
+    stamp: np.ndarray,
+) -> tuple[int, int]:
+    """Find how many more string-body characters ``start`` takes, where that is a bound.
+
+    ``R[d]`` are the states exactly ``d`` string-body characters lead ``start`` to (``R[0]``
+    is ``start``); a state is *open* when an ``allowed`` terminal is alive there. Returns
+    ``(r, n)`` when every character from every state of ``R[0 .. r-1]`` leads to an open state
+    and none from a state of ``R[r]`` does (a ``maxLength`` reached), or ``(max_chars + 1, n)``
+    when every text of ``max_chars + 1`` characters does (no bound within ``max_chars``; ``r``
+    is then ``max_chars``); ``out[:n]`` are the states of ``R[0 .. r]``, each once. No state
+    met past ``start`` (inside a character too) may accept a terminal: a token of string-body
+    characters then stays one lexeme, allowed whole when it has at most ``r`` characters and
+    dead when it has more.
+
+    ``(-1, 0)`` otherwise: some characters lead to open states where others do not, a state
+    accepts, more than ``_BOUND_WIDTH`` states at one distance, or more than ``out.shape[0]``
+    in all.
+
+    Only the states of tokens count, that is what a lazy lexer has built (``built[s]``; an
+    empty ``built``: every row is built): before a table walk from ``start`` it builds the row
+    of every state a token read from there meets (``LazyLexer.ensure``), so a state not built
+    is on no token's path, and what text leads there and on from it concerns no token.
+
+    Characters are ``body_reach_kernel``'s shapes, and ``visited``, ``mark``, ``cur``, ``nxt``,
+    ``stamp`` its scratch (stamp arrays reused without clearing: ``stamp[0]`` is advanced
+    past every stamp a call writes).
+    """
+    check = built.shape[0] > 0
+    words = allowed.shape[0]
+    level = np.empty(_BOUND_WIDTH, np.int64)
+    after = np.empty(_BOUND_WIDTH, np.int64)
+    visit = stamp[0] + 1
+    tick = visit
+    visited[start] = visit
+    out[0] = start
+    n = 1
+    level[0] = start
+    nl = 1
+    d = 0
+    while True:
+        na = 0
+        closed = False  # some character leads to a dead or closed state
+        for i in range(nl):
+            x = level[i]
+            for q in range(seq_ptr.shape[0] - 1):
+                cur[0] = x
+                nc = 1
+                for p in range(seq_ptr[q], seq_ptr[q + 1]):
+                    tick += 1
+                    nn = 0
+                    for j in range(nc):
+                        s = cur[j]
+                        if check and (s >= built.shape[0] or not built[s]):
+                            continue  # no token reaches it (see above)
+                        for k in range(pos_ptr[p], pos_ptr[p + 1]):
+                            y = trans[s, classes[k]]
+                            if y < 0:
+                                closed = True
+                            elif mark[y] != tick:
+                                mark[y] = tick
+                                nxt[nn] = y
+                                nn += 1
+                    if _accepting(nxt, nn, accept_bits):  # a lexeme could end inside a token
+                        stamp[0] = tick
+                        return -1, 0
+                    for j in range(nn):
+                        cur[j] = nxt[j]
+                    nc = nn
+                for j in range(nc):  # where this character shape leads
+                    y = cur[j]
+                    if check and (y >= built.shape[0] or not built[y]):
+                        continue  # no token reaches it (see above)
+                    is_open = False
+                    for w in range(words):
+                        if alive_bits[y, w] & allowed[w] != 0:
+                            is_open = True
+                            break
+                    if not is_open:
+                        closed = True
+                    elif not _holds(after, na, y):  # R[d + 1]
+                        if na == _BOUND_WIDTH:
+                            stamp[0] = tick
+                            return -1, 0
+                        after[na] = y
+                        na += 1
+        stamp[0] = tick
+        if closed and na:
+            return -1, 0
+        if na == 0:  # no character goes on from R[d]
+            return d, n
+        if d == max_chars:  # open for max_chars + 1 characters: no bound within max_chars
+            return max_chars + 1, n
+        for i in range(na):
+            y = after[i]
+            level[i] = y
+            if visited[y] != visit:
+                visited[y] = visit
+                if n == out.shape[0]:
+                    return -1, 0
+                out[n] = y
+                n += 1
+        nl = na
+        d += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _accepting(states: np.ndarray, n: int, accept_bits: np.ndarray) -> bool:
+    for i in range(n):
+        for w in range(accept_bits.shape[1]):
+            if accept_bits[states[i], w] != 0:
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _holds(a: np.ndarray, n: int, x: int) -> bool:
+    for i in range(n):
+        if a[i] == x:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)

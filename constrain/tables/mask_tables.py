@@ -41,7 +41,6 @@ from constrain.kernels.entry import cached_entry
 from constrain.kernels.numba_table_inputs import (
     all_alive_kernel,
     bit_lists_kernel,
-    body_reach_kernel,
     entry_inputs_kernel,
     equivalent_within,
 )
@@ -49,7 +48,7 @@ from constrain.kernels.numba_table_store import index_add, index_rehash, store_e
 from constrain.kernels.numba_tables import build_entry_kernel, walk_single_kernel
 from constrain.tables.scratch import TableScratch
 from constrain.tables.set_stores import trie_arrays
-from constrain.tables.string_bodies import body_class_sequences
+from constrain.tables.string_bodies import BodySearches
 from constrain.tables.token_classes import TokenClassifier
 from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
@@ -81,7 +80,6 @@ _CLASS_MIN_NS = 500_000
 # slice cannot be taken; its tokens of at most SLICE_CHARS characters can where all text that
 # short keeps it alive (but the last counts); 699 of Llama 3's 121,825 slice tokens are longer.
 SLICE_CHARS = SHORT_SLICE_CHARS
-_UNSET = object()
 
 
 def _list_limit(num_words: int) -> int:
@@ -189,6 +187,7 @@ class MaskTables:
         restart: Int32Array | None = None,
         lazy: bool = False,
         share: Callable[[int], int] | None = None,
+        built: np.ndarray | None = None,
     ) -> None:
         self.vocab = vocab
         self._share = share
@@ -199,7 +198,7 @@ class MaskTables:
             restart = np.zeros(lexer.num_states, dtype=np.int32)
             restart.flags.writeable = False
         self.restart = restart
-        self._view = (lexer, restart)
+        self._view = (lexer, restart, built)
         self.parser = parser
         self.max_bytes = max_bytes
         self.num_words = (vocab.size + 31) // 32
@@ -217,9 +216,8 @@ class MaskTables:
         self.counted_ns = 0
         self._counted_inputs: set[bytes] = set()
         self._classify_after_ns = _CLASS_MIN_NS
-        # string_body_reach by (state, max_chars)
-        self._reach: dict[tuple[int, int], np.ndarray | None] = {}
-        self._body_classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
+        self._bodies = BodySearches(_REACH_LIMIT)  # string_body_reach and _bounded_slice
+        self._body_max = -1  # the longest string-body token's characters, once known
         # trie depths are byte lengths of token prefixes
         self._max_depth = vocab.max_token_length + 1
         # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
@@ -256,13 +254,15 @@ class MaskTables:
         )  # fmt: skip
         self._reset()
 
-    def set_lexer(self, lexer: LexerDfa, restart: Int32Array) -> None:
+    def set_lexer(
+        self, lexer: LexerDfa, restart: Int32Array, built: np.ndarray | None = None
+    ) -> None:
         """Replace the lexer by a grown copy of it (a lazy lexer's new states appended).
 
         Entries stay valid: rows of the states they were built from do not change.
         """
         with self._lock:
-            self._view = (lexer, restart)  # one attribute: readers take both at once
+            self._view = (lexer, restart, built)  # one attribute: readers take all at once
             self.lexer, self.restart = lexer, restart
             self.classifier.set_lexer(lexer, restart)
 
@@ -372,7 +372,7 @@ class MaskTables:
         its tokens are within), -1 when none was.
         """
         parser, vocab = self.parser, self.vocab
-        lexer, restart = self._view
+        lexer, restart, _ = self._view
         key = kernel.tobytes()
         single = self._single.get(key)
         if single is not None and single[0].shape[0] < lexer.num_states:  # a lazy lexer grew:
@@ -401,6 +401,7 @@ class MaskTables:
         out_w = sc.out_w
         trie: Any = vocab
         sliced = -1
+        exact = False
         allowed = expected | parser.ignore_bits
         # the bounded reach first: it is cheap, and where it fails the unbounded one does too
         reach = self.string_body_reach(state, SLICE_CHARS)
@@ -408,8 +409,16 @@ class MaskTables:
             reach = self.string_body_reach(state)
             if reach is not None and self._call(all_alive_kernel, lexer.alive_bits, reach, allowed):
                 sliced = 0
-            else:
-                sliced = SLICE_CHARS
+            else:  # a maxLength farther than SLICE_CHARS, or none
+                sliced = self._bounded_slice(state, allowed)
+                exact = sliced >= 0
+                sliced = sliced if exact else SLICE_CHARS
+        else:  # a maxLength within SLICE_CHARS characters, or no string body
+            sliced = self._bounded_slice(state, allowed, SLICE_CHARS)
+            exact = sliced >= 0
+        if exact:  # the body tokens past the bound are out: only the others walked
+            bits, trie = vocab.string_slice_bits(sliced), vocab.string_slice(0)[1]
+        elif sliced >= 0:
             bits, trie = vocab.string_slice(sliced)
         if trie is vocab:
             out_w.fill(0)
@@ -440,7 +449,8 @@ class MaskTables:
             sets.kernel_arrays,
         )  # fmt: skip
         if expected is sc.expected:  # this thread's buffers: types fixed per trie
-            nc = cached_entry(self._walk_entries, sliced, build_entry_kernel, args)(*args)
+            site = 0 if exact else sliced  # (the trie's types: one per trie)
+            nc = cached_entry(self._walk_entries, site, build_entry_kernel, args)(*args)
         else:
             nc = build_entry_kernel(*args)
         self.num_builds += 1
@@ -581,34 +591,24 @@ class MaskTables:
         return self._long
 
     def string_body_reach(self, state: int, max_chars: int = 0) -> np.ndarray | None:
-        """Return the states string-body text can lead ``state`` to, or None.
-
-        None when some raw JSON string-body text kills the lexeme from ``state`` (or the set is
-        large). Otherwise each token of the vocabulary's string slice lands on one of these
-        states, inside the same lexeme: where an allowed terminal is alive at all of them
-        (:meth:`build` checks), the whole slice is allowed and only the other tokens need a
-        trie walk (llguidance's "slicer"). With ``max_chars > 0`` only text of at most that many
-        characters is followed (the slice of :meth:`Vocabulary.string_slice` with the same
-        bound).
-        """
+        """Return :meth:`BodySearches.reach` of ``state`` (``max_chars`` 0: any length)."""
         state, max_chars = int(state), int(max_chars)
         if state == 0:  # a lexeme boundary: no string body is open
             return None
-        found = self._reach.get((state, max_chars), _UNSET)
-        if found is not _UNSET:
-            return found  # type: ignore[return-value]
         lexer = self._view[0]  # one lexer for the buffers' size and the walk
-        if self._body_classes is None:  # first needed inside a lexeme, not at the first mask
-            self._body_classes = body_class_sequences(lexer)
-        sc = self._buffers(lexer)
-        classes, pos_ptr, seq_ptr = self._body_classes
-        n = self._call(
-            body_reach_kernel, lexer.trans, classes, pos_ptr, seq_ptr, state,
-            max_chars or _REACH_LIMIT, sc.reach, sc.visited, sc.mark, sc.cur, sc.nxt, sc.stamp,
+        return self._bodies.reach(lexer, state, max_chars, self._buffers(lexer), self._call)
+
+    def _bounded_slice(self, state: int, allowed: np.ndarray, max_chars: int = 0) -> int:
+        """Return :meth:`BodySearches.bounded_slice` at ``state`` (``max_chars`` 0: all)."""
+        lexer, _, built = self._view
+        if self.lazy and built is None:
+            return -1
+        if self._body_max < 0:
+            self._body_max = int(self.vocab.body_chars.max(initial=0))
+        return self._bodies.bounded_slice(
+            lexer, built, state, allowed, max_chars or self._body_max, self._body_max,
+            self._buffers(lexer), self._call,
         )  # fmt: skip
-        result = None if n < 0 else sc.reach[:n].copy()
-        self._reach[state, max_chars] = result
-        return result
 
     def lookup(
         self, states: Int32Array, kernels: list[Int32Array]
@@ -657,10 +657,11 @@ class MaskTables:
             # Earley kernels often expect the same terminals with the same follow-ups).
             start = time.perf_counter_ns()
             walked = self._walk(at, kernel, inputs)
-            if walked[2] == SLICE_CHARS and sig[0] >= 0:
-                # inside a counted string body: a repeat of a build with the same inputs at
-                # another count is what the bounded classes would save, where the string has
-                # a token's length or more to go (else every count is a class of its own)
+            if walked[2] in (0, SLICE_CHARS) and sig[0] >= 0:
+                # inside a counted string body (its whole slice taken where the bound is past
+                # the longest token): a repeat of a build with the same inputs at another count
+                # is what the bounded classes would save, where the string has a token's length
+                # or more to go (else every count is a class of its own)
                 if inputs[3] not in self._counted_inputs:
                     self._counted_inputs.add(inputs[3])
                 elif self.string_body_reach(key[0], self._max_depth) is not None:
@@ -714,7 +715,7 @@ class MaskTables:
                 if self._rows_used >= w_pool.shape[0]:
                     w_pool = self._grow(w_pool, self._rows_used, 2 * w_pool.shape[0])
                 base = self._base_rows[sliced] = self._rows_used
-                w_pool[base] = self.vocab.string_slice(sliced)[0]
+                w_pool[base] = self.vocab.string_slice_bits(sliced)
                 self._rows_used += 1
         if self._rows_used >= w_pool.shape[0]:
             w_pool = self._grow(w_pool, self._rows_used, 2 * w_pool.shape[0])

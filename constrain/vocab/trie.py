@@ -347,3 +347,24 @@ def subset_trie(indptr: Int64Array, data: ByteArray, keep: np.ndarray) -> Trie:
     np.cumsum(lens, out=new_indptr[1:])
     pos = np.repeat(indptr[:-1] - new_indptr[:-1], lens) + np.arange(int(lens.sum()))
     return build_trie(new_indptr, np.ascontiguousarray(data[pos]))
+
+
+def body_token_chars(indptr: Int64Array, data: ByteArray, special: Int32Array) -> Int64Array:
+    """Return, per token, its characters where it is string-body text, else -1.
+
+    String-body text as for :func:`string_body_tokens`; characters are the bytes that are not
+    UTF-8 continuation bytes.
+    """
+    mask = string_body_tokens(indptr, data, special)
+    lead = np.zeros(data.shape[0] + 1, dtype=np.int64)
+    np.cumsum((data & 0xC0) != 0x80, out=lead[1:])
+    chars = lead[indptr[1:]] - lead[indptr[:-1]]
+    return np.where(mask, chars[: mask.shape[0]], -1).astype(np.int64)
+
+
+def token_bits(mask: np.ndarray, size: int) -> np.ndarray:
+    """Return ``mask[:size]`` (bool per token) as a ``(ceil(size/32),) uint32`` bitset."""
+    padded = np.zeros((size + 31) // 32 * 32, dtype=bool)
+    n = min(mask.shape[0], size)
+    padded[:n] = mask[:n]
+    return np.packbits(padded.reshape(-1, 8)[:, ::-1]).view("<u4").astype(np.uint32)

@@ -64,10 +64,19 @@ GRAMMARS = {
         "listed",
         ["listened", "listens", "listed"],
     ),
+    # string bodies with a maxLength (3, and 20: past the vocabulary's longest body token):
+    # MaskTables takes their string slices bounded by what the string still takes
+    "bounded": (
+        'start: "{" pair ("," pair)* "}"\npair: KEY ":" VAL | KEY ":[" TXT "]"\n'
+        'KEY: /"[a-z]{1,2}"/\nVAL: /"[^"\\\\\\x00-\\x1f]{0,3}"/ | /[0-9]+/\n'
+        'TXT: /"[^"\\\\\\x00-\\x1f]{0,20}"/\n',
+        '{"a:1 \u00e9',
+        ['{"ab":"a b","a":["\u20acx ab the cd"]}', '{"a":"\u00e9\U0001f600z","b":12}'],
+    ),
 }
 
 
-MAX_DEPTH = {"listed": 9}
+MAX_DEPTH = {"listed": 9, "bounded": 8}
 
 
 @cache
@@ -549,3 +558,55 @@ def test_classify_intern_hash_is_the_same_without_jit() -> None:
             np.zeros((4, 2), np.int32), np.zeros((4, 2), np.int64), table, 0,
         ),
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+def test_body_bound_kernel_equals_the_naive_search(
+    lazy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``body_bound_kernel`` (how many more string-body characters a state takes, where that is
+    a bound) at every lexer state of "bounded", for its strings' terminals alone and for all
+    terminals, equals the search that follows each character alone; a lazy lexer's rows not
+    built are left out."""
+    from constrain.automata import lazy_lexer
+    from constrain.kernels.numba_table_inputs import body_bound_kernel
+    from constrain.tables.string_bodies import BODY_SEQUENCES, body_class_sequences
+
+    if lazy:
+        monkeypatch.setattr(lazy_lexer, "FORCE", 2)
+    m = Matcher(Compiler(tiny_vocabulary(), cache_bytes=0).compile(grammar("bounded")))
+    for sentence in GRAMMARS["bounded"][2]:  # a lazy lexer: some rows built, not all
+        m.reset()
+        assert m.accept_bytes(sentence.encode())
+    compiled = m.compiled
+    lexer, built = compiled.lexer, None
+    if lazy:
+        assert compiled.lazy is not None
+        lexer, _, _, built = compiled.lazy.view(0)
+        assert 0 < built.sum() < built.size
+    classes, pos_ptr, seq_ptr = body_class_sequences(lexer)
+    n = lexer.num_states
+    words = lexer.alive_bits.shape[1]
+    masks = [np.full(words, ~np.uint64(0), dtype=np.uint64)]
+    for t in (lexer.names.index(name) for name in ("KEY", "VAL", "TXT")):
+        one = np.zeros(words, dtype=np.uint64)
+        one[t >> 6] = np.uint64(1) << np.uint64(t & 63)
+        masks.append(one)
+    scratch = [np.zeros(n, np.int64) for _ in range(4)]
+    out, stamp = np.empty(256, np.int64), np.zeros(1, np.int64)
+    rows = np.zeros(0, np.bool_) if built is None else built
+    found = set()
+    for allowed in masks:
+        for state in range(n):
+            for max_chars in (2, 5, 25):
+                r, k = body_bound_kernel(
+                    lexer.trans, rows, lexer.alive_bits, lexer.accept_bits, allowed, classes,
+                    pos_ptr, seq_ptr, state, max_chars, out, *scratch, stamp,
+                )  # fmt: skip
+                want = reference.naive_body_bound(
+                    lexer, built, allowed, state, max_chars, BODY_SEQUENCES
+                )
+                assert r == want, (state, max_chars, allowed, r, want)
+                assert r < 0 or out[0] == state and len(set(out[:k].tolist())) == k
+                found.add(r)
+    assert {0, 3}.issubset(found) and -1 in found  # VAL's bound, closed states, disagreements

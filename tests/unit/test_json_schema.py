@@ -6,6 +6,7 @@ import itertools
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 import constrain
@@ -479,7 +480,8 @@ def test_string_slice_matches_its_definition() -> None:
 
 
 def test_string_slice_bounded_by_characters() -> None:
-    """``string_slice(n)`` keeps the slice tokens of at most ``n`` characters (not bytes)."""
+    """``string_slice(n)`` keeps the slice tokens of at most ``n`` characters (not bytes), which
+    ``body_chars`` counts."""
     from constrain.testing import tiny_vocabulary
 
     vocab = tiny_vocabulary()
@@ -491,6 +493,11 @@ def test_string_slice_bounded_by_characters() -> None:
             in_full = bool(full[t >> 5] >> (t & 31) & 1)
             short = in_full and len(bytes(vocab.token_bytes[lo:hi]).decode("utf-8")) <= n
             assert bool(bits[t >> 5] >> (t & 31) & 1) == short, (n, t)
+            chars = len(bytes(vocab.token_bytes[lo:hi]).decode("utf-8")) if in_full else -1
+            assert vocab.body_chars[t] == chars, t
+        # the bitset alone, as the mask tables take it at a maxLength's bound
+        assert np.array_equal(vocab.string_slice_bits(n), bits) and not bits.flags.writeable
+    assert np.array_equal(vocab.string_slice_bits(), full)
 
 
 def test_vocabulary_prepare_builds_the_trie_and_slices() -> None:
@@ -509,9 +516,10 @@ def test_masks_equal_brute_force_in_bounded_strings(
     list_limit: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inside strings with maxLength / minLength the slice of short tokens is taken wholesale
-    (the whole slice would let a long token overrun the bound); masks equal the definition,
-    with entries stored as rows of their own or (``list_limit`` 64) as a slice's row plus a
-    list of the other tokens."""
+    (the whole slice would let a long token overrun the bound), and where the maxLength is
+    near, the slice of the tokens it still takes; masks equal the definition, with entries
+    stored as rows of their own or (``list_limit`` 64) as a slice's row plus a list of the
+    other tokens."""
     import numpy as np
 
     import constrain.tables.mask_tables
@@ -543,8 +551,8 @@ def test_masks_equal_brute_force_in_bounded_strings(
     rows = set(snap.w_row[: snap.num_entries].tolist())
     if list_limit is None:  # 9 words a row: a list holds 4 tokens, string entries need rows
         assert not set(tables._base_rows.values()) & rows
-    else:
-        assert set(tables._base_rows) == {0, SLICE_CHARS}
+    else:  # and within SLICE_CHARS of the maxLength, the slices bounded by what it takes
+        assert {0, SLICE_CHARS} < set(tables._base_rows) <= set(range(21))
         assert set(tables._base_rows.values()) <= rows
     for (state, raw), e in snap.key_index.items():
         fresh = tables.build(state, np.frombuffer(raw, dtype=np.int32))

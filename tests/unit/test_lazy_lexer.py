@@ -221,9 +221,10 @@ def test_published_rows_equal_a_fresh_computation(tiny_vocab: Vocabulary) -> Non
     assert np.array_equal(compiled.cont_bits, continuation_bits(compiled.lexer))
     assert not compiled.restart.any() and not compiled.restart.flags.writeable
     built = compiled.lazy.rows_built
-    _, rows, count = compiled.lazy.view(0)
+    _, rows, count, flags = compiled.lazy.view(0)
     assert count == built and np.unique(rows).size == built  # each row built once, all logged
     assert all(compiled.lazy.expanded(s) for s in rows.tolist())
+    assert flags.sum() == built and flags[rows].all()  # the same rows, as flags
     assert matcher.accept_bytes("y") and matcher.is_accepting()
 
 
@@ -294,3 +295,61 @@ def test_many_properties_stay_small_with_a_long_token() -> None:
     text = '{"field_7": "' + " " * 200 + '", "body": "' + "x" * 3000 + '"}'
     assert matcher.accept_bytes(text) and matcher.is_accepting()
     assert not Matcher(compiled).accept_bytes('{"field_7": "' + "x" * 256)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+def test_bounded_string_slices_keep_the_masks(
+    llama_vocab: Vocabulary, lazy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Masks inside strings with a maxLength, their string slices bounded by what each string
+    still takes (``MaskTables._bounded_slice``), equal those of trie walks over every other
+    token (that shortcut off) on Llama 3.2's vocabulary, token by token, eager and lazy."""
+    import json
+
+    from constrain import Compiler, Matcher
+    from constrain.automata import lazy_lexer
+    from constrain.tables import mask_tables
+
+    if lazy:
+        monkeypatch.setattr(lazy_lexer, "FORCE", 8)
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 12},
+            "b": {"type": "string", "maxLength": 40},
+            "c": {"type": "string", "maxLength": 300},
+        },
+        "required": ["a", "b", "c"],
+    }
+    value = {"a": "Hello World!", "b": "lorem ipsum " * 3 + "dolo", "c": "€ab" * 60}
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    by_bytes = {llama_vocab.token_bytes_of(t): t for t in range(llama_vocab.size)}
+    data, ids = text.encode(), []
+    while data:  # longest match: valid tokens (not the tokenizer's own split)
+        n = max(k for k in range(1, min(len(data), 16) + 1) if data[:k] in by_bytes)
+        ids.append(by_bytes[data[:n]])
+        data = data[n:]
+    grammar = Grammar.from_json_schema(schema)
+
+    def masks() -> tuple[list[bytes], int]:
+        matcher = Matcher(Compiler(llama_vocab, cache_bytes=0).compile(grammar))
+        assert (matcher.compiled.lazy is not None) == lazy
+        rows = []
+        for token in ids:
+            rows.append(matcher.allowed_token_ids().tobytes())
+            assert matcher.accept_token(token)
+        return rows, int(matcher.compiled.tables.num_builds)
+
+    taken = []
+    bounded = mask_tables.MaskTables._bounded_slice
+
+    def spy(self: Any, *args: Any) -> int:
+        taken.append(bounded(self, *args))
+        return taken[-1]
+
+    monkeypatch.setattr(mask_tables.MaskTables, "_bounded_slice", spy)
+    with_bounds, _ = masks()
+    assert sum(r > 0 for r in taken) >= 10  # bounded slices taken, up to each string's end
+    monkeypatch.setattr(mask_tables.MaskTables, "_bounded_slice", lambda *_: -1)
+    assert masks()[0] == with_bounds
