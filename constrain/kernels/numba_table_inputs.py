@@ -45,8 +45,8 @@ def body_reach_kernel(
     reads the byte classes ``classes[pos_ptr[p]:pos_ptr[p+1]]``. Only strings of at most
     ``max_chars`` characters are followed. Writes the states reached (``start`` first, then by
     increasing distance) to ``out`` and returns their number; -1 when some character kills the
-    lexeme within ``max_chars`` characters, -2 when more than ``out.shape[0]`` states are
-    reached.
+    lexeme within ``max_chars`` characters (``out[0]`` then holds how many characters came
+    before it), -2 when more than ``out.shape[0]`` states are reached.
 
     ``visited``, ``mark`` (int64, one per lexer state) are stamp arrays and ``cur``, ``nxt``
     (int64, one per state) scratch, reused across calls without clearing: ``stamp[0]`` is
@@ -81,6 +81,7 @@ def body_reach_kernel(
                         y = trans[s, classes[k]]
                         if y < 0:
                             stamp[0] = tick
+                            out[0] = level
                             return -1
                         if mark[y] != tick:
                             mark[y] = tick
@@ -117,47 +118,37 @@ def body_bound_kernel(
     seq_ptr: np.ndarray,
     start: int,
     max_chars: int,
-    out: np.ndarray,
-    visited: np.ndarray,
     mark: np.ndarray,
     cur: np.ndarray,
     nxt: np.ndarray,
     stamp: np.ndarray,
-) -> tuple[int, int]:
+) -> int:
     """Find how many more string-body characters ``start`` takes, where that is a bound.
 
     ``R[d]`` are the states exactly ``d`` string-body characters lead ``start`` to (``R[0]``
-    is ``start``); a state is *open* when an ``allowed`` terminal is alive there. Returns
-    ``(r, n)`` when every character from every state of ``R[0 .. r-1]`` leads to an open state
-    and none from a state of ``R[r]`` does (a ``maxLength`` reached), or ``(max_chars + 1, n)``
-    when every text of ``max_chars + 1`` characters does (no bound within ``max_chars``; ``r``
-    is then ``max_chars``); ``out[:n]`` are the states of ``R[0 .. r]``, each once. No state
-    met past ``start`` (inside a character too) may accept a terminal: a token of string-body
+    is ``start``); a state is *open* when an ``allowed`` terminal is alive there. Returns ``r``
+    when every character from every state of ``R[0 .. r-1]`` leads to an open state and none
+    from a state of ``R[r]`` does (a ``maxLength`` reached), or ``max_chars + 1`` when every
+    text of ``max_chars + 1`` characters does (no bound within ``max_chars``). No state met
+    past ``start`` (inside a character too) may accept a terminal: a token of string-body
     characters then stays one lexeme, allowed whole when it has at most ``r`` characters and
-    dead when it has more.
-
-    ``(-1, 0)`` otherwise: some characters lead to open states where others do not, a state
-    accepts, more than ``_BOUND_WIDTH`` states at one distance, or more than ``out.shape[0]``
-    in all.
+    dead when it has more. -1 otherwise: some characters lead to open states where others do
+    not, a state accepts, or more than ``_BOUND_WIDTH`` states are at one distance.
 
     Only the states of tokens count, that is what a lazy lexer has built (``built[s]``; an
     empty ``built``: every row is built): before a table walk from ``start`` it builds the row
     of every state a token read from there meets (``LazyLexer.ensure``), so a state not built
     is on no token's path, and what text leads there and on from it concerns no token.
 
-    Characters are ``body_reach_kernel``'s shapes, and ``visited``, ``mark``, ``cur``, ``nxt``,
-    ``stamp`` its scratch (stamp arrays reused without clearing: ``stamp[0]`` is advanced
-    past every stamp a call writes).
+    Characters are ``body_reach_kernel``'s shapes, and ``mark``, ``cur``, ``nxt``, ``stamp``
+    its scratch (``mark`` a stamp array reused without clearing: ``stamp[0]`` is advanced past
+    every stamp a call writes).
     """
     check = built.shape[0] > 0
     words = allowed.shape[0]
     level = np.empty(_BOUND_WIDTH, np.int64)
     after = np.empty(_BOUND_WIDTH, np.int64)
-    visit = stamp[0] + 1
-    tick = visit
-    visited[start] = visit
-    out[0] = start
-    n = 1
+    tick = stamp[0]
     level[0] = start
     nl = 1
     d = 0
@@ -165,9 +156,8 @@ def body_bound_kernel(
         na = 0
         closed = False  # some character leads to a dead or closed state
         for i in range(nl):
-            x = level[i]
             for q in range(seq_ptr.shape[0] - 1):
-                cur[0] = x
+                cur[0] = level[i]
                 nc = 1
                 for p in range(seq_ptr[q], seq_ptr[q + 1]):
                     tick += 1
@@ -186,7 +176,7 @@ def body_bound_kernel(
                                 nn += 1
                     if _accepting(nxt, nn, accept_bits):  # a lexeme could end inside a token
                         stamp[0] = tick
-                        return -1, 0
+                        return -1
                     for j in range(nn):
                         cur[j] = nxt[j]
                     nc = nn
@@ -204,25 +194,18 @@ def body_bound_kernel(
                     elif not _holds(after, na, y):  # R[d + 1]
                         if na == _BOUND_WIDTH:
                             stamp[0] = tick
-                            return -1, 0
+                            return -1
                         after[na] = y
                         na += 1
         stamp[0] = tick
         if closed and na:
-            return -1, 0
+            return -1
         if na == 0:  # no character goes on from R[d]
-            return d, n
+            return d
         if d == max_chars:  # open for max_chars + 1 characters: no bound within max_chars
-            return max_chars + 1, n
+            return max_chars + 1
         for i in range(na):
-            y = after[i]
-            level[i] = y
-            if visited[y] != visit:
-                visited[y] = visit
-                if n == out.shape[0]:
-                    return -1, 0
-                out[n] = y
-                n += 1
+            level[i] = after[i]
         nl = na
         d += 1
 

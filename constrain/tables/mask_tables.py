@@ -601,7 +601,7 @@ class MaskTables:
     def _bounded_slice(self, state: int, allowed: np.ndarray, max_chars: int = 0) -> int:
         """Return :meth:`BodySearches.bounded_slice` at ``state`` (``max_chars`` 0: all)."""
         lexer, _, built = self._view
-        if self.lazy and built is None:
+        if state == 0 or self.lazy and built is None:  # (0: a lexeme boundary)
             return -1
         if self._body_max < 0:
             self._body_max = int(self.vocab.body_chars.max(initial=0))

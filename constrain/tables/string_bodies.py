@@ -79,6 +79,7 @@ class BodySearches:
         self.reach_limit = reach_limit
         self._reach: dict[tuple[int, int], np.ndarray | None] = {}
         self._bound: dict[tuple[int, int, bytes], int] = {}
+        self._outside: set[int] = set()  # states a string-body character kills at once
         self._classes: tuple[Int64Array, Int64Array, Int64Array] | None = None
 
     def _shapes(self, lexer: LexerDfa) -> tuple[Int64Array, Int64Array, Int64Array]:
@@ -113,6 +114,8 @@ class BodySearches:
             sc.stamp,
         )  # fmt: skip
         result = None if n < 0 else sc.reach[:n].copy()
+        if n == -1 and sc.reach[0] == 0:  # its first character: in no string body
+            self._outside.add(state)
         self._reach[state, max_chars] = result
         return result
 
@@ -139,17 +142,18 @@ class BodySearches:
         (they hold the states of the tokens from ``state``: what the search finds holds for
         those tokens, which more rows built later do not change).
         """
+        if state in self._outside:  # (a reach found it): no bound, whatever is allowed
+            return -1
         key = (state, max_chars, allowed.tobytes())
         r = self._bound.get(key)
         if r is None:
             classes, pos_ptr, seq_ptr = self._shapes(lexer)
             rows = _NO_ROWS if built is None else built
-            r, _ = call(
+            r = self._bound[key] = call(
                 body_bound_kernel, lexer.trans, rows, lexer.alive_bits, lexer.accept_bits,
-                allowed, classes, pos_ptr, seq_ptr, state, max_chars, sc.reach, sc.visited,
-                sc.mark, sc.cur, sc.nxt, sc.stamp,
+                allowed, classes, pos_ptr, seq_ptr, state, max_chars, sc.mark, sc.cur, sc.nxt,
+                sc.stamp,
             )  # fmt: skip
-            r = self._bound[key] = int(r)
         if r <= 0:
             return -1
         if r <= max_chars:

@@ -592,21 +592,20 @@ def test_body_bound_kernel_equals_the_naive_search(
         one = np.zeros(words, dtype=np.uint64)
         one[t >> 6] = np.uint64(1) << np.uint64(t & 63)
         masks.append(one)
-    scratch = [np.zeros(n, np.int64) for _ in range(4)]
-    out, stamp = np.empty(256, np.int64), np.zeros(1, np.int64)
+    scratch = [np.zeros(n, np.int64) for _ in range(3)]
+    stamp = np.zeros(1, np.int64)
     rows = np.zeros(0, np.bool_) if built is None else built
     found = set()
     for allowed in masks:
         for state in range(n):
             for max_chars in (2, 5, 25):
-                r, k = body_bound_kernel(
+                r = body_bound_kernel(
                     lexer.trans, rows, lexer.alive_bits, lexer.accept_bits, allowed, classes,
-                    pos_ptr, seq_ptr, state, max_chars, out, *scratch, stamp,
+                    pos_ptr, seq_ptr, state, max_chars, *scratch, stamp,
                 )  # fmt: skip
                 want = reference.naive_body_bound(
                     lexer, built, allowed, state, max_chars, BODY_SEQUENCES
                 )
                 assert r == want, (state, max_chars, allowed, r, want)
-                assert r < 0 or out[0] == state and len(set(out[:k].tolist())) == k
                 found.add(r)
     assert {0, 3}.issubset(found) and -1 in found  # VAL's bound, closed states, disagreements
