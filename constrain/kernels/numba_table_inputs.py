@@ -52,6 +52,8 @@ def body_reach_kernel(
     (int64, one per state) scratch, reused across calls without clearing: ``stamp[0]`` is
     advanced past every stamp a call writes (it must never go back).
     """
+    no_rows = np.zeros(0, np.bool_)  # every row built
+    no_accepts = np.zeros((0, 1), np.uint64)  # acceptance not asked
     base = stamp[0] + 1
     visit = base
     tick = base
@@ -70,26 +72,13 @@ def body_reach_kernel(
         x = out[head]
         head += 1
         for q in range(seq_ptr.shape[0] - 1):
-            cur[0] = x
-            nc = 1
-            for p in range(seq_ptr[q], seq_ptr[q + 1]):
-                tick += 1
-                nn = 0
-                for i in range(nc):
-                    s = cur[i]
-                    for k in range(pos_ptr[p], pos_ptr[p + 1]):
-                        y = trans[s, classes[k]]
-                        if y < 0:
-                            stamp[0] = tick
-                            out[0] = level
-                            return -1
-                        if mark[y] != tick:
-                            mark[y] = tick
-                            nxt[nn] = y
-                            nn += 1
-                for i in range(nn):
-                    cur[i] = nxt[i]
-                nc = nn
+            nc, tick, dead, _ = _char_targets(
+                x, q, trans, classes, pos_ptr, seq_ptr, no_rows, no_accepts, mark, cur, nxt, tick
+            )
+            if dead:
+                stamp[0] = tick
+                out[0] = level
+                return -1
             for i in range(nc):
                 y = cur[i]
                 if visited[y] != visit:
@@ -157,29 +146,14 @@ def body_bound_kernel(
         closed = False  # some character leads to a dead or closed state
         for i in range(nl):
             for q in range(seq_ptr.shape[0] - 1):
-                cur[0] = level[i]
-                nc = 1
-                for p in range(seq_ptr[q], seq_ptr[q + 1]):
-                    tick += 1
-                    nn = 0
-                    for j in range(nc):
-                        s = cur[j]
-                        if check and (s >= built.shape[0] or not built[s]):
-                            continue  # no token reaches it (see above)
-                        for k in range(pos_ptr[p], pos_ptr[p + 1]):
-                            y = trans[s, classes[k]]
-                            if y < 0:
-                                closed = True
-                            elif mark[y] != tick:
-                                mark[y] = tick
-                                nxt[nn] = y
-                                nn += 1
-                    if _accepting(nxt, nn, accept_bits):  # a lexeme could end inside a token
-                        stamp[0] = tick
-                        return -1
-                    for j in range(nn):
-                        cur[j] = nxt[j]
-                    nc = nn
+                nc, tick, dead, accepts = _char_targets(
+                    level[i], q, trans, classes, pos_ptr, seq_ptr, built, accept_bits, mark, cur,
+                    nxt, tick,
+                )  # fmt: skip
+                if accepts:  # a lexeme could end inside a token
+                    stamp[0] = tick
+                    return -1
+                closed = closed or dead
                 for j in range(nc):  # where this character shape leads
                     y = cur[j]
                     if check and (y >= built.shape[0] or not built[y]):
@@ -211,12 +185,44 @@ def body_bound_kernel(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _accepting(states: np.ndarray, n: int, accept_bits: np.ndarray) -> bool:
-    for i in range(n):
-        for w in range(accept_bits.shape[1]):
-            if accept_bits[states[i], w] != 0:
-                return True
-    return False
+def _char_targets(  # type: ignore[no-untyped-def]
+    x, q, trans, classes, pos_ptr, seq_ptr, built, accept_bits, mark, cur, nxt, tick
+):
+    """Follow string-body character shape ``q`` from state ``x`` (the searches above).
+
+    Its byte positions in turn, over sets of states (``mark`` stamps from ``tick + 1`` on):
+    returns ``(n, tick, dead, accepts)`` with the targets in ``cur[:n]``, the last stamp,
+    whether some byte sequence of the shape kills the lexeme, and whether a state met accepts
+    a terminal (``accept_bits`` with no rows: not asked). States whose rows are not ``built``
+    (where ``built`` is not empty) are left out, with where they lead.
+    """
+    check = built.shape[0] > 0
+    accepts = False
+    dead = False
+    cur[0] = x
+    nc = 1
+    for p in range(seq_ptr[q], seq_ptr[q + 1]):
+        tick += 1
+        nn = 0
+        for j in range(nc):
+            s = cur[j]
+            if check and (s >= built.shape[0] or not built[s]):
+                continue
+            for k in range(pos_ptr[p], pos_ptr[p + 1]):
+                y = trans[s, classes[k]]
+                if y < 0:
+                    dead = True
+                elif mark[y] != tick:
+                    mark[y] = tick
+                    nxt[nn] = y
+                    nn += 1
+                    for w in range(accept_bits.shape[1] if accept_bits.shape[0] else 0):
+                        if accept_bits[y, w] != 0:
+                            accepts = True
+        for j in range(nn):
+            cur[j] = nxt[j]
+        nc = nn
+    return nc, tick, dead, accepts
 
 
 @njit(cache=True, nogil=True, inline="always")

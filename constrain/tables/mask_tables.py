@@ -48,7 +48,7 @@ from constrain.kernels.numba_table_store import index_add, index_rehash, store_e
 from constrain.kernels.numba_tables import build_entry_kernel, walk_single_kernel
 from constrain.tables.scratch import TableScratch
 from constrain.tables.set_stores import trie_arrays
-from constrain.tables.string_bodies import BodySearches
+from constrain.tables.string_bodies import BodySearches, longest_body_token
 from constrain.tables.token_classes import TokenClassifier
 from constrain.vocab.trie import subset_trie
 from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
@@ -217,7 +217,6 @@ class MaskTables:
         self._counted_inputs: set[bytes] = set()
         self._classify_after_ns = _CLASS_MIN_NS
         self._bodies = BodySearches(_REACH_LIMIT)  # string_body_reach and _bounded_slice
-        self._body_max = -1  # the longest string-body token's characters, once known
         # trie depths are byte lengths of token prefixes
         self._max_depth = vocab.max_token_length + 1
         # kernels whose walk never splits a lexeme inside a token -> (alive states, recent
@@ -603,12 +602,12 @@ class MaskTables:
         lexer, _, built = self._view
         if state == 0 or self.lazy and built is None:  # (0: a lexeme boundary)
             return -1
-        if self._body_max < 0:
-            self._body_max = int(self.vocab.body_chars.max(initial=0))
+        # the whole slice needs a search to the longest body token (none from a shorter one)
+        longest = max_chars + 1 if max_chars else longest_body_token(self.vocab)
+        sc = self._buffers(lexer)
         return self._bodies.bounded_slice(
-            lexer, built, state, allowed, max_chars or self._body_max, self._body_max,
-            self._buffers(lexer), self._call,
-        )  # fmt: skip
+            lexer, built, state, allowed, max_chars or longest, longest, sc, self._call
+        )
 
     def lookup(
         self, states: Int32Array, kernels: list[Int32Array]

@@ -18,8 +18,9 @@ from constrain._types import Int64Array
 from constrain.automata.lexer import LexerDfa
 from constrain.kernels.numba_table_inputs import body_bound_kernel, body_reach_kernel
 from constrain.tables.scratch import TableScratch
+from constrain.vocab.vocabulary import Vocabulary
 
-__all__ = ["BODY_SEQUENCES", "BodySearches", "body_class_sequences"]
+__all__ = ["BODY_SEQUENCES", "BodySearches", "body_class_sequences", "longest_body_token"]
 
 # UTF-8 encodings of the raw JSON string-body characters (U+0020.., minus '"' and '\\'), as
 # byte-range sequences: (lead range, continuation ranges...).
@@ -65,6 +66,17 @@ def body_class_sequences(lexer: LexerDfa) -> tuple[Int64Array, Int64Array, Int64
 
 
 _UNSET = object()
+_LONGEST: dict[str, int] = {}  # longest_body_token by vocabulary fingerprint
+
+
+def longest_body_token(vocab: Vocabulary) -> int:
+    """Return the characters of ``vocab``'s longest string-body token (once per vocabulary)."""
+    found = _LONGEST.get(vocab.fingerprint)
+    if found is None:
+        found = _LONGEST[vocab.fingerprint] = int(vocab.body_chars.max(initial=0))
+    return found
+
+
 _NO_ROWS = np.zeros(0, dtype=np.bool_)  # an eager lexer's "rows built": all of them
 _NO_ROWS.flags.writeable = False  # as a lazy lexer's flags (one kernel signature)
 
