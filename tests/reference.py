@@ -377,6 +377,9 @@ def naive_body_bound(
                     if s < 0:
                         closed = True
                         break
+                    if built is not None and s >= len(built):
+                        s = -2  # (past the flags: a row built after them; left out)
+                        break
                     if accept[s].any():
                         return -1
                 if s < 0 or not is_built(s):

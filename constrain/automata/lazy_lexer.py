@@ -229,6 +229,9 @@ class LazyLexer:
         self._alive = np.zeros((64, self.num_words), dtype=np.uint64)
         self._bits_done = 0
         self._lock = threading.RLock()  # view() takes snapshot() and the new rows at once
+        # view()'s rows-built flags: one array per generation of the store's rows (a reader's
+        # flags and rows agree), set as rows are built (a view costs the rows built since)
+        self._flags: tuple[np.ndarray, np.ndarray, int] | None = None  # (rows, flags, count)
         self._bits(self.num_states)
         self.version = 0
         # states whose token walks' rows are built (ensure)
@@ -550,14 +553,24 @@ class LazyLexer:
         """Return :meth:`snapshot`, the rows built after the first ``since``, the count, flags.
 
         The rows are the states whose rows were built, in build order (a copy), the count
-        :attr:`rows_built`, and the flags whether each state's row is built (a copy: a row
-        built later is not in the snapshot, read -1 like a dead one); taken together (one lock).
+        :attr:`rows_built`, and read-only flags whether each of the snapshot's states has its
+        row built; taken together (one lock). The flags are a view: they go on to mark rows
+        built later (rows the snapshot's transitions hold; their targets may be states past
+        it), until the store's rows are reallocated. Kept up to date, they cost the rows built
+        since the last view, not the lexer's size (a long generation stays linear).
         """
         with self._lock:
             built, n = self.rows_built, self.num_states
-            flags = self._store[1][:n].copy()
-            flags.flags.writeable = False
-            return self.snapshot(), self._store[7][since:built].copy(), built, flags
+            trans, order = self._store[0], self._store[7]
+            if self._flags is None or self._flags[0] is not trans:  # a new generation
+                flags = self._store[1].copy()
+            else:
+                flags = self._flags[1]
+                flags[order[self._flags[2] : built]] = True
+            self._flags = (trans, flags, built)
+            mine = flags[:n]
+            mine.flags.writeable = False
+            return self.snapshot(), order[since:built].copy(), built, mine
 
     def snapshot(self) -> LexerDfa:
         """Return the lexer built so far as a :class:`LexerDfa` (rows not built read -1)."""

@@ -194,7 +194,8 @@ def _char_targets(  # type: ignore[no-untyped-def]
     returns ``(n, tick, dead, accepts)`` with the targets in ``cur[:n]``, the last stamp,
     whether some byte sequence of the shape kills the lexeme, and whether a state met accepts
     a terminal (``accept_bits`` with no rows: not asked). States whose rows are not ``built``
-    (where ``built`` is not empty) are left out, with where they lead.
+    (where ``built`` is not empty) are left out, with where they lead, and so are states past
+    ``built`` (a lazy lexer's flags go on to mark rows built after the arrays were taken).
     """
     check = built.shape[0] > 0
     accepts = False
@@ -212,6 +213,8 @@ def _char_targets(  # type: ignore[no-untyped-def]
                 y = trans[s, classes[k]]
                 if y < 0:
                     dead = True
+                elif check and y >= built.shape[0]:
+                    continue  # past the snapshot (a row built since it): left out the same
                 elif mark[y] != tick:
                     mark[y] = tick
                     nxt[nn] = y

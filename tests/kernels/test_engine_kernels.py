@@ -31,6 +31,7 @@ import constrain.tables.mask_tables
 import constrain.tables.set_stores
 import constrain.tables.token_classes
 from constrain import Compiler, Grammar, Matcher
+from constrain.automata.lexer import LexerDfa
 from constrain.kernels.numba_earley import scan_kernel_items
 from constrain.kernels.numba_table_store import find_entry
 from constrain.testing import tiny_vocabulary
@@ -609,3 +610,20 @@ def test_body_bound_kernel_equals_the_naive_search(
                 assert r == want, (state, max_chars, allowed, r, want)
                 found.add(r)
     assert {0, 3}.issubset(found) and -1 in found  # VAL's bound, closed states, disagreements
+    if lazy:  # rows built after a view: its flags mark them, their targets past it left out
+        assert compiled.lazy is not None
+        before = built.copy()
+        compiled.lazy.expand_all()
+        whole, _, _, flags = compiled.lazy.view(0)
+        later = LexerDfa(
+            whole.byte_class, whole.trans[:n], whole.accept_bits[:n], whole.alive_bits[:n],
+            whole.names,
+        )  # fmt: skip
+        assert flags[:n].all() and not before.all() and (later.trans[~before] >= n).any()
+        for state in range(n):
+            r = body_bound_kernel(
+                later.trans, flags[:n], later.alive_bits, later.accept_bits, masks[0], classes,
+                pos_ptr, seq_ptr, state, 25, *scratch, stamp,
+            )  # fmt: skip
+            want = reference.naive_body_bound(later, flags[:n], masks[0], state, 25, BODY_SEQUENCES)
+            assert r == want, (state, r, want)

@@ -213,9 +213,15 @@ def test_published_rows_equal_a_fresh_computation(tiny_vocab: Vocabulary) -> Non
     assert compiled.lazy is not None
     matcher = Matcher(compiled)
     bitmask = np.zeros((1, -(-tiny_vocab.size // 32)), dtype=np.int32)
-    for chunk in ["ab", "c", "abab", "cab"] * 300:  # rooms grow several times
+    views = []
+    for i, chunk in enumerate(["ab", "c", "abab", "cab"] * 300):  # rooms grow several times
         matcher.fill_next_token_bitmask(bitmask)
         assert matcher.accept_bytes(chunk)
+        if i % 97 == 0:  # flags kept up to date (not copied whole), one array per generation
+            views.append(compiled.lazy.view(0))
+            flags = views[-1][3]
+            assert not flags.flags.writeable and flags.shape == (views[-1][0].num_states,)
+            assert flags.tolist() == [compiled.lazy.expanded(s) for s in range(flags.size)]
         n = compiled.lexer.num_states
         assert compiled.cont_bits.shape[0] == compiled.restart.shape[0] == n
     assert np.array_equal(compiled.cont_bits, continuation_bits(compiled.lexer))
@@ -225,6 +231,14 @@ def test_published_rows_equal_a_fresh_computation(tiny_vocab: Vocabulary) -> Non
     assert count == built and np.unique(rows).size == built  # each row built once, all logged
     assert all(compiled.lazy.expanded(s) for s in rows.tolist())
     assert flags.sum() == built and flags[rows].all()  # the same rows, as flags
+    now = compiled.lazy.snapshot().trans
+    generations = set()
+    for lexer, _, _, old in views:  # an earlier view's flags: rows built in its arrays
+        done = np.flatnonzero(old)
+        assert all(compiled.lazy.expanded(s) for s in done.tolist())
+        assert np.array_equal(lexer.trans[done], now[done])  # flagged: the row is there
+        generations.add(id(old.base))
+    assert len(generations) > 1  # the store's rows were reallocated on the way
     assert matcher.accept_bytes("y") and matcher.is_accepting()
 
 
