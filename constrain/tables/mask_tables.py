@@ -50,7 +50,7 @@ from constrain.tables.scratch import TableScratch
 from constrain.tables.set_stores import trie_arrays
 from constrain.tables.string_bodies import BodySearches, longest_body_token
 from constrain.tables.token_classes import TokenClassifier
-from constrain.vocab.trie import subset_trie
+from constrain.vocab.trie import subset_trie, token_bits
 from constrain.vocab.vocabulary import SHORT_SLICE_CHARS, Vocabulary
 
 __all__ = ["SLICE_CHARS", "MaskTables", "TableSnapshot"]
@@ -581,9 +581,7 @@ class MaskTables:
         if self._long is None:
             vocab = self.vocab
             keep = vocab.token_lengths > _SHORT
-            padded = np.zeros(self.num_words * 32, dtype=bool)
-            padded[: vocab.size] = keep
-            bits = np.packbits(padded.reshape(-1, 8)[:, ::-1]).view("<u4").astype(np.uint32)
+            bits = token_bits(keep, vocab.size)
             trie = subset_trie(vocab.token_indptr, vocab.token_bytes, keep)
             trie = trie._replace(token_next_dup=trie.token_next_dup[: vocab.size])
             self._long = (bits, trie)
