@@ -356,19 +356,20 @@ class MaskTables:
         lcp : (n,) int32
             Byte prefix each candidate shares with the previous one.
         """
-        within, nc, _ = self._walk(state, kernel, inputs)
+        within, nc, _, _ = self._walk(state, kernel, inputs)
         sc = self._buffers()
         return within.copy(), sc.cands[:nc].copy(), sc.lcp[:nc].copy()
 
     def _walk(
         self, state: int, kernel: Int32Array, inputs: _Inputs | None
-    ) -> tuple[np.ndarray, int, int]:
-        """Walk the trie for one entry: its within bitset, candidate count and slice.
+    ) -> tuple[np.ndarray, int, int, bool]:
+        """Walk the trie for one entry: its within bitset, candidate count, slice, counted.
 
         The bitset may be this thread's scratch and the candidates are in its ``cands`` and
         ``lcp`` buffers: both are valid until the thread's next walk. The slice is the
         character bound of the string slice taken wholesale (:meth:`Vocabulary.string_slice`;
-        its tokens are within), -1 when none was.
+        its tokens are within), -1 when none was. Counted: inside a string whose ``maxLength``
+        is farther than ``SLICE_CHARS`` and a token's length or more away (its counts alike).
         """
         parser, vocab = self.parser, self.vocab
         lexer, restart, _ = self._view
@@ -394,13 +395,13 @@ class MaskTables:
                         self._max_depth,
                     )  # fmt: skip
                     self.num_reused += 1
-                    return out_w, 0, -1
+                    return out_w, 0, -1, False
         expected, next_bits, next_exact, sig = self._inputs(kernel) if inputs is None else inputs
         sc = self._buffers()
         out_w = sc.out_w
         trie: Any = vocab
         sliced = -1
-        exact = False
+        exact = counted = False
         allowed = expected | parser.ignore_bits
         # the bounded reach first: it is cheap, and where it fails the unbounded one does too
         reach = self.string_body_reach(state, SLICE_CHARS)
@@ -412,6 +413,7 @@ class MaskTables:
                 sliced = self._bounded_slice(state, allowed)
                 exact = sliced >= 0
                 sliced = sliced if exact else SLICE_CHARS
+                counted = sliced in (0, SLICE_CHARS)  # a bound a token's length or more away
         else:  # a maxLength within SLICE_CHARS characters, or no string body
             sliced = self._bounded_slice(state, allowed, SLICE_CHARS)
             exact = sliced >= 0
@@ -425,7 +427,7 @@ class MaskTables:
             if classes is not None:
                 read = (expected, next_bits, next_exact)
                 nc = self.classifier.build(state, classes, read, (out_w, sc.cands, sc.lcp))
-                return out_w, nc, -1
+                return out_w, nc, -1, False
         else:
             np.copyto(out_w, bits)
         start = time.perf_counter_ns()
@@ -463,7 +465,7 @@ class MaskTables:
             recent.append((state, out_w.copy()))
             if len(recent) > _RECENT:
                 del recent[0]
-        return out_w, int(nc), sliced
+        return out_w, int(nc), sliced, counted
 
     def _short_classes_of(self) -> np.ndarray | None:
         """Return each lexer state's class alike within ``_SHORT`` bytes (-1: none), or None.
@@ -648,13 +650,13 @@ class MaskTables:
         inputs = self._inputs(kernel)
         at = key[0] if self._share is None else self._share(key[0])  # walked from (rows built)
         sig = (self._share_state(key[0]), inputs[3])
-        walked: tuple[np.ndarray, int, int] | None = None
+        walked: tuple[np.ndarray, int, int, bool] | None = None
         if sig not in self._by_inputs:
             # A key whose build inputs equal an existing entry's shares that entry (different
             # Earley kernels often expect the same terminals with the same follow-ups).
             start = time.perf_counter_ns()
             walked = self._walk(at, kernel, inputs)
-            if walked[2] in (0, SLICE_CHARS) and sig[0] >= 0:
+            if walked[3] and sig[0] >= 0:
                 # inside a counted string body (its whole slice taken where the bound is past
                 # the longest token): a repeat of a build with the same inputs at another count
                 # is what the bounded classes would save, where the string has a token's length
@@ -677,7 +679,7 @@ class MaskTables:
                 return e
             if walked is None:  # the shared entry went with a reset: build it here
                 walked = self._walk(at, kernel, self._inputs(kernel))
-            within, nc, sliced = walked
+            within, nc, sliced, _ = walked
             over = self._nbytes + self.classifier.nbytes + within.nbytes + 8 * nc > self.max_bytes
             if over and may_reset and snap.num_entries:
                 self._reset()
