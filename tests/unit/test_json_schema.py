@@ -604,6 +604,31 @@ def test_masks_equal_brute_force_with_bounded_classes(monkeypatch: pytest.Monkey
         assert np.array_equal(candidates, fresh[1]), state
 
 
+def test_unbounded_strings_are_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only builds inside a string with a ``maxLength`` a token's length or more away count
+    toward the bounded classes: a string with no bound takes its slice whole (0) at a state
+    that loops, and never classifies, however cheap classes are made."""
+    import constrain.tables.mask_tables
+
+    monkeypatch.setattr(constrain.tables.mask_tables, "_CLASS_MIN_NS", 0)
+    monkeypatch.setattr(constrain.tables.mask_tables, "_CLASS_NS_PER_STATE", 1)
+    vocab = constrain.Vocabulary.from_bytes(
+        [bytes([b]) for b in range(256)] + [b"abcdefghijklmnopq", b'xx","t":"', None],
+        eos_ids=[258],
+    )
+    schema = {  # each member one lexeme with its key: two string bodies, read alike
+        "type": "object",
+        "properties": {"s": {"type": "string"}, "t": {"type": "string"}},
+    }
+    compiled = constrain.Compiler(vocab, cache_bytes=0).compile(Grammar.from_json_schema(schema))
+    matcher = constrain.Matcher(compiled)
+    for byte in ('{"s":"' + "xy" * 20 + '","t":"' + "yx" * 20 + '"}').encode():
+        assert matcher.allowed_token_ids().size
+        assert matcher.accept_bytes(bytes([byte]))
+    assert matcher.is_accepting()
+    assert compiled.tables.num_classified == 0 and compiled.tables.counted_ns == 0
+
+
 def test_body_class_sequences_are_the_classes_of_each_position() -> None:
     """The string-body character shapes as byte classes: per position, its distinct classes."""
     import types
