@@ -195,7 +195,8 @@ def _char_targets(  # type: ignore[no-untyped-def]
     whether some byte sequence of the shape kills the lexeme, and whether a state met accepts
     a terminal (``accept_bits`` with no rows: not asked). States whose rows are not ``built``
     (where ``built`` is not empty) are left out, with where they lead, and so are states past
-    ``built`` (a lazy lexer's flags go on to mark rows built after the arrays were taken).
+    ``trans`` (a lazy lexer's rows built after its arrays were taken, by another thread, and
+    marked in its flags); without ``built`` such a state reads as a kill (``dead``).
     """
     check = built.shape[0] > 0
     accepts = False
@@ -213,8 +214,9 @@ def _char_targets(  # type: ignore[no-untyped-def]
                 y = trans[s, classes[k]]
                 if y < 0:
                     dead = True
-                elif check and y >= built.shape[0]:
-                    continue  # past the snapshot (a row built since it): left out the same
+                elif y >= trans.shape[0]:  # past the snapshot (a row built since it):
+                    dead = dead or not check  # left out by a search over rows built, else
+                    continue  # unknown, read as a kill (the reach search: no slice taken)
                 elif mark[y] != tick:
                     mark[y] = tick
                     nxt[nn] = y
@@ -245,7 +247,8 @@ def equivalent_within(
     ``alive[x]``: the walk may continue at ``x``; a negative transition is dead. A breadth-first
     search over state pairs, level by level up to ``depth``; False when some string tells them
     apart or when more than ``max_pairs`` pairs would have to be visited (an answer on the safe
-    side: the caller then walks the trie as usual). When True, for the
+    side: the caller then walks the trie as usual; so is a state past ``alive``, a lazy lexer's
+    row built after the arrays were taken). When True, for the
     :func:`walk_single_kernel` walk every token of at most ``depth`` bytes is allowed from ``s``
     iff it is from ``r``.
     """
@@ -270,6 +273,8 @@ def equivalent_within(
             for c in range(num_classes):
                 x = trans[a, c]
                 y = trans[b, c]
+                if x >= alive.shape[0] or y >= alive.shape[0]:
+                    return False  # a row built after the arrays were taken: not judged
                 ok_x = x >= 0 and alive[x]
                 ok_y = y >= 0 and alive[y]
                 if ok_x != ok_y:

@@ -570,7 +570,7 @@ def test_body_bound_kernel_equals_the_naive_search(
     terminals, equals the search that follows each character alone; a lazy lexer's rows not
     built are left out."""
     from constrain.automata import lazy_lexer
-    from constrain.kernels.numba_table_inputs import body_bound_kernel
+    from constrain.kernels.numba_table_inputs import body_bound_kernel, body_reach_kernel
     from constrain.tables.string_bodies import BODY_SEQUENCES, body_class_sequences
 
     if lazy:
@@ -627,3 +627,25 @@ def test_body_bound_kernel_equals_the_naive_search(
             )  # fmt: skip
             want = reference.naive_body_bound(later, flags[:n], masks[0], state, 25, BODY_SEQUENCES)
             assert r == want, (state, r, want)
+        # the reach search over them: what the whole lexer finds if that stays within the
+        # view's states, else a kill (a state past them is unknown), never a read past them
+        big = whole.num_states
+        out, out_whole = np.zeros(big, np.int64), np.zeros(big, np.int64)
+        room = [np.zeros(big, np.int64) for _ in range(4)]
+        passed = 0
+        for state, chars in itertools.product(range(n), (1, 2, 4, 8)):
+            k = body_reach_kernel(
+                later.trans, classes, pos_ptr, seq_ptr, state, chars, out, *scratch,
+                np.zeros(n, np.int64), stamp,
+            )  # fmt: skip
+            full = body_reach_kernel(
+                whole.trans, classes, pos_ptr, seq_ptr, state, chars, out_whole, *room, stamp
+            )
+            if full > 0 and out_whole[:full].max() >= n:
+                assert k == -1, state
+                passed += 1
+            elif full >= 0:
+                assert k == full and np.array_equal(out[:k], out_whole[:full]), state
+            elif full == -1:
+                assert k == -1, state
+        assert passed  # some reach went through a row built after the view
