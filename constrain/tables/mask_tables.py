@@ -369,7 +369,8 @@ class MaskTables:
         ``lcp`` buffers: both are valid until the thread's next walk. The slice is the
         character bound of the string slice taken wholesale (:meth:`Vocabulary.string_slice`;
         its tokens are within), -1 when none was. Counted: inside a string whose ``maxLength``
-        is farther than ``SLICE_CHARS`` and a token's length or more away (its counts alike).
+        is a token's length or more away, or whose bound the search did not find (a
+        ``pattern`` or ``format`` besides): its counts may be alike.
         """
         parser, vocab = self.parser, self.vocab
         lexer, restart, _ = self._view
@@ -412,8 +413,8 @@ class MaskTables:
             else:  # a maxLength farther than SLICE_CHARS, or none
                 sliced = self._bounded_slice(state, allowed)
                 exact = sliced >= 0
+                counted = sliced == 0 or not exact  # a bound a token's length or more away
                 sliced = sliced if exact else SLICE_CHARS
-                counted = sliced in (0, SLICE_CHARS)  # a bound a token's length or more away
         else:  # a maxLength within SLICE_CHARS characters, or no string body
             sliced = self._bounded_slice(state, allowed, SLICE_CHARS)
             exact = sliced >= 0
