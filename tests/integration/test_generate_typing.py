@@ -81,8 +81,9 @@ def test_the_typed_calls_type_check() -> None:
     the run reuses the cache that stage left (a changed option would check torch again).
     """
     api = pytest.importorskip("mypy.api")
+    config, cache = str(ROOT / "pyproject.toml"), str(ROOT / ".mypy_cache")  # (from any cwd)
     stdout, stderr, status = api.run(
-        ["--no-error-summary", "--config-file", str(ROOT / "pyproject.toml"), __file__]
+        ["--no-error-summary", "--config-file", config, "--cache-dir", cache, __file__]
     )
     assert status == 0, stdout + stderr
 
