@@ -402,14 +402,19 @@ def region_counts(item: Dfa, other: Dfa, hi: int) -> tuple[UInt64Array, int] | N
     order: list[int] = []  # item states, each after those it moves to (the item is acyclic)
     done = np.zeros(width, dtype=np.bool_)
 
-    def visit(x: int) -> None:
-        done[x] = True
-        for y in table[x].tolist():
-            if y >= 0 and not done[y]:
-                visit(y)
-        order.append(x)
-
-    visit(0)
+    stack = [(0, table[0].tolist(), 0)]  # depth first, without recursion
+    done[0] = True
+    while stack:
+        x, nexts, k = stack.pop()
+        while k < len(nexts) and (nexts[k] < 0 or done[nexts[k]]):
+            k += 1
+        if k == len(nexts):
+            order.append(x)
+            continue
+        y = nexts[k]
+        stack.append((x, nexts, k + 1))
+        done[y] = True
+        stack.append((y, table[y].tolist(), 0))
     steps = other.trans[:, other.byte_class[reps]].astype(np.int32)
     bits, nbits, ok = product_counts_kernel(
         steps.reshape(-1), np.asarray(other.accept, dtype=np.bool_), table.reshape(-1),
@@ -457,15 +462,22 @@ def trie_template(cs: CharSet) -> Template:
     num_states = 2
 
     def state_for(suffix: tuple[tuple[int, int], ...]) -> int:
+        """Return the state reading ``suffix`` to the exit; new ones for unknown tails, outer first.
+
+        (A loop: a closure that calls itself is a reference cycle, freed only by the collector.)
+        """
         nonlocal num_states
-        found = suffix_state.get(suffix)
-        if found is None:
-            found = num_states
-            num_states += 1
-            suffix_state[suffix] = found
-            nxt = state_for(suffix[1:])
-            edges.append((found, suffix[0][0], suffix[0][1], nxt))
-        return found
+        k = 0
+        while suffix[k:] not in suffix_state:  # () is known: the exit
+            k += 1
+        base = num_states
+        num_states += k
+        for j in range(k):
+            suffix_state[suffix[j:]] = base + j
+        for j in range(k - 1, -1, -1):
+            nxt = base + j + 1 if j + 1 < k else suffix_state[suffix[k:]]
+            edges.append((base + j, suffix[j][0], suffix[j][1], nxt))
+        return suffix_state[suffix]
 
     for lo, hi in cs.ranges:
         edges.extend(

@@ -485,38 +485,11 @@ class Emitter:
             )
             return [(yes, 1), (no, 0)]
 
-        def state(i: int, c: int, used: int = 0) -> str:
-            key = ("as", tuple(p.key() for p in pieces), i, c, used)
-
-            def build(_: str) -> list[Alternative]:
-                if binary and i == t0:
-                    rule = item_rules(i)[0][0]
-                    unit = self.item_symbols(rule, True)
-                    more = Counted(self.rule, ("ai", key[1]), unit)
-                    count = more.between(max(lo - t0, 0), None if hi is None else hi - t0)
-                    return [(*count, close_t)]
-                alts: list[Alternative] = []
-                if i >= lo and c >= cmin and (cmax is None or c <= cmax):
-                    alts.append((close_t,))
-                if domain and (hi is None or i < hi):  # uniqueItems: each value at most once
-                    for k, (value, positions) in enumerate(domain):
-                        if not used >> k & 1 and min(i, fixed) in positions:
-                            nxt = state(min(i + 1, cap_i), c, used | 1 << k)
-                            alts.append((*self.value_symbols(value, pieces[0], i > 0), nxt))
-                    return alts
-                if hi is None or i < hi:
-                    for rule, add in item_rules(i):
-                        ni = min(i + 1, cap_i)
-                        nc = min(c + add, cap_c)
-                        if cmax is not None and nc > cmax:
-                            continue
-                        nxt = state(ni, nc)
-                        alts.append((*self.item_symbols(rule, i > 0), nxt))
-                return alts
-
-            return self.rule(key, build)
-
-        return [(open_t, state(0, 0))]
+        counts = (lo, hi, cmin, cmax, fixed, cap_i, cap_c)
+        states = _ArrayStates(
+            self, pieces, item_rules, close_t, counts, t0 if binary else -1, domain
+        )
+        return [(open_t, states.state(0, 0))]
 
     def _finite_items(
         self, item_pieces: Callable[[int], tuple[Piece, ...] | None], fixed: int
@@ -669,8 +642,11 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions) -> Grammar:
         )
     ctx = NormalForm(schema, options)
     em = Emitter(ctx)
-    root = em.value((ctx.root,))
-    em.drain()
+    try:
+        root = em.value((ctx.root,))
+        em.drain()
+    finally:  # an error leaves rules queued: their builders and the emitter hold each other
+        em.queue.clear()
     if not em.rules[root]:
         raise JsonSchemaError("the schema accepts no JSON value", "#")
     grammar = em.grammar(root)
@@ -680,3 +656,63 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions) -> Grammar:
         start=grammar.start,
         _meta={"warnings": tuple(ctx.warnings), "source": "json_schema"},
     )
+
+
+class _ArrayStates:
+    """The rules of an array after its ``[``, per items written, contains matches, values used.
+
+    A method, not a nested function that calls itself: such a function is a reference cycle
+    (function, closure cell, function) that would hold the emitter, and with it every rule and
+    regex of the grammar, until the cyclic garbage collector ran.
+    """
+
+    def __init__(
+        self,
+        em: Emitter,
+        pieces: tuple[Piece, ...],
+        item_rules: Callable[[int], list[tuple[Any, int]]],
+        close_t: str,
+        counts: tuple[int, int | None, int, int | None, int, int, int],
+        binary_from: int,
+        domain: list[tuple[Any, set[int]]],
+    ) -> None:
+        self.em, self.pieces, self.item_rules, self.close_t = em, pieces, item_rules, close_t
+        self.key = tuple(p.key() for p in pieces)
+        # minItems, maxItems, minContains, maxContains, prefix items, the two counts' caps
+        self.counts = counts
+        self.binary_from = binary_from  # the items from here on are one unit counted in binary
+        self.domain = domain  # uniqueItems: (value, positions allowing it)
+
+    def state(self, i: int, c: int, used: int = 0) -> str:
+        """Return the rule after ``i`` items, ``c`` matching ``contains``, values ``used``."""
+        key = ("as", self.key, i, c, used)
+        return self.em.rule(key, lambda _: self._build(key, i, c, used))
+
+    def _build(self, key: tuple[Any, ...], i: int, c: int, used: int) -> list[Alternative]:
+        em, close_t = self.em, self.close_t
+        lo, hi, cmin, cmax, fixed, cap_i, cap_c = self.counts
+        t0 = self.binary_from
+        if i == t0:
+            rule = self.item_rules(i)[0][0]
+            unit = em.item_symbols(rule, True)
+            more = Counted(em.rule, ("ai", key[1]), unit)
+            count = more.between(max(lo - t0, 0), None if hi is None else hi - t0)
+            return [(*count, close_t)]
+        alts: list[Alternative] = []
+        if i >= lo and c >= cmin and (cmax is None or c <= cmax):
+            alts.append((close_t,))
+        if self.domain and (hi is None or i < hi):  # uniqueItems: each value at most once
+            for k, (value, positions) in enumerate(self.domain):
+                if not used >> k & 1 and min(i, fixed) in positions:
+                    nxt = self.state(min(i + 1, cap_i), c, used | 1 << k)
+                    alts.append((*em.value_symbols(value, self.pieces[0], i > 0), nxt))
+            return alts
+        if hi is None or i < hi:
+            for rule, add in self.item_rules(i):
+                ni = min(i + 1, cap_i)
+                nc = min(c + add, cap_c)
+                if cmax is not None and nc > cmax:
+                    continue
+                nxt = self.state(ni, nc)
+                alts.append((*em.item_symbols(rule, i > 0), nxt))
+        return alts

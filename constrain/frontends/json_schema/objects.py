@@ -311,49 +311,10 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
         for lang, conj in regions
     ]
 
-    def member(content: Regex, conj: tuple[Piece, ...], first: bool) -> tuple[str, ...]:
-        return em.member_symbols(content, conj, first)
-
     if not em.options.any_order:
-        counted: list[Counted] = []  # the members past the declared ones, built once
-
-        def more(c: int) -> list[Alternative]:
-            """Members after ``c`` written ones, counted in binary, then ``}``."""
-            if not extra_opts:
-                return [(close_t,)] if c >= lo else []
-            if not counted:
-                units = [member(content, conj, False) for content, conj, _ in extra_opts]
-                unit = units[0] if len(units) == 1 else (em.rule(("om", key), lambda _: units),)
-                counted.append(Counted(em.rule, ("om", key), unit))
-            count = counted[0].between(max(lo - c, 0), None if hi is None else hi - c)
-            return [(*count, close_t)]
-
-        def ordered(i: int, c: int, f: int) -> str:
-            def build(_: str) -> list[Alternative]:
-                if binary and i == len(declared) and c > 0:
-                    return more(c)
-                alts: list[Alternative] = []
-                room = hi is None or c < hi
-                if i < len(declared):
-                    if room:
-                        for content, conj, bit in named[i]:
-                            nxt = ordered(i + 1, min(c + 1, cap), f | bit)
-                            alts.append((*member(content, conj, c == 0), nxt))
-                    if i not in required:
-                        alts.append((ordered(i + 1, c, f),))
-                    return alts
-                if c >= lo and f == done:
-                    alts.append((close_t,))
-                if room:
-                    for content, conj, bit in extra_opts:
-                        nxt = ordered(i, min(c + 1, cap), f | bit)
-                        alts.append((*member(content, conj, c == 0), nxt))
-                return alts
-
-            return em.rule(("oo", key, i, c, f), build)
-
-        return [(open_t, ordered(0, 0, 0))]
-
+        rules = _Members(em, key, (lo, hi, cap), named, extra_opts, required, done, close_t)
+        rules.binary = binary  # (declaration order only)
+        return [(open_t, rules.ordered(0, 0, 0))]
     limit = em.options.max_any_order_properties
     if len(declared) > limit:
         raise CompileLimitError(
@@ -363,26 +324,103 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
             "any_order=True tracks which properties were written, exponential in their number; "
             "use any_order=False (declaration order) or raise max_any_order_properties",
         )
-    full_required = sum(1 << i for i in required)
+    rules = _Members(em, key, (lo, hi, cap), named, extra_opts, required, done, close_t)
+    return [(open_t, rules.unordered(0, 0, 0))]
 
-    def unordered(seen: int, extra: int, f: int) -> str:
-        def build(_: str) -> list[Alternative]:
-            count = bin(seen).count("1") + extra
-            alts: list[Alternative] = []
-            if seen & full_required == full_required and count >= lo and f == done:
-                alts.append((close_t,))
-            if hi is not None and count >= hi:
-                return alts
-            for j in range(len(declared)):
-                if not seen >> j & 1:
-                    for content, conj, bit in named[j]:
-                        nxt = unordered(seen | 1 << j, extra, f | bit)
-                        alts.append((*member(content, conj, count == 0), nxt))
-            for content, conj, bit in extra_opts:
-                nxt = unordered(seen, min(extra + 1, cap), f | bit)
-                alts.append((*member(content, conj, count == 0), nxt))
+
+_MemberOption = tuple[Regex, tuple[Piece, ...], int]  # key language, value schemas, witness bits
+
+
+class _Members:
+    """The rules of an object's members after its ``{``: in declaration order, or in any order.
+
+    Methods, not nested functions that call themselves: such a function is a reference cycle
+    (function, closure cell, function) that would hold the emitter, and with it every rule and
+    regex of the grammar, until the cyclic garbage collector ran. A method's rules reach the
+    emitter's queue as bound methods, dropped once the emitter has built them.
+    """
+
+    def __init__(
+        self,
+        em: Emitter,
+        key: tuple[Any, ...],
+        counts: tuple[int, int | None, int],
+        named: list[list[_MemberOption]],
+        extra_opts: list[_MemberOption],
+        required: set[int],
+        done: int,
+        close_t: str,
+    ) -> None:
+        self.em, self.key = em, key
+        self.lo, self.hi, self.cap = counts  # minProperties, maxProperties, counted up to
+        self.named, self.extra_opts, self.required = named, extra_opts, required
+        self.done, self.close_t = done, close_t
+        self.binary = False  # the members past the declared ones are one unit, counted in binary
+        self.counted: list[Counted] = []  # that unit's counter, built once
+        self.full_required = sum(1 << i for i in required)
+
+    def member(self, content: Regex, conj: tuple[Piece, ...], first: bool) -> tuple[str, ...]:
+        return self.em.member_symbols(content, conj, first)
+
+    def more(self, c: int) -> list[Alternative]:
+        """Members after ``c`` written ones, counted in binary, then ``}``."""
+        lo, hi = self.lo, self.hi
+        if not self.extra_opts:
+            return [(self.close_t,)] if c >= lo else []
+        if not self.counted:
+            em, key = self.em, self.key
+            units = [self.member(content, conj, False) for content, conj, _ in self.extra_opts]
+            unit = units[0] if len(units) == 1 else (em.rule(("om", key), lambda _: units),)
+            self.counted.append(Counted(em.rule, ("om", key), unit))
+        count = self.counted[0].between(max(lo - c, 0), None if hi is None else hi - c)
+        return [(*count, self.close_t)]
+
+    def ordered(self, i: int, c: int, f: int) -> str:
+        """Return the rule after ``c`` members, ``i`` declared passed, witnesses ``f``."""
+        return self.em.rule(("oo", self.key, i, c, f), lambda _: self._ordered(i, c, f))
+
+    def _ordered(self, i: int, c: int, f: int) -> list[Alternative]:
+        lo, hi, cap, named = self.lo, self.hi, self.cap, self.named
+        if self.binary and i == len(named) and c > 0:
+            return self.more(c)
+        alts: list[Alternative] = []
+        room = hi is None or c < hi
+        if i < len(named):
+            if room:
+                for content, conj, bit in named[i]:
+                    nxt = self.ordered(i + 1, min(c + 1, cap), f | bit)
+                    alts.append((*self.member(content, conj, c == 0), nxt))
+            if i not in self.required:
+                alts.append((self.ordered(i + 1, c, f),))
             return alts
+        if c >= lo and f == self.done:
+            alts.append((self.close_t,))
+        if room:
+            for content, conj, bit in self.extra_opts:
+                nxt = self.ordered(i, min(c + 1, cap), f | bit)
+                alts.append((*self.member(content, conj, c == 0), nxt))
+        return alts
 
-        return em.rule(("ou", key, seen, extra, f), build)
+    def unordered(self, seen: int, extra: int, f: int) -> str:
+        """Return the rule after declared members ``seen``, ``extra`` others, witnesses ``f``."""
+        return self.em.rule(
+            ("ou", self.key, seen, extra, f), lambda _: self._unordered(seen, extra, f)
+        )
 
-    return [(open_t, unordered(0, 0, 0))]
+    def _unordered(self, seen: int, extra: int, f: int) -> list[Alternative]:
+        lo, hi = self.lo, self.hi
+        count = bin(seen).count("1") + extra
+        alts: list[Alternative] = []
+        if seen & self.full_required == self.full_required and count >= lo and f == self.done:
+            alts.append((self.close_t,))
+        if hi is not None and count >= hi:
+            return alts
+        for j, options in enumerate(self.named):
+            if not seen >> j & 1:
+                for content, conj, bit in options:
+                    nxt = self.unordered(seen | 1 << j, extra, f | bit)
+                    alts.append((*self.member(content, conj, count == 0), nxt))
+        for content, conj, bit in self.extra_opts:
+            nxt = self.unordered(seen, min(extra + 1, self.cap), f | bit)
+            alts.append((*self.member(content, conj, count == 0), nxt))
+        return alts
