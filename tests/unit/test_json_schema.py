@@ -511,7 +511,8 @@ def test_vocabulary_prepare_builds_the_trie_and_slices() -> None:
     assert vocab._trie is not None and set(vocab._slice) == {0, SLICE_CHARS}
 
 
-@pytest.mark.parametrize("list_limit", [None, 64])
+# 64 is slow without JIT (18 s of the NUMBA_DISABLE_JIT pass): None covers the same kernels there
+@pytest.mark.parametrize("list_limit", [None, pytest.param(64, marks=pytest.mark.slow)])
 def test_masks_equal_brute_force_in_bounded_strings(
     list_limit: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -165,6 +165,9 @@ def test_the_eager_build_signals_a_foldable_count() -> None:
     assert signal.value.region_min == 64
 
 
+# slow without JIT (16 s of the NUMBA_DISABLE_JIT pass); the tests below take the same lazy
+# kernels through the same grammar there
+@pytest.mark.slow
 def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None:
     from constrain import CompileLimitError as Refused
     from constrain import Compiler, Matcher
