@@ -134,6 +134,8 @@ _SHARED_LOCK = threading.Lock()
 _DFA_MIN_STATES = 2048
 _DFA_MAX_STATES = 20_000
 _DFA_SEEN: dict[Regex, int] = {}  # big nodes built as NFAs so far, by times built
+# (repetition or alternation, whether counts may fold) -> NfaBuilder._size of it
+_SIZES: dict[tuple[Regex, bool], int] = {}
 _DFA_FRAGMENTS = FragmentCache(_SHARED_CACHE_SIZE, max_bytes=64 << 20)  # their minimal DFAs
 # (item, boolean operations) -> the item's DFA when a counted region may fold it, else None
 _PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
@@ -270,10 +272,22 @@ class NfaBuilder:
         self._eps.append(dst)
 
     def _size(self, node: Regex) -> int:
-        """Return the number of states :meth:`build` adds for ``node`` (memoised by identity)."""
+        """Return the number of states :meth:`build` adds for ``node`` (memoised by identity).
+
+        Repetitions and alternations are memoised process-wide too: the same string bodies and
+        counted pieces recur across terminals and schemas, and were sized anew by each build.
+        """
         found = self._sizes.get(id(node))
         if found is not None:
             return found[1]
+        shared = isinstance(node, (Repeat, Alt))
+        if shared:
+            # an intersection is sized by its count alone where a lazy lexer may fold it
+            key = (node, self.regions is not None or self.fold_signal is not None)
+            size = _SIZES.get(key, -1)
+            if size >= 0:
+                self._sizes[id(node)] = (node, size)
+                return size
         if isinstance(node, CharSet):
             size = _charset_template(node).num_states - 1
         elif isinstance(node, Literal):
@@ -304,6 +318,9 @@ class NfaBuilder:
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
         self._sizes[id(node)] = (node, size)  # holding `node` keeps its id from being reused
+        if shared:
+            with _SHARED_LOCK:
+                fifo_room(_SIZES, _SHARED_CACHE_SIZE)[key] = size
         return size
 
     def _check(self, extra: int) -> None:
