@@ -661,7 +661,7 @@ def compile_json_schema(schema: Any, options: JsonSchemaOptions) -> Grammar:
 class _ArrayStates:
     """The rules of an array after its ``[``, per items written, contains matches, values used.
 
-    A method, not a nested function that calls itself: such a function is a reference cycle
+    Methods, not a nested function that calls itself: such a function is a reference cycle
     (function, closure cell, function) that would hold the emitter, and with it every rule and
     regex of the grammar, until the cyclic garbage collector ran.
     """

@@ -336,8 +336,8 @@ class _Members:
 
     Methods, not nested functions that call themselves: such a function is a reference cycle
     (function, closure cell, function) that would hold the emitter, and with it every rule and
-    regex of the grammar, until the cyclic garbage collector ran. A method's rules reach the
-    emitter's queue as bound methods, dropped once the emitter has built them.
+    regex of the grammar, until the cyclic garbage collector ran. Each rule reaches the
+    emitter's queue as a lambda over this object, dropped once the emitter has built it.
     """
 
     def __init__(
