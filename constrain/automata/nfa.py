@@ -134,8 +134,10 @@ _SHARED_LOCK = threading.Lock()
 _DFA_MIN_STATES = 2048
 _DFA_MAX_STATES = 20_000
 _DFA_SEEN: dict[Regex, int] = {}  # big nodes built as NFAs so far, by times built
-# (repetition or alternation, whether counts may fold) -> NfaBuilder._size of it
+# (repetition or alternation, whether counts may fold) -> NfaBuilder._size of it, for nodes of
+# at most _SIZED_MAX_STATES states (a bigger node is dearer to build than to size again)
 _SIZES: dict[tuple[Regex, bool], int] = {}
+_SIZED_MAX_STATES = 16 * _SHARED_MAX_STATES
 _DFA_FRAGMENTS = FragmentCache(_SHARED_CACHE_SIZE, max_bytes=64 << 20)  # their minimal DFAs
 # (item, boolean operations) -> the item's DFA when a counted region may fold it, else None
 _PREFIX_FREE: dict[tuple[Regex, int], Dfa | None] = {}
@@ -318,7 +320,7 @@ class NfaBuilder:
         else:
             raise TypeError(f"not a regex IR node: {node!r}")
         self._sizes[id(node)] = (node, size)  # holding `node` keeps its id from being reused
-        if shared:
+        if shared and size <= _SIZED_MAX_STATES:  # (a big node, e.g. an enum, is not kept alive)
             with _SHARED_LOCK:
                 fifo_room(_SIZES, _SHARED_CACHE_SIZE)[key] = size
         return size

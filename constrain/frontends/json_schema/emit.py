@@ -686,16 +686,16 @@ class _ArrayStates:
     def state(self, i: int, c: int, used: int = 0) -> str:
         """Return the rule after ``i`` items, ``c`` matching ``contains``, values ``used``."""
         key = ("as", self.key, i, c, used)
-        return self.em.rule(key, lambda _: self._build(key, i, c, used))
+        return self.em.rule(key, lambda _: self._build(i, c, used))
 
-    def _build(self, key: tuple[Any, ...], i: int, c: int, used: int) -> list[Alternative]:
+    def _build(self, i: int, c: int, used: int) -> list[Alternative]:
         em, close_t = self.em, self.close_t
         lo, hi, cmin, cmax, fixed, cap_i, cap_c = self.counts
         t0 = self.binary_from
         if i == t0:
             rule = self.item_rules(i)[0][0]
             unit = em.item_symbols(rule, True)
-            more = Counted(em.rule, ("ai", key[1]), unit)
+            more = Counted(em.rule, ("ai", self.key), unit)
             count = more.between(max(lo - t0, 0), None if hi is None else hi - t0)
             return [(*count, close_t)]
         alts: list[Alternative] = []

@@ -312,8 +312,8 @@ def object_alternatives(em: Emitter, pieces: tuple[Piece, ...]) -> list[Alternat
     ]
 
     if not em.options.any_order:
-        rules = _Members(em, key, (lo, hi, cap), named, extra_opts, required, done, close_t)
-        rules.binary = binary  # (declaration order only)
+        counts = (lo, hi, cap)
+        rules = _Members(em, key, counts, named, extra_opts, required, done, close_t, binary)
         return [(open_t, rules.ordered(0, 0, 0))]
     limit = em.options.max_any_order_properties
     if len(declared) > limit:
@@ -350,12 +350,13 @@ class _Members:
         required: set[int],
         done: int,
         close_t: str,
+        binary: bool = False,
     ) -> None:
         self.em, self.key = em, key
         self.lo, self.hi, self.cap = counts  # minProperties, maxProperties, counted up to
         self.named, self.extra_opts, self.required = named, extra_opts, required
         self.done, self.close_t = done, close_t
-        self.binary = False  # the members past the declared ones are one unit, counted in binary
+        self.binary = binary  # the members past the declared ones are one unit, counted in binary
         self.counted: list[Counted] = []  # that unit's counter, built once
         self.full_required = sum(1 << i for i in required)
 
