@@ -5,7 +5,8 @@ optionally every ``--stride``-th of it, at most ``--limit``), compile
 ``Grammar.from_json_schema(schema, whitespace="flexible")`` twice for the Llama 3.2 vocabulary:
 
 - eagerly: no repetition folded (``lazy_lexer.REGION_MIN`` and ``nfa.WIDE_MIN_COUNT`` out of
-  reach), every count intersected with a pattern built whole as a product;
+  reach) and no lexer too large to build whole (``lazy_lexer.EAGER_MEMBERS``), every count
+  intersected with a pattern built whole as a product;
 - lazily: every lexer built as it is reached (``lazy_lexer.FORCE = 8``: repetitions of 8
   copies or more folded), every such intersection a product region (``nfa.PRODUCT_FOLD = 0``);
 
@@ -51,14 +52,17 @@ def compile_both(vocab: Any, schema: Any) -> tuple[CompiledGrammar, CompiledGram
     """Compile ``schema`` eagerly, then with every lexer lazy (module settings restored)."""
     grammar = Grammar.from_json_schema(schema, whitespace="flexible")
     saved = (lazy_lexer.REGION_MIN, lazy_lexer.FORCE, nfa.WIDE_MIN_COUNT, nfa.PRODUCT_FOLD)
+    members = lazy_lexer.EAGER_MEMBERS
     try:
         lazy_lexer.REGION_MIN, nfa.WIDE_MIN_COUNT, nfa.PRODUCT_FOLD = _NEVER, _NEVER, _NEVER
+        lazy_lexer.EAGER_MEMBERS = _NEVER  # (no lexer too large for an eager build either)
         eager = Compiler(vocab, cache_bytes=0).compile(grammar)
         lazy_lexer.REGION_MIN, nfa.WIDE_MIN_COUNT = saved[0], saved[2]
         lazy_lexer.FORCE, nfa.PRODUCT_FOLD = 8, 0
         lazy = Compiler(vocab, cache_bytes=0).compile(grammar)
     finally:
         lazy_lexer.REGION_MIN, lazy_lexer.FORCE, nfa.WIDE_MIN_COUNT, nfa.PRODUCT_FOLD = saved
+        lazy_lexer.EAGER_MEMBERS = members
     return eager, lazy
 
 

@@ -29,7 +29,13 @@ from constrain._types import Int32Array
 from constrain._version import __version__
 from constrain.automata import lazy_lexer
 from constrain.automata.lazy_lexer import LazyLexer, TokenTries
-from constrain.automata.lexer import LexerDfa, build_lexer, grammar_lexer, lexer_restarts
+from constrain.automata.lexer import (
+    LargeLexer,
+    LexerDfa,
+    build_lexer,
+    grammar_lexer,
+    lexer_restarts,
+)
 from constrain.automata.nfa import FoldableRepeat
 from constrain.automata.nfa_parts import fifo_room
 from constrain.automata.pda import ParserTables, build_parser_tables
@@ -90,13 +96,16 @@ _RESIZE_ALL = 64
 def _eager(fold: int | None) -> Any:
     """Return the eager lexer's builder, raising FoldableRepeat at a count of ``fold``.
 
-    Also when counts of ``lazy_lexer.REGION_SMALL`` copies or more add up to ``fold``.
+    Also when counts of ``lazy_lexer.REGION_SMALL`` copies or more add up to ``fold``, and
+    (``fold`` set) LargeLexer past ``lazy_lexer.EAGER_MEMBERS`` subset members.
     """
+    eager_members = None if fold is None else lazy_lexer.EAGER_MEMBERS
 
     def build(terminals: Any, *, max_states: int) -> LexerDfa:
         return build_lexer(
-            terminals, max_states=max_states, fold_signal=fold, fold_small=lazy_lexer.REGION_SMALL
-        )
+            terminals, max_states=max_states, fold_signal=fold,
+            fold_small=lazy_lexer.REGION_SMALL, eager_members=eager_members,
+        )  # fmt: skip
 
     return build
 
@@ -696,6 +705,7 @@ class Compiler:
             vocab = found
         max_states = self.limits.max_lexer_states
         lazy: LazyLexer | None = None
+        large: LargeLexer | None = None
         # A non-greedy grammar that counts to REGION_MIN gets a lexer built as it is reached:
         # the eager build signals the first such count (nothing to scan beforehand).
         fold = None if grammar.greedy else lazy_lexer.REGION_MIN
@@ -708,8 +718,10 @@ class Compiler:
                 )
             except FoldableRepeat as signal:
                 region_min = signal.region_min
+            except LargeLexer as signal:
+                region_min, large = lazy_lexer.REGION_MIN, signal
         if region_min is not None:
-            build = functools.partial(LazyLexer, region_min=region_min)
+            build = functools.partial(LazyLexer, region_min=region_min, built=large)
             g, built = grammar_lexer(grammar, max_states=max_states, build=build, normalised=True)
             lazy, lexer = built, built.snapshot()
         names = [t.name for t in g.terminals]

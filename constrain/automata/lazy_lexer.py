@@ -8,7 +8,7 @@ million states, before the first mask. :class:`LazyLexer` builds the same langua
   string's characters with ``maxLength``) stay folded (:class:`~constrain.automata.nfa.
   CountedRegion`), their NFA states virtual (a count and a state of the item's DFA), so the NFA
   is as small as for ``{1,2}``;
-- the subset construction runs on demand (:func:`~constrain.kernels.numba_lazy.
+- the subset construction runs on demand (:func:`~constrain.kernels.numba_lazy_walk.
   lazy_expand_kernel`): :meth:`LazyLexer.expand` computes the transition rows of every DFA state
   within a number of bytes of some states, and :meth:`LazyLexer.walk` those a trie of tokens
   reads from some states. The matcher needs the rows a token can read from its current states
@@ -31,20 +31,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from constrain._types import Int32Array, UInt64Array
-from constrain.automata.lexer import LexerDfa, lexer_nfa
+from constrain.automata.lexer import LargeLexer, LexerDfa, lexer_nfa
 from constrain.automata.nfa import WIDE_ITEM, CountedRegion
 from constrain.automata.nfa_parts import item_table
 from constrain.errors import CompileLimitError, EmptyTerminalError
 from constrain.ir import Regex
-from constrain.kernels.numba_lazy import (
-    lazy_bits_kernel,
-    lazy_expand_kernel,
-    lazy_start_kernel,
-    lazy_walk_kernel,
-)
+from constrain.kernels.numba_lazy import lazy_bits_kernel, lazy_start_kernel
+from constrain.kernels.numba_lazy_walk import lazy_expand_kernel, lazy_walk_kernel
 from constrain.kernels.numba_subsets import nfa_csr_kernel, nfa_live_kernel
 
-__all__ = ["FORCE", "REGION_MIN", "REGION_SMALL", "LazyLexer", "TokenTries"]
+__all__ = ["EAGER_MEMBERS", "FORCE", "REGION_MIN", "REGION_SMALL", "LazyLexer", "TokenTries"]
 
 REGION_MIN = 1024
 """Counted repetitions with at least this many copies are folded (when the item allows)."""
@@ -53,6 +49,13 @@ REGION_SMALL = 64
 """... and so are those of this many copies or more, once their copies add up to REGION_MIN
 (many bounded strings of a schema, e.g. ``maxLength`` 100-1,000: eagerly, their lexer is a
 product of every count and takes 0.2-0.7 s to build; lazily, a few ms)."""
+
+EAGER_MEMBERS = 1 << 20
+"""A lexer whose eager subset construction outgrows this many subset members in all (0.5-0.8 s
+of work) is built lazily instead, from the union NFA already built. Lower, more lexers would
+switch, and their first masks come sooner (MaskBench lexers of 5,000-85,000 eager states:
+1.2-8x), but their later masks cost 1.5-10x more while the lazy lexer builds rows as tokens
+reach them."""
 
 FORCE: int | None = None
 """For tests: build every non-greedy grammar's lexer lazily, folding the repetitions of this many
@@ -102,6 +105,9 @@ class LazyLexer:
         :class:`~constrain.errors.CompileLimitError` (``max_lexer_states``) past it.
     region_min : int, optional
         Fold counted repetitions of at least this many copies (default :data:`REGION_MIN`).
+    built : LargeLexer, optional
+        The signal of an eager build of the same terminals that outgrew its budget: its union
+        NFA (no counted region: that build had found none to fold) is used as it is.
 
     Attributes
     ----------
@@ -115,12 +121,19 @@ class LazyLexer:
         *,
         max_states: int = 200_000,
         region_min: int | None = None,
+        built: LargeLexer | None = None,
     ) -> None:
         if region_min is None:
             region_min = REGION_MIN
         self.names = tuple(name for name, _ in terminals)
         self.max_states = max_states
-        nfa, entries, regions = lexer_nfa(terminals, max_states=max_states, region_min=region_min)
+        regions: list[CountedRegion] = []
+        if built is not None and len(built.entries) == len(terminals):
+            nfa, entries = built.nfa, built.entries
+        else:
+            nfa, entries, regions = lexer_nfa(
+                terminals, max_states=max_states, region_min=region_min
+            )
         start = 0
         self.regions: tuple[CountedRegion, ...] = tuple(regions)
         num_real = nfa.num_states

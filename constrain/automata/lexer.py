@@ -22,7 +22,13 @@ from constrain.automata.byte_dfa import walk_bytes
 from constrain.automata.key_groups import key_groups
 from constrain.automata.nfa import CountedRegion, Nfa, NfaBuilder, nullable
 from constrain.automata.product import boolean_fragment
-from constrain.automata.subsets import compress_classes, determinize, minimize_classes, nfa_live
+from constrain.automata.subsets import (
+    OverBudget,
+    compress_classes,
+    determinize,
+    minimize_classes,
+    nfa_live,
+)
 from constrain.errors import EmptyTerminalError, GrammarError
 from constrain.ir import Alt, Concat, Grammar, Regex, Repeat, Terminal
 from constrain.kernels.numba_dfa import bounded_classes_kernel, closure_csr_kernel, row_ids_kernel
@@ -31,6 +37,7 @@ from constrain.kernels.numba_subsets import state_bits_kernel
 __all__ = [
     "MINIMIZE_MAX_CELLS",
     "EmptyTerminalError",
+    "LargeLexer",
     "LexerDfa",
     "build_lexer",
     "grammar_lexer",
@@ -468,6 +475,19 @@ def _check_greedy_prefix(
         )
 
 
+class LargeLexer(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by :func:`build_lexer` past ``eager_members``: build this lexer lazily instead.
+
+    ``nfa`` and ``entries`` are the union NFA and the terminals' first states
+    (:func:`lexer_nfa`), for the lazy lexer to start from rather than build them again.
+    """
+
+    def __init__(self, nfa: Nfa, entries: list[list[int]]) -> None:
+        super().__init__("the lexer outgrew the eager build's budget")
+        self.nfa = nfa
+        self.entries = entries
+
+
 def lexer_nfa(
     terminals: Sequence[tuple[str, Regex]],
     *,
@@ -557,6 +577,7 @@ def build_lexer(
     max_states: int = 200_000,
     fold_signal: int | None = None,
     fold_small: int | None = None,
+    eager_members: int | None = None,
 ) -> LexerDfa:
     """Build the combined lexer DFA of several terminals (minimal up to ``MINIMIZE_MAX_CELLS``).
 
@@ -573,6 +594,10 @@ def build_lexer(
         copies that the lazy lexer folds (:func:`lexer_nfa`).
     fold_small : int, optional
         ... or at one of this many copies once such copies add up to ``fold_signal``.
+    eager_members : int, optional
+        Raise :class:`LargeLexer` (with the union NFA) as soon as the subset construction's
+        subsets hold more NFA states than this in all (its work): the caller builds the lexer
+        lazily instead.
 
     Returns
     -------
@@ -600,9 +625,13 @@ def build_lexer(
         raise EmptyTerminalError(empty)
     # at least one word, as the parser's bitsets: kernels read word 0 even without terminals
     num_words = max(1, -(-len(names) // 64))
-    subsets = determinize(
-        nfa, max_states=max_states, limit_name="max_lexer_states", keep_start=True, live=live
-    )
+    try:
+        subsets = determinize(
+            nfa, max_states=max_states, limit_name="max_lexer_states", keep_start=True, live=live,
+            max_members=eager_members,
+        )  # fmt: skip
+    except OverBudget:
+        raise LargeLexer(nfa, entries) from None
     num = subsets.trans.shape[0]
     if num == 0:  # no terminal at all
         return LexerDfa(

@@ -28,7 +28,22 @@ from constrain.kernels.numba_subsets import determinize_kernel, nfa_csr_kernel, 
 if TYPE_CHECKING:
     from constrain.automata.nfa import Nfa
 
-__all__ = ["Subsets", "compress_classes", "determinize", "minimize", "minimize_classes", "nfa_live"]
+__all__ = [
+    "OverBudget",
+    "Subsets",
+    "compress_classes",
+    "determinize",
+    "minimize",
+    "minimize_classes",
+    "nfa_live",
+]
+
+
+_NO_BUDGET = 1 << 62
+
+
+class OverBudget(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by :func:`determinize` past its ``max_members`` budget."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -72,6 +87,7 @@ def determinize(
     limit_name: str,
     keep_start: bool = False,
     live: BoolArray | None = None,
+    max_members: int | None = None,
 ) -> Subsets:
     """Run the subset construction on ``nfa`` over its byte classes.
 
@@ -87,6 +103,8 @@ def determinize(
         Keep the start state in the initial subset, so no transition re-enters DFA state 0.
     live : (N,) bool, optional
         :func:`nfa_live` of ``nfa`` when already computed.
+    max_members : int, optional
+        Raise :class:`OverBudget` as soon as the subsets would hold more NFA states in all.
 
     Returns
     -------
@@ -116,7 +134,10 @@ def determinize(
         num_classes,
         max_states,
         keep_start,
+        _NO_BUDGET if max_members is None else max_members,
     )
+    if status == 2:
+        raise OverBudget(max_members)
     if status != 0:
         raise CompileLimitError(
             limit_name,

@@ -20,13 +20,16 @@ bounds, ends at an accepting boundary (the bits per ``q`` of
 :func:`~constrain.kernels.numba_product.product_counts_kernel`), so the lazy DFA stays trim:
 every state it keeps can still reach the region's exit.
 
-:func:`lazy_expand_kernel` computes the transition rows of the DFA states within ``depth``
-bytes of some seed states, creating the subsets it reaches; rows of states farther away stay
-unexpanded. Subsets are sorted ``int64`` arrays of NFA ids (real and virtual) in a pool,
-indexed by an open-addressing hash table, as in :func:`~constrain.kernels.numba_subsets.
-determinize_kernel`, whose result on a region-free NFA this equals state for state when
-everything is expanded breadth first from state 0. The naive oracle is the eager lexer
-(:func:`~constrain.automata.lexer.build_lexer`): the tests compare the languages.
+:func:`expand_row` computes the transition row of one DFA state, creating the subsets it
+reaches; which rows are built (neighbourhoods of states, walks of the token trie) is
+:mod:`constrain.kernels.numba_lazy_walk`'s. A row whose members are all real NFA states with few
+byte edges is split into runs of classes by the edges' bounds, as in the eager construction;
+another row counts its targets class by class. Subsets are sorted ``int64`` arrays of NFA ids
+(real and virtual) in a pool, indexed by an open-addressing hash table, as in
+:func:`~constrain.kernels.numba_subsets.determinize_kernel`, whose result on a region-free NFA
+this equals state for state when everything is expanded breadth first from state 0. The naive
+oracle is the eager lexer (:func:`~constrain.automata.lexer.build_lexer`): the tests compare the
+languages.
 """
 
 from __future__ import annotations
@@ -34,9 +37,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from constrain.kernels.numba_subsets import HASH_MOD, HASH_MUL, mix_hash, set_terminal_bits
+from constrain.kernels.numba_subsets import (
+    HASH_MOD,
+    HASH_MUL,
+    edge_runs,
+    mix_hash,
+    set_terminal_bits,
+)
 
-__all__ = ["lazy_bits_kernel", "lazy_expand_kernel", "lazy_start_kernel", "lazy_walk_kernel"]
+__all__ = ["expand_row", "lazy_bits_kernel", "lazy_start_kernel", "make_room", "new_work"]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -63,7 +72,7 @@ def _close_room(nseed, num_real, vreg):  # type: ignore[no-untyped-def]
     return nseed + num_real + vreg.shape[0] + 2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _close(  # type: ignore[no-untyped-def]
     seeds, nseed, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark, gen, stack, members
 ):
@@ -276,33 +285,130 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
     return store
 
 
-@njit(cache=True, nogil=True)
-def _expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[no-untyped-def]
-    """Compute the transition row of DFA state ``s``; return status (0 ok, 1 limit), store, work.
+# A row whose members are all real states with at most this many live byte edges is split into
+# runs of classes by the edges' bounds (``edge_runs``, as in the eager subset construction);
+# other rows count their targets class by class (:func:`_count_targets`).
+_FEW_EDGES = 32
 
-    The store and the scratch are grown here, before :func:`_row_kernel` builds the row over
-    plain arrays: a tuple of arrays reassigned inside a function makes every later read of it
-    take and drop references (a row cost ~4 µs instead of ~1).
+
+@njit(cache=True, nogil=True, inline="always")
+def _real_edges(a, b, pool, num_real, nfa, edges):  # type: ignore[no-untyped-def]
+    """Copy the live byte edges of subset ``pool[a:b]`` to ``edges`` (rows lo, hi, target).
+
+    Returns their number, or -1 when a member is virtual or there are more than ``edges``
+    holds.
     """
-    mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work
-    C = fill.shape[0]
-    total = _count_targets(s, nfa, reg, num_real, store[2], store[3], count)
+    bptr, bcls_lo, bcls_hi, bdst, live = nfa[0], nfa[1], nfa[2], nfa[3], nfa[7]
+    ne = 0
+    cap = edges.shape[1]
+    for i in range(a, b):
+        v = pool[i]
+        if v >= num_real:
+            return -1
+        for e in range(bptr[v], bptr[v + 1]):
+            t = bdst[e]
+            if live[t]:
+                if ne == cap:
+                    return -1
+                edges[0, ne] = bcls_lo[e]
+                edges[1, ne] = bcls_hi[e]
+                edges[2, ne] = t
+                ne += 1
+    return ne
+
+
+@njit(cache=True, nogil=True, inline="always")
+def expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[no-untyped-def]
+    """Build the transition row of DFA state ``s``; return 0 (done), 1 (limit) or 2 (no room).
+
+    On 2 nothing of the row is written (the states it added so far stay, and are found again):
+    :func:`make_room` grows the store and the scratch, and the row is tried again. Growing
+    apart keeps the arrays out of the return value: a row that returned the store and the
+    scratch (24 arrays) cost their references' counting at every row.
+    """
+    stack = work[4]
+    ne = _real_edges(store[2][s], store[2][s + 1], store[3], num_real, nfa, work[10])
+    if ne >= 0:
+        runs = 0
+        if ne > 0:  # (run_tgt holds every run of _FEW_EDGES edges: it is never regrown)
+            runs = edge_runs(ne, work[10], work[11], work[12], work[13], work[14], work[15])[0]
+        if stack.shape[0] < _close_room(ne, num_real, nfa[9]):
+            return 2
+        return _runs_row(s, nfa, reg, num_real, store, max_states, work, runs)
+    total = _count_targets(s, nfa, reg, num_real, store[2], store[3], work[1])
+    if work[3].shape[0] < total or stack.shape[0] < _close_room(total, num_real, nfa[9]):
+        return 2
+    return _row_kernel(s, nfa, reg, num_real, store, max_states, work, total)
+
+
+@njit(cache=True, nogil=True)
+def make_room(s, nfa, reg, num_real, store, work):  # type: ignore[no-untyped-def]
+    """Return the store and the scratch grown for the row of ``s`` (:func:`expand_row`).
+
+    Room for a row's every class to be a new state, and for its largest possible subset.
+    """
+    mark, count, fill, bucket, stack, members = work[:6]
+    ne = _real_edges(store[2][s], store[2][s + 1], store[3], num_real, nfa, work[10])
+    total = ne if ne >= 0 else _count_targets(s, nfa, reg, num_real, store[2], store[3], count)
     room = _close_room(total, num_real, nfa[9])
     if bucket.shape[0] < total:
         bucket = np.empty(2 * total, np.int64)
     if stack.shape[0] < room:
         stack = np.empty(2 * room, np.int64)
         members = np.empty(2 * room, np.int64)
-    work = (mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d)
-    n = store[6][0]
-    if (
-        n + C > store[0].shape[0]
-        or store[2][n] + C * room > store[3].shape[0]
-        or 2 * (n + C) > store[5].shape[0]
-    ):
-        store = _reserve(store, C, C * room)
-    status = _row_kernel(s, nfa, reg, num_real, store, max_states, work, total)
-    return status, store, work
+    work = (mark, count, fill, bucket, stack, members) + work[6:]
+    return _reserve(store, fill.shape[0], room), work
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _has_room(k, trans, set_ptr, pool, htab, meta):  # type: ignore[no-untyped-def]
+    """Whether the store holds one more state of ``k`` members (:func:`_add`)."""
+    n = meta[0]
+    return n < trans.shape[0] and set_ptr[n] + k <= pool.shape[0] and 2 * (n + 1) <= htab.shape[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _runs_row(s, nfa, reg, num_real, store, max_states, work, runs):  # type: ignore[no-untyped-def]
+    """Build the row of ``s`` from its ``runs`` runs of classes (:func:`expand_row`)."""
+    eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
+    mark, stack, members, gen_box, row_out = work[0], work[4], work[5], work[6], work[7]
+    run_lo, run_hi, run_ptr, run_tgt = work[12], work[13], work[14], work[15]
+    trans, expanded, set_ptr, pool, hashes, htab, meta, order = store
+    row_out[:] = -1
+    d = -1
+    for j in range(runs):
+        p, q = run_ptr[j], run_ptr[j + 1]
+        # runs often have the previous run's targets (classes apart): reuse its state
+        same = j > 0 and q - p == p - run_ptr[j - 1]
+        if same:
+            off = run_ptr[j - 1] - p
+            for i in range(p, q):
+                if run_tgt[i] != run_tgt[i + off]:
+                    same = False
+                    break
+        if not same:
+            gen_box[0] += 1
+            k = _close(
+                run_tgt[p:q], q - p, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark,
+                gen_box[0], stack, members,
+            )  # fmt: skip
+            d = -1
+            if k > 0:
+                d, slot = _find(members, k, hashes, htab, set_ptr, pool)
+                if d < 0:
+                    if meta[0] >= max_states:
+                        return 1
+                    if not _has_room(k, trans, set_ptr, pool, htab, meta):
+                        return 2
+                    d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
+        if d >= 0:
+            for c in range(run_lo[j], run_hi[j] + 1):
+                row_out[c] = d
+    trans[s, :] = row_out
+    expanded[s] = True
+    order[meta[1]] = s
+    meta[1] += 1
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -387,13 +493,13 @@ def _count_targets(s, nfa, reg, num_real, set_ptr, pool, count):  # type: ignore
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type: ignore[no-untyped-def]
-    """Build the row of ``s`` (counts by :func:`_count_targets`, room by :func:`_expand_row`)."""
+    """Build the row of ``s`` (counts by :func:`_count_targets`, room by :func:`expand_row`)."""
     bptr, bcls_lo, bcls_hi, bdst = nfa[0], nfa[1], nfa[2], nfa[3]
     eptr, edst, keep, live, vptr, vreg = nfa[4], nfa[5], nfa[6], nfa[7], nfa[8], nfa[9]
     r_width, r_base, r_iw = reg[3], reg[4], reg[6]
-    mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work
+    mark, count, fill, bucket, stack, members, gen_box, row_out, single_v, single_d = work[:10]
     trans, expanded, set_ptr, pool, hashes, htab, meta, order = store
     C = fill.shape[0]
     a = set_ptr[s]
@@ -476,6 +582,8 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
         if d < 0:
             if meta[0] >= max_states:
                 return 1
+            if not _has_room(k, trans, set_ptr, pool, htab, meta):
+                return 2
             d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
         row_out[c] = d
         if count[c + 1] - count[c] == 1:
@@ -490,13 +598,14 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _new_work(mark, gen_box, num_classes):  # type: ignore[no-untyped-def]
-    """Return the scratch of :func:`_expand_row`: marks, counts, fills, buckets, a stamp, a row.
+def new_work(mark, gen_box, num_classes):  # type: ignore[no-untyped-def]
+    """Return the scratch of :func:`expand_row`: marks, counts, buckets, a stamp, rows, runs.
 
-    The marks and their generation are the lazy DFA's own (``LazyLexer``), kept between
-    calls: a generation only grows, so marks need no clearing, and zeroing ``num_real`` of them
-    anew cost ~12 µs a call for a schema of 96,000 NFA states, where most calls build one row
-    or none. The rest is small and made here (returned to Python, every array is boxed).
+    The edges and runs are :func:`_runs_row`'s. The marks and their generation are the lazy
+    DFA's own (``LazyLexer``), kept between calls: a generation only grows, so marks need no
+    clearing, and zeroing ``num_real`` of them anew cost ~12 µs a call for a schema of 96,000
+    NFA states, where most calls build one row or none. The rest is small and made here
+    (returned to Python, every array is boxed).
     """
     return (
         mark,
@@ -509,192 +618,13 @@ def _new_work(mark, gen_box, num_classes):  # type: ignore[no-untyped-def]
         np.empty(num_classes, np.int32),
         np.empty(num_classes, np.int64),
         np.empty(num_classes, np.int32),
+        np.empty((3, _FEW_EDGES), np.int64),
+        np.empty(2 * _FEW_EDGES, np.int64),
+        np.empty(num_classes, np.int64),
+        np.empty(num_classes, np.int64),
+        np.zeros(num_classes + 1, np.int64),
+        np.empty(2 * _FEW_EDGES * _FEW_EDGES, np.int64),
     )
-
-
-@njit(cache=True, nogil=True)
-def lazy_expand_kernel(  # type: ignore[no-untyped-def]
-    nfa, reg, num_real, store, seeds, depth, max_states, stamp, call, radius, marks
-):
-    """Expand every DFA state within ``depth`` bytes of ``seeds`` (breadth first).
-
-    Parameters
-    ----------
-    nfa, reg : tuples
-        As for :func:`lazy_start_kernel`.
-    num_real : int
-        Number of real NFA states (virtual ids start there).
-    store : tuple
-        The lazy DFA (:func:`lazy_start_kernel`); its arrays grow and are returned.
-    seeds : (K,) int32
-        DFA states whose neighbourhood is needed.
-    depth : int
-        Radius in bytes (0: the seeds' own rows).
-    max_states : int
-        Stop with status 1 as soon as more DFA states would be needed.
-    stamp : (S',) int64
-        Visit stamps (grown and returned); ``call`` is this call's stamp (> every earlier one).
-    radius : (S',) int64
-        Per state, a radius within which every row is built (grown and returned): a state at
-        distance ``d`` from a seed gets at least ``depth - d``.
-    marks : tuple
-        ``(mark, gen)``: the DFA's ``(num_real,)`` int64 closure marks and ``(1,)`` int64
-        generation, kept between calls (zeros at first).
-
-    Returns
-    -------
-    status : int
-        0 on success, 1 when ``max_states`` was reached.
-    store, stamp, radius : the grown arrays.
-    """
-    C = store[0].shape[1]
-    work = _new_work(marks[0], marks[1], C)
-    stamp, radius = _room_for_states(stamp, radius, store[0].shape[0])
-    queue = np.empty(max(64, 4 * C), np.int64)
-    dist = np.empty(queue.shape[0], np.int64)
-    head = 0
-    tail = 0
-    for i in range(seeds.shape[0]):
-        s = seeds[i]
-        if stamp[s] != call:
-            if tail == queue.shape[0]:
-                queue, dist = _grown_queue(queue, dist, tail)
-            stamp[s] = call
-            queue[tail] = s
-            dist[tail] = 0
-            tail += 1
-    while True:
-        head, tail, s = _bfs_span(store[0], store[1], queue, dist, stamp, call, head, tail, depth)
-        if s == -1:
-            break
-        if s == -2:
-            queue, dist = _grown_queue(queue, dist, tail)
-            continue
-        status, store, work = _expand_row(s, nfa, reg, num_real, store, max_states, work)
-        if status != 0:
-            return 1, store, stamp, radius
-        stamp, radius = _room_for_states(stamp, radius, store[0].shape[0])
-    # the radii only now that the whole neighbourhood is built (a limit stops it half way)
-    for i in range(tail):
-        s = queue[i]
-        if depth - dist[i] > radius[s]:
-            radius[s] = depth - dist[i]
-    return 0, store, stamp, radius
-
-
-@njit(cache=True, nogil=True)
-def _bfs_span(trans, expanded, queue, dist, stamp, call, head, tail, depth):  # type: ignore[no-untyped-def]
-    """Go on with the breadth-first search from queue position ``head``.
-
-    Returns ``(head, tail, s)``: ``s`` is a state whose row must be built before the search
-    can go on (its position is ``head``), -2 when the queue needs room, -1 when the search is
-    over. Its own loop over plain arrays, as :func:`_walk_span`.
-    """
-    C = trans.shape[1]
-    while head < tail:
-        s = queue[head]
-        if not expanded[s]:
-            return head, tail, s
-        d = dist[head]
-        if d < depth:
-            if tail + C > queue.shape[0]:
-                return head, tail, -2
-            prev = -1
-            for c in range(C):
-                t = trans[s, c]
-                if t < 0 or t == prev or stamp[t] == call:
-                    continue  # dead, the previous class's target, or seen in this call
-                prev = t
-                stamp[t] = call
-                queue[tail] = t
-                dist[tail] = d + 1
-                tail += 1
-        head += 1
-    return head, tail, -1
-
-
-@njit(cache=True, nogil=True)
-def _grown_queue(queue, dist, used):  # type: ignore[no-untyped-def]
-    """Return the queue and its distances with twice the room."""
-    q = np.empty(2 * queue.shape[0], np.int64)
-    d = np.empty(2 * queue.shape[0], np.int64)
-    q[:used] = queue[:used]
-    d[:used] = dist[:used]
-    return q, d
-
-
-@njit(cache=True, nogil=True)
-def _room_for_states(stamp, radius, n):  # type: ignore[no-untyped-def]
-    """Return the stamps and radii with room for ``n`` states (new radii -1)."""
-    if stamp.shape[0] >= n:
-        return stamp, radius
-    grown = np.zeros(n, np.int64)
-    grown[: stamp.shape[0]] = stamp
-    grown_r = np.full(n, -1, np.int64)
-    grown_r[: radius.shape[0]] = radius
-    return grown, grown_r
-
-
-@njit(cache=True, nogil=True)
-def _walk_span(trans, expanded, node_byte, node_end, node_depth, byte_class, at, i):  # type: ignore[no-untyped-def]
-    """Walk the trie from node ``i`` until a state whose row is not built; return both.
-
-    ``at[d]`` is the state after the first ``d`` bytes of the current node's path. Returns the
-    node to go on from and the state to expand first (-1: the walk is over). A loop of its own,
-    without the calls that grow the store, so that it compiles to a tight loop (with the calls
-    in it, every node cost ~10x as much).
-    """
-    n = node_byte.shape[0]
-    while i < n:
-        d = node_depth[i]
-        t = trans[at[d - 1], byte_class[node_byte[i]]]
-        if t < 0:
-            i = node_end[i]
-            continue
-        at[d] = t
-        i += 1
-        if not expanded[t]:
-            return i, t
-    return i, -1
-
-
-@njit(cache=True, nogil=True)
-def lazy_walk_kernel(nfa, reg, num_real, store, seeds, trie, byte_class, max_states, marks):  # type: ignore[no-untyped-def]
-    """Expand the rows a walk of the token trie from each of ``seeds`` reads.
-
-    ``trie`` is ``(node_byte, node_end, node_depth)`` (the flat DFS trie of
-    :mod:`constrain.vocab.trie`, or a single path); a subtree is skipped where the lexer dies.
-    Where a lexeme ends inside a token the rest is read from the boundary state 0, whose rows
-    the caller builds along every token suffix (``LazyLexer.prime``). ``marks`` as for
-    :func:`lazy_expand_kernel`.
-
-    Returns
-    -------
-    status : int
-        0 on success, 1 when ``max_states`` was reached.
-    store : the grown arrays.
-    """
-    node_byte, node_end, node_depth = trie
-    C = store[0].shape[1]
-    work = _new_work(marks[0], marks[1], C)
-    depth_max = 1
-    for i in range(node_depth.shape[0]):
-        if node_depth[i] + 1 > depth_max:
-            depth_max = node_depth[i] + 1
-    at = np.empty(depth_max + 1, np.int64)
-    for j in range(seeds.shape[0]):
-        t = seeds[j]
-        i = 1
-        at[0] = t
-        while t >= 0:
-            if not store[1][t]:  # where a token ends, its row says whether the lexeme goes on
-                status, store, work = _expand_row(t, nfa, reg, num_real, store, max_states, work)
-                if status != 0:
-                    return 1, store
-            i, t = _walk_span(
-                store[0], store[1], node_byte, node_end, node_depth, byte_class, at, i
-            )
-    return 0, store
 
 
 @njit(cache=True, nogil=True)

@@ -21,6 +21,7 @@ __all__ = [
     "HASH_MOD",
     "HASH_MUL",
     "determinize_kernel",
+    "edge_runs",
     "mix_hash",
     "nfa_csr_kernel",
     "nfa_live_kernel",
@@ -291,7 +292,7 @@ def _rehash(hashes, n, hcap):  # type: ignore[no-untyped-def]
 
 
 # a subset with at most this many live byte edges is split into runs of classes by the edges'
-# bounds (``_edge_runs``); a larger one by a counting sort over the classes (``_targets_by_class``)
+# bounds (``edge_runs``); a larger one by a counting sort over the classes (``_targets_by_class``)
 _FEW_EDGES = 32
 
 
@@ -318,12 +319,15 @@ def _few_edges(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, edges):  # type: 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt):  # type: ignore[no-untyped-def]
-    """Split the classes of ``ne`` edges into runs with the same targets (see the kernel).
+def edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt):  # type: ignore[no-untyped-def]
+    """Split the classes of ``ne`` edges into runs with the same targets.
 
-    Between two consecutive edge bounds the same edges apply: the runs are those stretches
-    (with targets), adjacent ones with the same targets merged. Returns the number of runs and
-    ``run_tgt`` (grown when too small).
+    ``edges`` holds the edges' first classes, last classes and targets (rows 0, 1, 2), ``cuts``
+    room for ``2 * ne`` bounds; run ``j`` covers classes ``run_lo[j] .. run_hi[j]`` and its
+    targets are ``run_tgt[run_ptr[j] : run_ptr[j + 1]]`` (:func:`determinize_kernel`, and the
+    lazy lexer's rows). Between two consecutive edge bounds the same edges apply: the runs are
+    those stretches (with targets), adjacent ones with the same targets merged. Returns the
+    number of runs and ``run_tgt`` (grown when too small).
     """
     nc = 0
     for j in range(2 * ne):  # the bounds, sorted (insertion sort: a few) and unique
@@ -338,7 +342,7 @@ def _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt):  # type: igno
         cuts[i] = v
         nc += 1
     if run_tgt.shape[0] < ne * (nc - 1):
-        run_tgt = np.empty(2 * ne * (nc - 1), np.int32)
+        run_tgt = np.empty(2 * ne * (nc - 1), run_tgt.dtype)
     runs = 0
     used = 0
     for r in range(nc - 1):
@@ -373,7 +377,7 @@ def _class_runs(count, bucket, run_lo, run_hi, run_ptr, run_tgt):  # type: ignor
     """Split the classes into runs with the same targets from ``_targets_by_class``'s buckets.
 
     Returns the number of runs and ``run_tgt`` (grown when too small). The merge with the last
-    run repeats ``_edge_runs``' in place (measured: as a shared helper, the 40 lexers'
+    run repeats ``edge_runs``' in place (measured: as a shared helper, the 40 lexers'
     constructions took 9.5 instead of 8.7 ms).
     """
     C = count.shape[0] - 1
@@ -407,8 +411,9 @@ def _class_runs(count, bucket, run_lo, run_hi, run_ptr, run_tgt):  # type: ignor
 
 @njit(cache=True, nogil=True)
 def determinize_kernel(  # type: ignore[no-untyped-def]
-    bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, start, num_classes, max_states, keep_start
-):
+    bptr, bcls_lo, bcls_hi, bdst, eptr, edst, keep, live, start, num_classes, max_states,
+    keep_start, max_members,
+):  # fmt: skip
     """Subset construction over byte classes, keeping only live NFA states in each subset.
 
     Parameters
@@ -436,13 +441,16 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     keep_start : bool
         Store ``start`` in the initial subset even if not kept, so that no transition can lead
         back to DFA state 0.
+    max_members : int
+        Stop as soon as the subsets would hold more NFA states in all (a budget of work: each
+        member costs a closure step, a sort and a hash).
 
     Returns
     -------
     status : int
-        0 on success, 1 when ``max_states`` was exceeded.
+        0 on success, 1 when ``max_states`` was exceeded, 2 when ``max_members`` was.
     num_states : int
-        Number of DFA states (``max_states + 1`` on failure).
+        Number of DFA states (``max_states + 1`` on status 1).
     trans : (S, C) int32
         Transitions, -1 for the dead state. State 0 is initial; states are numbered in BFS order.
     set_ptr : (S + 1,) int64
@@ -463,7 +471,7 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     count = np.zeros(C + 1, np.int64)
     fill = np.zeros(C, np.int64)
     bucket = np.empty(64, np.int32)
-    # a subset's successors as runs of classes with the same targets (``_edge_runs``,
+    # a subset's successors as runs of classes with the same targets (``edge_runs``,
     # ``_class_runs``): run ``j`` covers classes ``run_lo[j] .. run_hi[j]``, its targets are
     # ``run_tgt[run_ptr[j] : run_ptr[j + 1]]``
     edges = np.empty((3, _FEW_EDGES), np.int32)
@@ -492,7 +500,7 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
         a, b = set_ptr[s], set_ptr[s + 1]
         ne = _few_edges(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, edges)
         if ne > 0:
-            runs, run_tgt = _edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt)
+            runs, run_tgt = edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt)
         elif ne < 0:
             bucket = _targets_by_class(
                 a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, count, fill, bucket
@@ -541,6 +549,8 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
                     if d < 0:  # a new state
                         if n >= max_states:
                             return 1, n + 1, trans[:0], set_ptr[:1], pool[:0]
+                        if pool_len + k > max_members:
+                            return 2, n, trans[:0], set_ptr[:1], pool[:0]
                         if n == trans.shape[0]:
                             trans, set_ptr, hashes = _grow_states(trans, set_ptr, hashes, n)
                         if pool_len + k > pool.shape[0]:

@@ -62,6 +62,7 @@ GRAMMARS = {
 
 def _both(vocab: Vocabulary, grammar: Grammar, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     monkeypatch.setattr(lazy_lexer, "REGION_MIN", 1 << 40)
+    monkeypatch.setattr(lazy_lexer, "EAGER_MEMBERS", 1 << 62)  # no lexer too large to build whole
     monkeypatch.setattr(nfa, "WIDE_MIN_COUNT", 1 << 40)  # wide items too: unrolled
     monkeypatch.setattr(nfa, "PRODUCT_FOLD", 1 << 62)  # counts and patterns: their product
     try:
@@ -281,3 +282,25 @@ def test_many_bounded_strings_fold_when_their_counts_add_up(
     assert me.accept_bytes(text) and ml.accept_bytes(text)
     assert me.is_accepting() and ml.is_accepting()
     assert not Matcher(lazy).accept_bytes('{"k0":"' + "x" * 101)
+
+
+def test_a_lexer_past_the_eager_budget_is_built_lazily_from_the_same_nfa(
+    tiny_vocab: Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An eager subset construction that outgrows ``EAGER_MEMBERS`` hands its union NFA to a
+    lazy lexer (no counted region in it): the masks are the eager build's, token by token."""
+    grammar = Grammar.from_json_schema(
+        {
+            "type": "object",
+            "properties": {f"key_{i}": {"enum": [f"v{i}_{j}" for j in range(6)]} for i in range(8)},
+            "additionalProperties": {"type": "integer"},
+        }
+    )
+    eager = Compiler(tiny_vocab, cache_bytes=0).compile(grammar)
+    assert eager.lazy is None and eager.lexer.num_states > 64
+    monkeypatch.setattr(lazy_lexer, "EAGER_MEMBERS", 64)
+    lazy = Compiler(tiny_vocab, cache_bytes=0).compile(grammar)
+    assert lazy.lazy is not None and not lazy.lazy.regions
+    rng = random.Random(7)
+    for _ in range(6):
+        _walk(eager, lazy, rng, 40)

@@ -13,7 +13,13 @@ import reference
 
 from constrain.automata.dfa import compile_regex
 from constrain.automata.nfa import NfaBuilder
-from constrain.automata.subsets import compress_classes, determinize, minimize, nfa_live
+from constrain.automata.subsets import (
+    OverBudget,
+    compress_classes,
+    determinize,
+    minimize,
+    nfa_live,
+)
 from constrain.automata.utf8 import utf8_sequences
 from constrain.errors import CompileLimitError
 from constrain.frontends.regex import parse_regex
@@ -344,10 +350,14 @@ def test_determinize_kernel_limit_status() -> None:
     out = determinize_kernel(
         bptr, np.zeros(2, np.int32), np.zeros(2, np.int32), np.array([1, 2], np.int32),
         np.zeros(4, np.int64), np.zeros(0, np.int32), np.ones(3, np.bool_), np.ones(3, np.bool_),
-        0, 1, 2, False,
+        0, 1, 2, False, 1 << 62,
     )  # fmt: skip
     assert out[0] == 1 and out[1] == 3
     assert determinize(nfa, max_states=3, limit_name="x").trans.shape[0] == 3  # type: ignore[arg-type]
+    # the members budget: three subsets of one member each
+    assert determinize(nfa, max_states=9, limit_name="x", max_members=3).trans.shape[0] == 3  # type: ignore[arg-type]
+    with pytest.raises(OverBudget):
+        determinize(nfa, max_states=9, limit_name="x", max_members=2)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
