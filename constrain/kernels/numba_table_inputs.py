@@ -27,6 +27,7 @@ __all__ = [
 @njit(cache=True, nogil=True)
 def body_reach_kernel(
     trans: np.ndarray,
+    built: np.ndarray,
     classes: np.ndarray,
     pos_ptr: np.ndarray,
     seq_ptr: np.ndarray,
@@ -51,8 +52,11 @@ def body_reach_kernel(
     ``visited``, ``mark`` (int64, one per lexer state) are stamp arrays and ``cur``, ``nxt``
     (int64, one per state) scratch, reused across calls without clearing: ``stamp[0]`` is
     advanced past every stamp a call writes (it must never go back).
+
+    Only the states of tokens count, as for :func:`body_bound_kernel`: a lazy lexer's states
+    whose rows are not ``built`` (an empty ``built``: every row is) are on no token's path from
+    ``start`` and are left out, with where they lead, instead of read as kills.
     """
-    no_rows = np.zeros(0, np.bool_)  # every row built
     no_accepts = np.zeros((0, 1), np.uint64)  # acceptance not asked
     base = stamp[0] + 1
     visit = base
@@ -73,7 +77,7 @@ def body_reach_kernel(
         head += 1
         for q in range(seq_ptr.shape[0] - 1):
             nc, tick, dead, _ = _char_targets(
-                x, q, trans, classes, pos_ptr, seq_ptr, no_rows, no_accepts, mark, cur, nxt, tick
+                x, q, trans, classes, pos_ptr, seq_ptr, built, no_accepts, mark, cur, nxt, tick
             )
             if dead:
                 stamp[0] = tick

@@ -595,8 +595,10 @@ class MaskTables:
         state, max_chars = int(state), int(max_chars)
         if state == 0:  # a lexeme boundary: no string body is open
             return None
-        lexer = self._view[0]  # one lexer for the buffers' size and the walk
-        return self._bodies.reach(lexer, state, max_chars, self._buffers(lexer), self._call)
+        lexer, _, built = self._view  # one lexer for the buffers' size and the walk
+        if self.lazy and built is None:
+            return None
+        return self._bodies.reach(lexer, built, state, max_chars, self._buffers(lexer), self._call)
 
     def _bounded_slice(self, state: int, allowed: np.ndarray, max_chars: int = 0) -> int:
         """Return :meth:`BodySearches.bounded_slice` at ``state`` (``max_chars`` 0: all)."""

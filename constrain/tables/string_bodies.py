@@ -102,6 +102,7 @@ class BodySearches:
     def reach(
         self,
         lexer: LexerDfa,
+        built: np.ndarray | None,
         state: int,
         max_chars: int,
         sc: TableScratch,
@@ -115,13 +116,16 @@ class BodySearches:
         bound) lands on one of these states, inside the same lexeme: where an allowed terminal
         is alive at all of them, the whole slice is allowed and only the other tokens need a
         trie walk (llguidance's "slicer"). ``call`` calls a kernel, ``sc`` holds the scratch.
+        ``built``: a lazy lexer's rows built, as for :meth:`bounded_slice` (the states of the
+        tokens from ``state``; the search leaves out the others).
         """
         found = self._reach.get((state, max_chars), _UNSET)
         if found is not _UNSET:
             return found  # type: ignore[return-value]
         classes, pos_ptr, seq_ptr = self._shapes(lexer)
         n = call(
-            body_reach_kernel, lexer.trans, classes, pos_ptr, seq_ptr, state,
+            body_reach_kernel, lexer.trans, _NO_ROWS if built is None else built, classes,
+            pos_ptr, seq_ptr, state,
             max_chars or self.reach_limit, sc.reach, sc.visited, sc.mark, sc.cur, sc.nxt,
             sc.stamp,
         )  # fmt: skip
