@@ -41,7 +41,9 @@ from constrain.kernels.numba_subsets import (
     HASH_MOD,
     HASH_MUL,
     edge_runs,
+    few_edges,
     mix_hash,
+    same_targets,
     set_terminal_bits,
 )
 
@@ -292,32 +294,6 @@ _FEW_EDGES = 32
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _real_edges(a, b, pool, num_real, nfa, edges):  # type: ignore[no-untyped-def]
-    """Copy the live byte edges of subset ``pool[a:b]`` to ``edges`` (rows lo, hi, target).
-
-    Returns their number, or -1 when a member is virtual or there are more than ``edges``
-    holds.
-    """
-    bptr, bcls_lo, bcls_hi, bdst, live = nfa[0], nfa[1], nfa[2], nfa[3], nfa[7]
-    ne = 0
-    cap = edges.shape[1]
-    for i in range(a, b):
-        v = pool[i]
-        if v >= num_real:
-            return -1
-        for e in range(bptr[v], bptr[v + 1]):
-            t = bdst[e]
-            if live[t]:
-                if ne == cap:
-                    return -1
-                edges[0, ne] = bcls_lo[e]
-                edges[1, ne] = bcls_hi[e]
-                edges[2, ne] = t
-                ne += 1
-    return ne
-
-
-@njit(cache=True, nogil=True, inline="always")
 def expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[no-untyped-def]
     """Build the transition row of DFA state ``s``; return 0 (done), 1 (limit) or 2 (no room).
 
@@ -327,7 +303,10 @@ def expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[
     scratch (24 arrays) cost their references' counting at every row.
     """
     stack = work[4]
-    ne = _real_edges(store[2][s], store[2][s + 1], store[3], num_real, nfa, work[10])
+    ne = few_edges(
+        store[2][s], store[2][s + 1], store[3], num_real, nfa[0], nfa[1], nfa[2], nfa[3], nfa[7],
+        work[10],
+    )  # fmt: skip
     if ne >= 0:
         runs = 0
         if ne > 0:  # (run_tgt holds every run of _FEW_EDGES edges: it is never regrown)
@@ -348,7 +327,10 @@ def make_room(s, nfa, reg, num_real, store, work):  # type: ignore[no-untyped-de
     Room for a row's every class to be a new state, and for its largest possible subset.
     """
     mark, count, fill, bucket, stack, members = work[:6]
-    ne = _real_edges(store[2][s], store[2][s + 1], store[3], num_real, nfa, work[10])
+    ne = few_edges(
+        store[2][s], store[2][s + 1], store[3], num_real, nfa[0], nfa[1], nfa[2], nfa[3], nfa[7],
+        work[10],
+    )  # fmt: skip
     total = ne if ne >= 0 else _count_targets(s, nfa, reg, num_real, store[2], store[3], count)
     room = _close_room(total, num_real, nfa[9])
     if bucket.shape[0] < total:
@@ -361,10 +343,20 @@ def make_room(s, nfa, reg, num_real, store, work):  # type: ignore[no-untyped-de
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _has_room(k, trans, set_ptr, pool, htab, meta):  # type: ignore[no-untyped-def]
-    """Whether the store holds one more state of ``k`` members (:func:`_add`)."""
+def _state_of(members, k, trans, set_ptr, pool, hashes, htab, meta, max_states):  # type: ignore[no-untyped-def]
+    """Return the state of subset ``members[:k]``, added if new (the store's arrays).
+
+    -1 when a new state would pass ``max_states``, -2 when the store has no room for it.
+    """
+    d, slot = _find(members, k, hashes, htab, set_ptr, pool)
+    if d >= 0:
+        return d
     n = meta[0]
-    return n < trans.shape[0] and set_ptr[n] + k <= pool.shape[0] and 2 * (n + 1) <= htab.shape[0]
+    if n >= max_states:
+        return -1
+    if n >= trans.shape[0] or set_ptr[n] + k > pool.shape[0] or 2 * (n + 1) > htab.shape[0]:
+        return -2
+    return _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -379,14 +371,7 @@ def _runs_row(s, nfa, reg, num_real, store, max_states, work, runs):  # type: ig
     for j in range(runs):
         p, q = run_ptr[j], run_ptr[j + 1]
         # runs often have the previous run's targets (classes apart): reuse its state
-        same = j > 0 and q - p == p - run_ptr[j - 1]
-        if same:
-            off = run_ptr[j - 1] - p
-            for i in range(p, q):
-                if run_tgt[i] != run_tgt[i + off]:
-                    same = False
-                    break
-        if not same:
+        if not same_targets(j, run_ptr, run_tgt):
             gen_box[0] += 1
             k = _close(
                 run_tgt[p:q], q - p, num_real, eptr, edst, keep, live, vptr, vreg, reg, mark,
@@ -394,13 +379,9 @@ def _runs_row(s, nfa, reg, num_real, store, max_states, work, runs):  # type: ig
             )  # fmt: skip
             d = -1
             if k > 0:
-                d, slot = _find(members, k, hashes, htab, set_ptr, pool)
+                d = _state_of(members, k, trans, set_ptr, pool, hashes, htab, meta, max_states)
                 if d < 0:
-                    if meta[0] >= max_states:
-                        return 1
-                    if not _has_room(k, trans, set_ptr, pool, htab, meta):
-                        return 2
-                    d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
+                    return 1 if d == -1 else 2
         if d >= 0:
             for c in range(run_lo[j], run_hi[j] + 1):
                 row_out[c] = d
@@ -578,13 +559,9 @@ def _row_kernel(s, nfa, reg, num_real, store, max_states, work, total):  # type:
             )  # fmt: skip
             if k == 0:
                 continue
-        d, slot = _find(members, k, hashes, htab, set_ptr, pool)
+        d = _state_of(members, k, trans, set_ptr, pool, hashes, htab, meta, max_states)
         if d < 0:
-            if meta[0] >= max_states:
-                return 1
-            if not _has_room(k, trans, set_ptr, pool, htab, meta):
-                return 2
-            d = _add(members, k, slot, set_ptr, pool, hashes, htab, meta)
+            return 1 if d == -1 else 2
         row_out[c] = d
         if count[c + 1] - count[c] == 1:
             single_v[n_single] = v

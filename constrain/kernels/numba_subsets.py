@@ -22,9 +22,11 @@ __all__ = [
     "HASH_MUL",
     "determinize_kernel",
     "edge_runs",
+    "few_edges",
     "mix_hash",
     "nfa_csr_kernel",
     "nfa_live_kernel",
+    "same_targets",
     "set_terminal_bits",
     "state_bits_kernel",
 ]
@@ -297,15 +299,18 @@ _FEW_EDGES = 32
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _few_edges(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, edges):  # type: ignore[no-untyped-def]
+def few_edges(a, b, pool, num_real, bptr, bcls_lo, bcls_hi, bdst, live, edges):  # type: ignore[no-untyped-def]
     """Copy the live byte edges of subset ``pool[a:b]`` to ``edges`` (rows lo, hi, target).
 
-    Returns their number, or -1 when there are more than ``edges`` holds.
+    Returns their number, or -1 when there are more than ``edges`` holds or a member is
+    ``num_real`` or more (a lazy lexer's virtual state, which has no edges of its own).
     """
     ne = 0
     cap = edges.shape[1]
     for i in range(a, b):
         m = pool[i]
+        if m >= num_real:
+            return -1
         for e in range(bptr[m], bptr[m + 1]):
             t = bdst[e]
             if live[t]:
@@ -370,6 +375,19 @@ def edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt):  # type: ignor
         run_ptr[runs + 1] = used
         runs += 1
     return runs, run_tgt
+
+
+@njit(cache=True, nogil=True, inline="always")
+def same_targets(j, run_ptr, run_tgt):  # type: ignore[no-untyped-def]
+    """Whether run ``j`` has the same targets as run ``j - 1`` (``edge_runs``' runs)."""
+    p, q = run_ptr[j], run_ptr[j + 1]
+    if j == 0 or q - p != p - run_ptr[j - 1]:
+        return False
+    off = run_ptr[j - 1] - p
+    for i in range(p, q):
+        if run_tgt[i] != run_tgt[i + off]:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -498,7 +516,7 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     s = 0
     while s < n:
         a, b = set_ptr[s], set_ptr[s + 1]
-        ne = _few_edges(a, b, pool, bptr, bcls_lo, bcls_hi, bdst, live, edges)
+        ne = few_edges(a, b, pool, n_nfa, bptr, bcls_lo, bcls_hi, bdst, live, edges)
         if ne > 0:
             runs, run_tgt = edge_runs(ne, edges, cuts, run_lo, run_hi, run_ptr, run_tgt)
         elif ne < 0:
@@ -512,14 +530,7 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
         for j in range(runs):
             p, q = run_ptr[j], run_ptr[j + 1]
             # Runs often have the previous run's targets (classes apart): reuse its result.
-            same = j > 0 and q - p == p - run_ptr[j - 1]
-            if same:
-                off = run_ptr[j - 1] - p
-                for i in range(p, q):
-                    if run_tgt[i] != run_tgt[i + off]:
-                        same = False
-                        break
-            if not same:
+            if not same_targets(j, run_ptr, run_tgt):
                 gen += 1
                 nseed = 0
                 for i in range(p, q):
