@@ -593,10 +593,8 @@ class MaskTables:
     def string_body_reach(self, state: int, max_chars: int = 0) -> np.ndarray | None:
         """Return :meth:`BodySearches.reach` of ``state`` (``max_chars`` 0: any length)."""
         state, max_chars = int(state), int(max_chars)
-        if state == 0:  # a lexeme boundary: no string body is open
-            return None
         lexer, _, built = self._view  # one lexer for the buffers' size and the walk
-        if self.lazy and built is None:
+        if state == 0 or self.lazy and built is None:  # (0: a boundary, no string body open)
             return None
         return self._bodies.reach(lexer, built, state, max_chars, self._buffers(lexer), self._call)
 
