@@ -151,10 +151,12 @@ its states along the tokens' own paths (a neighbourhood branches on every byte c
 repetition of it folds from ``WIDE_MIN_COUNT`` copies (``\w{256}`` unrolled: 79k states, 0.4 s
 to build; folded, 5 ms)."""
 WIDE_MIN_COUNT = 8
-PRODUCT_FOLD = 2_000_000
+PRODUCT_FOLD = 50_000
 """``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
 lazy lexer as reached, when ``A``'s states times the count's would pass this many (and ``hi``
-is at least ``_PRODUCT_MIN_COUNT``)."""
+is at least ``_PRODUCT_MIN_COUNT``). An eager product costs about 0.25 us a unit of that bound
+(``pattern`` with ``maxLength: 1024``, 410,000: 0.12-0.2 s to the first mask; as a region,
+5-20 ms); as a region, a token inside it costs 1.5-4x more (every count is a table of its own)."""
 _PRODUCT_MIN_COUNT = 64
 # (count, rest, limit, PRODUCT_FOLD) -> (other DFA, its counts) of a product region, or None
 _PRODUCTS: dict[tuple[Regex, Regex, int, int], tuple[Dfa, tuple[Any, int]] | None] = {}
