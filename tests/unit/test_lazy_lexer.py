@@ -187,6 +187,32 @@ def test_the_compiler_builds_large_counts_lazily(tiny_vocab: Vocabulary) -> None
     assert Compiler(tiny_vocab).compile(Grammar.from_regex(r"\w{7}")).lazy is None
 
 
+@pytest.mark.slow  # a product region's rows without JIT
+def test_a_large_count_with_a_pattern_is_a_product_region(tiny_vocab: Vocabulary) -> None:
+    """By default a count intersected with a pattern folds once the eager product would pass
+    ``PRODUCT_FOLD`` states: ``maxLength: 1024`` with a Unicode ``\\w`` pattern (410,000
+    product states, 0.1-0.2 s built whole) is a product region; ``maxLength: 40`` with a small
+    pattern (30,340) stays in the eager lexer. Either way the bound and the pattern hold."""
+    from constrain import Compiler, Matcher
+
+    def compile_string(pattern: str, max_length: int) -> Any:
+        schema = {"type": "string", "pattern": pattern, "maxLength": max_length}
+        return Compiler(tiny_vocab).compile(Grammar.from_json_schema(schema))
+
+    big = compile_string(r"^[\w /-]+\.[0-9a-zA-Z]+$", 1024)
+    assert big.lazy is not None
+    assert any(r.other is not None for r in big.lazy.regions)
+    small = compile_string("^[a-z]+(-[a-z]{2,4})*$", 40)  # 37 x 41 x 20 states
+    assert small.lazy is None
+    for compiled, name in ((big, "watermark.png"), (small, "abc-de")):
+        assert Matcher(compiled).accept_bytes(f'"{name}"')
+    matcher = Matcher(big)
+    assert matcher.accept_bytes('"' + "a" * 1020 + ".pn")  # 1,023 characters
+    assert not matcher.accept_bytes("ng")  # 1,025: past the bound
+    assert matcher.accept_bytes('g"') and matcher.is_accepting()
+    assert not Matcher(big).accept_bytes('"no-dot"')
+
+
 def test_the_boundary_neighbourhood_waits_for_the_first_mask(tiny_vocab: Vocabulary) -> None:
     """The first mask reads the token walks from state 0 only: the 16-byte neighbourhood of
     state 0 that later steps read is built by the first ensure() after it, once."""
