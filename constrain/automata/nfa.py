@@ -154,9 +154,10 @@ WIDE_MIN_COUNT = 8
 PRODUCT_FOLD = 50_000
 """``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
 lazy lexer as reached, when ``A``'s states times the count's would pass this many (and ``hi``
-is at least ``_PRODUCT_MIN_COUNT``). An eager product costs about 0.25 us a unit of that bound
-(``pattern`` with ``maxLength: 1024``, 410,000: 0.12-0.2 s to the first mask; as a region,
-5-20 ms); as a region, a token inside it costs 1.5-4x more (every count is a table of its own)."""
+is at least ``_PRODUCT_MIN_COUNT``). Built whole, a Unicode ``\w`` ``pattern`` with
+``maxLength: 1024`` (410,000) took 23-87 ms to the first mask, 0.12-0.2 s where its terminal
+recurs (MaskBench ``o63937``, ``o63935``); as a region, 4-20 ms, but the whole lexer is then
+lazy and those schemas' tokens cost 1.3-4x more (rows and tables built as tokens reach them)."""
 _PRODUCT_MIN_COUNT = 64
 # (count, rest, limit, PRODUCT_FOLD) -> (other DFA, its counts) of a product region, or None
 _PRODUCTS: dict[tuple[Regex, Regex, int, int], tuple[Dfa, tuple[Any, int]] | None] = {}
