@@ -152,7 +152,7 @@ repetition of it folds from ``WIDE_MIN_COUNT`` copies (``\w{256}`` unrolled: 79k
 to build; folded, 5 ms)."""
 WIDE_MIN_COUNT = 8
 PRODUCT_FOLD = 50_000
-"""``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
+r"""``X{lo,hi} & A`` is a product region (:class:`CountedRegion` with ``other``), built by the
 lazy lexer as reached, when ``A``'s states times the count's would pass this many (and ``hi``
 is at least ``_PRODUCT_MIN_COUNT``). Built whole, a Unicode ``\w`` ``pattern`` with
 ``maxLength: 1024`` (410,000) took 23-87 ms to the first mask, 0.12-0.2 s where its terminal
