@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from constrain.kernels.numba_subsets import (
+    FEW_EDGES,
     HASH_MOD,
     HASH_MUL,
     edge_runs,
@@ -287,12 +288,6 @@ def lazy_start_kernel(nfa, reg, num_real, start, num_classes, max_states):  # ty
     return store
 
 
-# A row whose members are all real states with at most this many live byte edges is split into
-# runs of classes by the edges' bounds (``edge_runs``, as in the eager subset construction);
-# other rows count their targets class by class (:func:`_count_targets`).
-_FEW_EDGES = 32
-
-
 @njit(cache=True, nogil=True, inline="always")
 def expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[no-untyped-def]
     """Build the transition row of DFA state ``s``; return 0 (done), 1 (limit) or 2 (no room).
@@ -309,7 +304,7 @@ def expand_row(s, nfa, reg, num_real, store, max_states, work):  # type: ignore[
     )  # fmt: skip
     if ne >= 0:
         runs = 0
-        if ne > 0:  # (run_tgt holds every run of _FEW_EDGES edges: it is never regrown)
+        if ne > 0:  # (run_tgt holds every run of FEW_EDGES edges: it is never regrown)
             runs = edge_runs(ne, work[10], work[11], work[12], work[13], work[14], work[15])[0]
         if stack.shape[0] < _close_room(ne, num_real, nfa[9]):
             return 2
@@ -595,12 +590,12 @@ def new_work(mark, gen_box, num_classes):  # type: ignore[no-untyped-def]
         np.empty(num_classes, np.int32),
         np.empty(num_classes, np.int64),
         np.empty(num_classes, np.int32),
-        np.empty((3, _FEW_EDGES), np.int64),
-        np.empty(2 * _FEW_EDGES, np.int64),
+        np.empty((3, FEW_EDGES), np.int64),
+        np.empty(2 * FEW_EDGES, np.int64),
         np.empty(num_classes, np.int64),
         np.empty(num_classes, np.int64),
         np.zeros(num_classes + 1, np.int64),
-        np.empty(2 * _FEW_EDGES * _FEW_EDGES, np.int64),
+        np.empty(2 * FEW_EDGES * FEW_EDGES, np.int64),
     )
 
 

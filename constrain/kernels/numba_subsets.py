@@ -19,6 +19,7 @@ from numba import njit
 
 __all__ = [
     "HASH_MOD",
+    "FEW_EDGES",
     "HASH_MUL",
     "determinize_kernel",
     "edge_runs",
@@ -293,9 +294,10 @@ def _rehash(hashes, n, hcap):  # type: ignore[no-untyped-def]
     return htab
 
 
-# a subset with at most this many live byte edges is split into runs of classes by the edges'
-# bounds (``edge_runs``); a larger one by a counting sort over the classes (``_targets_by_class``)
-_FEW_EDGES = 32
+FEW_EDGES = 32
+"""A subset with at most this many live byte edges (``few_edges``) is split into runs of classes
+by the edges' bounds (``edge_runs``); a larger one by a counting sort over the classes (here
+``_targets_by_class``, in a lazy lexer ``numba_lazy._count_targets``)."""
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -492,8 +494,8 @@ def determinize_kernel(  # type: ignore[no-untyped-def]
     # a subset's successors as runs of classes with the same targets (``edge_runs``,
     # ``_class_runs``): run ``j`` covers classes ``run_lo[j] .. run_hi[j]``, its targets are
     # ``run_tgt[run_ptr[j] : run_ptr[j + 1]]``
-    edges = np.empty((3, _FEW_EDGES), np.int32)
-    cuts = np.empty(2 * _FEW_EDGES, np.int32)
+    edges = np.empty((3, FEW_EDGES), np.int32)
+    cuts = np.empty(2 * FEW_EDGES, np.int32)
     run_lo = np.empty(C, np.int32)
     run_hi = np.empty(C, np.int32)
     run_ptr = np.zeros(C + 1, np.int64)
